@@ -1,0 +1,35 @@
+//! The library's error type. Replay itself cannot fail on any input (bad
+//! lines are skipped and counted); only getting the bytes and writing the
+//! output can, and those errors carry the path or the stage that failed.
+
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in the library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O error on a log file, with the path and what was being done.
+    #[error("{}: {op}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done ("cannot open", "cannot read", ...).
+        op: &'static str,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the rendered output failed.
+    #[error("cannot write output: {0}")]
+    Write(#[source] std::io::Error),
+}
+
+impl Error {
+    #[cold]
+    pub(crate) fn io(path: &Path, op: &'static str, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            op,
+            source,
+        }
+    }
+}

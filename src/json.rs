@@ -1,0 +1,637 @@
+//! Exact JSON on raw bytes: an RFC 8259 validator, a scanner that finds the
+//! top-level `type` and `ts_ms` members of a line known to be valid, and the
+//! decoding of number and string tokens with JavaScript's semantics.
+//!
+//! This is the engine's slow, exact path. The fast path (simd-json, in
+//! [`crate::parse`]) decides most lines; whatever it rejects is decided here,
+//! so numbers of any size, unpaired surrogate escapes and deep nesting are
+//! accepted exactly as the grammar (and `JSON.parse`) accepts them. Nothing
+//! here allocates except the validator's depth stack, which is a bit per level
+//! and reused by the caller.
+
+use std::fmt;
+
+/// Why a line is not one valid JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonErrorKind {
+    /// The bytes are not UTF-8.
+    InvalidUtf8,
+    /// The line ended inside a value.
+    UnexpectedEnd,
+    /// A byte that cannot start or continue a value here.
+    UnexpectedByte,
+    /// A control character (below U+0020) inside a string.
+    ControlCharacterInString,
+    /// A backslash escape that JSON does not define.
+    InvalidEscape,
+    /// A malformed number (leading zero, missing digits, ...).
+    InvalidNumber,
+    /// Bytes after the end of the first value.
+    TrailingCharacters,
+    /// Nesting deeper than the configured limit.
+    TooDeep,
+}
+
+impl JsonErrorKind {
+    /// A short, stable description used in skip reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JsonErrorKind::InvalidUtf8 => "invalid UTF-8",
+            JsonErrorKind::UnexpectedEnd => "unexpected end of line",
+            JsonErrorKind::UnexpectedByte => "unexpected character",
+            JsonErrorKind::ControlCharacterInString => "control character in string",
+            JsonErrorKind::InvalidEscape => "invalid escape",
+            JsonErrorKind::InvalidNumber => "invalid number",
+            JsonErrorKind::TrailingCharacters => "trailing characters after the value",
+            JsonErrorKind::TooDeep => "nesting deeper than the limit",
+        }
+    }
+}
+
+impl fmt::Display for JsonErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A validation failure: what and where (byte column within the line, 0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonError {
+    /// What is wrong.
+    pub kind: JsonErrorKind,
+    /// Byte offset within the line where it was detected.
+    pub column: usize,
+}
+
+#[cold]
+fn err(kind: JsonErrorKind, column: usize) -> JsonError {
+    JsonError { kind, column }
+}
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+#[inline]
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && is_ws(s[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// Validates that `s` is exactly one JSON value (RFC 8259), with optional
+/// surrounding JSON whitespace, nested at most `max_depth` levels.
+///
+/// `stack` is scratch space for the container stack (one entry per level); it
+/// is cleared and reused, so a caller validating many lines allocates once.
+pub fn validate(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Result<(), JsonError> {
+    if let Err(e) = std::str::from_utf8(s) {
+        return Err(err(JsonErrorKind::InvalidUtf8, e.valid_up_to()));
+    }
+    stack.clear();
+    let n = s.len();
+    let mut i = skip_ws(s, 0);
+    // `true` on the stack = inside an object, `false` = inside an array.
+    'value: loop {
+        // Parse one value starting at i (after whitespace).
+        if i >= n {
+            return Err(err(JsonErrorKind::UnexpectedEnd, i));
+        }
+        match s[i] {
+            b'{' => {
+                if stack.len() >= max_depth {
+                    return Err(err(JsonErrorKind::TooDeep, i));
+                }
+                i = skip_ws(s, i + 1);
+                if i < n && s[i] == b'}' {
+                    i += 1;
+                } else {
+                    stack.push(true);
+                    i = object_key(s, i)?;
+                    continue 'value;
+                }
+            }
+            b'[' => {
+                if stack.len() >= max_depth {
+                    return Err(err(JsonErrorKind::TooDeep, i));
+                }
+                i = skip_ws(s, i + 1);
+                if i < n && s[i] == b']' {
+                    i += 1;
+                } else {
+                    stack.push(false);
+                    continue 'value;
+                }
+            }
+            b'"' => i = string_end(s, i)?,
+            b'-' | b'0'..=b'9' => i = number_end(s, i)?,
+            b't' => i = literal(s, i, b"true")?,
+            b'f' => i = literal(s, i, b"false")?,
+            b'n' => i = literal(s, i, b"null")?,
+            _ => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+        }
+        // After a value: close containers or move to the next element.
+        loop {
+            i = skip_ws(s, i);
+            let Some(&in_object) = stack.last() else {
+                return if i == n {
+                    Ok(())
+                } else {
+                    Err(err(JsonErrorKind::TrailingCharacters, i))
+                };
+            };
+            if i >= n {
+                return Err(err(JsonErrorKind::UnexpectedEnd, i));
+            }
+            match (s[i], in_object) {
+                (b',', true) => {
+                    i = object_key(s, skip_ws(s, i + 1))?;
+                    continue 'value;
+                }
+                (b',', false) => {
+                    i = skip_ws(s, i + 1);
+                    continue 'value;
+                }
+                (b'}', true) | (b']', false) => {
+                    stack.pop();
+                    i += 1;
+                }
+                _ => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+            }
+        }
+    }
+}
+
+/// Parses `"key" :` at `i` and returns the index after the colon and whitespace.
+fn object_key(s: &[u8], i: usize) -> Result<usize, JsonError> {
+    if i >= s.len() {
+        return Err(err(JsonErrorKind::UnexpectedEnd, i));
+    }
+    if s[i] != b'"' {
+        return Err(err(JsonErrorKind::UnexpectedByte, i));
+    }
+    let i = skip_ws(s, string_end(s, i)?);
+    if i >= s.len() {
+        return Err(err(JsonErrorKind::UnexpectedEnd, i));
+    }
+    if s[i] != b':' {
+        return Err(err(JsonErrorKind::UnexpectedByte, i));
+    }
+    Ok(skip_ws(s, i + 1))
+}
+
+fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
+    let end = i + word.len();
+    if end <= s.len() && &s[i..end] == word {
+        Ok(end)
+    } else {
+        let matched = s[i..]
+            .iter()
+            .zip(word)
+            .take_while(|(a, b)| a == b)
+            .count();
+        if i + matched == s.len() {
+            Err(err(JsonErrorKind::UnexpectedEnd, s.len()))
+        } else {
+            Err(err(JsonErrorKind::UnexpectedByte, i + matched))
+        }
+    }
+}
+
+/// Given `s[i] == '"'`, returns the index just past the closing quote.
+/// Validates escapes and rejects raw control characters. UTF-8 validity is
+/// checked by the caller for the whole line.
+pub(crate) fn string_end(s: &[u8], i: usize) -> Result<usize, JsonError> {
+    let mut j = i + 1;
+    loop {
+        // Jump to the next quote or backslash; check the skipped bytes for
+        // control characters.
+        let Some(k) = memchr::memchr2(b'"', b'\\', &s[j..]) else {
+            if let Some(c) = s[j..].iter().position(|&b| b < 0x20) {
+                return Err(err(JsonErrorKind::ControlCharacterInString, j + c));
+            }
+            return Err(err(JsonErrorKind::UnexpectedEnd, s.len()));
+        };
+        if let Some(c) = s[j..j + k].iter().position(|&b| b < 0x20) {
+            return Err(err(JsonErrorKind::ControlCharacterInString, j + c));
+        }
+        j += k;
+        if s[j] == b'"' {
+            return Ok(j + 1);
+        }
+        // Backslash escape.
+        let Some(&e) = s.get(j + 1) else {
+            return Err(err(JsonErrorKind::UnexpectedEnd, s.len()));
+        };
+        match e {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+            b'u' => {
+                for d in 0..4 {
+                    match s.get(j + 2 + d) {
+                        Some(h) if h.is_ascii_hexdigit() => {}
+                        Some(_) => return Err(err(JsonErrorKind::InvalidEscape, j)),
+                        None => return Err(err(JsonErrorKind::UnexpectedEnd, s.len())),
+                    }
+                }
+                j += 6;
+            }
+            _ => return Err(err(JsonErrorKind::InvalidEscape, j)),
+        }
+    }
+}
+
+/// Given a number starting at `i`, returns the index just past it.
+fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
+    let start = i;
+    let digits = |s: &[u8], mut i: usize| {
+        let from = i;
+        while i < s.len() && s[i].is_ascii_digit() {
+            i += 1;
+        }
+        (i, i - from)
+    };
+    if s[i] == b'-' {
+        i += 1;
+    }
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(s, i).0,
+        _ => return Err(err(JsonErrorKind::InvalidNumber, start)),
+    }
+    if s.get(i) == Some(&b'.') {
+        let (j, count) = digits(s, i + 1);
+        if count == 0 {
+            return Err(err(JsonErrorKind::InvalidNumber, start));
+        }
+        i = j;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let (j, count) = digits(s, i);
+        if count == 0 {
+            return Err(err(JsonErrorKind::InvalidNumber, start));
+        }
+        i = j;
+    }
+    Ok(i)
+}
+
+/// What a top-level member's value was, for the two members the contract reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    /// Not present.
+    Absent,
+    /// A string; the span is the raw content between the quotes (escapes kept).
+    String {
+        /// Offset of the content in the line.
+        start: u32,
+        /// Length of the content.
+        len: u32,
+    },
+    /// A number; the span is its raw text.
+    Number {
+        /// Offset of the number in the line.
+        start: u32,
+        /// Length of the number's text.
+        len: u32,
+    },
+    /// Present with another JSON type.
+    Other,
+}
+
+/// The `type` and `ts_ms` members of a top-level object (last duplicate wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fields {
+    /// Whether the value is an object at all.
+    pub is_object: bool,
+    /// The last `type` member.
+    pub kind: Member,
+    /// The last `ts_ms` member.
+    pub ts_ms: Member,
+}
+
+/// Finds the top-level `type` and `ts_ms` members of `s`, which must already be
+/// known to be exactly one valid JSON value. Keys are compared after
+/// unescaping, so `"t\u0079pe"` is `type`, as in `JSON.parse`.
+pub fn scan_fields(s: &[u8]) -> Fields {
+    let mut fields = Fields {
+        is_object: false,
+        kind: Member::Absent,
+        ts_ms: Member::Absent,
+    };
+    let mut i = skip_ws(s, 0);
+    if s.get(i) != Some(&b'{') {
+        return fields;
+    }
+    fields.is_object = true;
+    i = skip_ws(s, i + 1);
+    while i < s.len() && s[i] == b'"' {
+        let key_end = skip_string(s, i);
+        let key = &s[i + 1..key_end - 1];
+        i = skip_ws(s, key_end);
+        i = skip_ws(s, i + 1); // the colon
+        let value_start = i;
+        let value_end = skip_value(s, i);
+        let target = if key_is(key, b"type") {
+            Some(&mut fields.kind)
+        } else if key_is(key, b"ts_ms") {
+            Some(&mut fields.ts_ms)
+        } else {
+            None
+        };
+        if let Some(slot) = target {
+            *slot = match s[value_start] {
+                b'"' => Member::String {
+                    start: (value_start + 1) as u32,
+                    len: (value_end - value_start - 2) as u32,
+                },
+                b'-' | b'0'..=b'9' => Member::Number {
+                    start: value_start as u32,
+                    len: (value_end - value_start) as u32,
+                },
+                _ => Member::Other,
+            };
+        }
+        i = skip_ws(s, value_end);
+        if i < s.len() && s[i] == b',' {
+            i = skip_ws(s, i + 1);
+        } else {
+            break;
+        }
+    }
+    fields
+}
+
+/// Skips a valid string starting at the quote; returns the index past it.
+#[inline]
+fn skip_string(s: &[u8], i: usize) -> usize {
+    let mut j = i + 1;
+    loop {
+        match memchr::memchr2(b'"', b'\\', &s[j..]) {
+            Some(k) if s[j + k] == b'"' => return j + k + 1,
+            Some(k) => j += k + 2,
+            None => return s.len(),
+        }
+    }
+}
+
+/// Skips a valid value starting at `i`; returns the index past it.
+fn skip_value(s: &[u8], i: usize) -> usize {
+    match s[i] {
+        b'"' => skip_string(s, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match memchr::memchr3(b'"', b'{', b'[', &s[j..]).map(|k| j + k) {
+                    // Find the next structural byte of interest, handling
+                    // closers in the gap first.
+                    next => {
+                        let gap_end = next.unwrap_or(s.len());
+                        for (k, &b) in s[j..gap_end].iter().enumerate() {
+                            if b == b'}' || b == b']' {
+                                depth -= 1;
+                                if depth == 0 {
+                                    return j + k + 1;
+                                }
+                            }
+                        }
+                        let Some(p) = next else { return s.len() };
+                        if s[p] == b'"' {
+                            j = skip_string(s, p);
+                        } else {
+                            depth += 1;
+                            j = p + 1;
+                        }
+                    }
+                }
+            }
+        }
+        _ => {
+            let mut j = i;
+            while j < s.len() && !matches!(s[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            {
+                j += 1;
+            }
+            j
+        }
+    }
+}
+
+/// Compares a raw (possibly escaped) key with an ASCII target.
+fn key_is(raw: &[u8], target: &[u8]) -> bool {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return raw == target;
+    }
+    let mut units = StringUnits::new(raw);
+    for &t in target {
+        if units.next() != Some(t as u16) {
+            return false;
+        }
+    }
+    units.next().is_none()
+}
+
+/// The UTF-16 code units of the raw content of a valid JSON string, decoded
+/// as `JSON.parse` decodes them (unpaired surrogate escapes kept as is).
+pub struct StringUnits<'a> {
+    raw: &'a [u8],
+    pos: usize,
+    pending_low: Option<u16>,
+}
+
+impl<'a> StringUnits<'a> {
+    /// Decodes `raw`, the bytes between the quotes of a valid JSON string.
+    pub fn new(raw: &'a [u8]) -> Self {
+        StringUnits {
+            raw,
+            pos: 0,
+            pending_low: None,
+        }
+    }
+}
+
+impl Iterator for StringUnits<'_> {
+    type Item = u16;
+
+    fn next(&mut self) -> Option<u16> {
+        if let Some(low) = self.pending_low.take() {
+            return Some(low);
+        }
+        let raw = self.raw;
+        let &b = raw.get(self.pos)?;
+        if b == b'\\' {
+            let e = raw[self.pos + 1];
+            self.pos += 2;
+            return Some(match e {
+                b'b' => 0x08,
+                b'f' => 0x0C,
+                b'n' => 0x0A,
+                b'r' => 0x0D,
+                b't' => 0x09,
+                b'u' => {
+                    let v = hex4(&raw[self.pos..self.pos + 4]);
+                    self.pos += 4;
+                    v
+                }
+                other => other as u16,
+            });
+        }
+        // One UTF-8 character (valid by precondition).
+        let width = match b {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+        let bytes = &raw[self.pos..self.pos + width];
+        self.pos += width;
+        let c = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| s.chars().next())
+            .unwrap_or('\u{FFFD}');
+        let mut buf = [0u16; 2];
+        let enc = c.encode_utf16(&mut buf);
+        if enc.len() == 2 {
+            self.pending_low = Some(enc[1]);
+        }
+        Some(enc[0])
+    }
+}
+
+fn hex4(h: &[u8]) -> u16 {
+    h.iter().fold(0u16, |acc, &d| {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => d - b'A' + 10,
+        };
+        (acc << 4) | v as u16
+    })
+}
+
+/// Parses the raw text of a valid JSON number as JavaScript does: the
+/// nearest double, `±Infinity` on overflow, `-0` kept.
+pub fn number_value(raw: &[u8]) -> f64 {
+    // Fast path: a plain integer of at most 15 digits is exact in a double.
+    let (neg, digits) = match raw.first() {
+        Some(b'-') => (true, &raw[1..]),
+        _ => (false, raw),
+    };
+    if digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        let v = digits
+            .iter()
+            .fold(0u64, |acc, &d| acc * 10 + (d - b'0') as u64) as f64;
+        return if neg { -v } else { v };
+    }
+    // The grammar's number text is a subset of what Rust's correctly
+    // rounded parser accepts.
+    std::str::from_utf8(raw)
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(s: &str) -> bool {
+        validate(s.as_bytes(), 1000, &mut Vec::new()).is_ok()
+    }
+
+    #[test]
+    fn validator_accepts_what_the_grammar_allows() {
+        for s in [
+            "1",
+            "-0",
+            "0e0",
+            "1E+2",
+            "1e400",
+            "123456789012345678901234567890",
+            "\"\\ud800\"",
+            "\"\\/\"",
+            "{\"a\":1,\"a\":2}",
+            " [ 1 , {\"x\" : [ ] } ] ",
+            "true",
+            "null",
+            "\"é😀\"",
+        ] {
+            assert!(ok(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn validator_rejects_what_the_grammar_forbids() {
+        for s in [
+            "",
+            " ",
+            "{\"a\":1} x",
+            "{\"a\":1}{\"b\":2}",
+            "1 2",
+            "{\"a\":\"x\u{1}y\"}",
+            "{\"a\":\"\t\"}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\u12\"}",
+            "{\"a\":01}",
+            "-",
+            "-01",
+            "1.",
+            ".5",
+            "1e",
+            "NaN",
+            "Infinity",
+            "[1,]",
+            "{\"a\":1,}",
+            "{,}",
+            "{\"a\" 1}",
+            "tru",
+            "nul",
+            "{\"a\":1]",
+            "[\"a\"",
+            "'a'",
+            "\u{feff}{}",
+            "{\"a\":\u{c}1}",
+        ] {
+            assert!(!ok(s), "{s:?}");
+        }
+        assert!(validate(b"\"\xff\"", 10, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn depth_limit_is_exact() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(validate(deep(1000).as_bytes(), 1000, &mut Vec::new()).is_ok());
+        let e = validate(deep(1001).as_bytes(), 1000, &mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind, JsonErrorKind::TooDeep);
+    }
+
+    #[test]
+    fn fields_last_duplicate_wins_and_escaped_keys_match() {
+        let s = br#"{"type":"a","x":{"type":"no"},"t\u0079pe":"b","ts_ms":1,"ts_ms":"x"}"#;
+        let f = scan_fields(s);
+        assert!(f.is_object);
+        let Member::String { start, len } = f.kind else {
+            panic!("{f:?}")
+        };
+        assert_eq!(&s[start as usize..(start + len) as usize], b"b");
+        // The last ts_ms is a string: the parser reports it as not a number.
+        assert!(matches!(f.ts_ms, Member::String { .. }), "{f:?}");
+    }
+
+    #[test]
+    fn numbers_round_like_javascript() {
+        assert_eq!(number_value(b"1e3"), 1000.0);
+        assert_eq!(number_value(b"1e400"), f64::INFINITY);
+        assert!(number_value(b"-0").is_sign_negative());
+        assert_eq!(
+            number_value(b"12345678901234567890"),
+            12345678901234567890u64 as f64
+        );
+    }
+}

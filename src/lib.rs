@@ -1,0 +1,56 @@
+//! wmreplay replays an append-only JSONL working-memory log into the messages
+//! of an LLM request: every valid record, in `ts_ms` order, as a labelled
+//! `WM_KIND=…` message, followed by the live `CURRENT_USER_REQUEST`.
+//!
+//! The core works on a byte slice and has no I/O of its own beyond
+//! [`LogBytes`], which maps or reads a file. Replay never fails on any input:
+//! lines that are not valid JSON, or not records, are skipped, counted and
+//! located in [`ReplayStats`].
+//!
+//! ```
+//! use wmreplay::{replay, CurrentRequest, Format, ReplayOptions, SYSTEM_RULE};
+//!
+//! let log = b"{\"type\":\"text_input\",\"ts_ms\":2,\"text\":\"hi\"}\n\
+//!             not json\n\
+//!             {\"type\":\"wm_event\",\"ts_ms\":1}\n";
+//! let replayed = replay(log, &ReplayOptions::default());
+//! assert_eq!(replayed.stats().parsed_entries, 2);
+//! assert_eq!(replayed.stats().skipped_invalid_json, 1);
+//!
+//! let body = replayed.render_request(
+//!     Format::Anthropic,
+//!     SYSTEM_RULE,
+//!     &CurrentRequest { text: "hello", session_id: None },
+//! );
+//! let body = String::from_utf8(body).unwrap();
+//! // The earlier timestamp comes first, and the live request last.
+//! let first = body.find("WM_KIND=wm_event").unwrap();
+//! let second = body.find("WM_KIND=text_input").unwrap();
+//! assert!(first < second);
+//! assert!(body.ends_with(r#"CURRENT_USER_REQUEST\nsession_id: none\nuser_text: hello"}]}]}"#));
+//! ```
+//!
+//! To replay a file, open it with [`LogBytes::open`] (a missing file is an
+//! empty log) and pass [`LogBytes::bytes`] to [`replay`].
+
+#![warn(missing_docs)]
+
+mod error;
+pub mod escape;
+pub mod json;
+pub mod lines;
+pub mod order;
+pub mod parse;
+pub mod render;
+mod replay;
+pub mod request;
+pub mod source;
+
+pub use error::Error;
+pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason};
+pub use render::Format;
+pub use replay::{
+    Parsed, Replay, ReplayOptions, ReplayStats, Skip, parse_range, replay, replay_with_progress,
+};
+pub use request::{CurrentRequest, SYSTEM_RULE, current_user_request_text, system_prompt};
+pub use source::{FileIdentity, LogBytes, ReadMode};

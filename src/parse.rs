@@ -1,0 +1,212 @@
+//! One line → a [`Record`] or a [`SkipReason`].
+//!
+//! The fast path validates the line with simd-json (copied into a per-thread
+//! padded scratch buffer, reusing simd-json's `Buffers` and tape, so nothing
+//! is allocated per line once the buffers have grown). simd-json rejects a
+//! few things the JSON grammar allows (numbers beyond 64 bits, unpaired
+//! surrogate escapes, deep nesting); every line it rejects is decided again by
+//! the exact validator in [`crate::json`], so the answer is always the
+//! grammar's. The `type` and `ts_ms` members are then read from the raw bytes,
+//! which keeps records small (spans into the log, not owned strings) and
+//! numbers exact (correctly rounded from their text, as `JSON.parse` does).
+
+use std::fmt;
+
+use crate::escape;
+use crate::json::{self, JsonErrorKind, Member};
+
+/// The deepest nesting a line may have (objects and arrays), by default.
+/// Lines nested deeper are skipped as invalid JSON with the reason
+/// "nesting deeper than the limit".
+pub const DEFAULT_MAX_DEPTH: usize = 10_000;
+
+/// One replayable record: its timestamp and where its bytes are.
+///
+/// 32 bytes, no owned data: the text is rendered from the log's bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Record {
+    /// `ts_ms` as a double, as JavaScript reads it.
+    pub ts: f64,
+    /// Byte offset of the trimmed line in the log.
+    pub offset: u64,
+    /// Length of the trimmed line.
+    pub len: u32,
+    /// Start of the raw `type` string's content (escapes kept), relative to
+    /// the line's start.
+    pub kind_start: u32,
+    /// Length of the raw `type` content.
+    pub kind_len: u32,
+    /// How many bytes JSON-escaping the line adds.
+    pub escape_extra: u32,
+}
+
+impl Record {
+    /// The trimmed line, as written, in `log`.
+    #[inline]
+    pub fn line<'a>(&self, log: &'a [u8]) -> &'a [u8] {
+        &log[self.offset as usize..self.offset as usize + self.len as usize]
+    }
+
+    /// The raw `type` content (escapes not decoded) in `log`.
+    #[inline]
+    pub fn kind_raw<'a>(&self, log: &'a [u8]) -> &'a [u8] {
+        let s = self.offset as usize + self.kind_start as usize;
+        &log[s..s + self.kind_len as usize]
+    }
+
+    /// Whether the record's `type` is `text_output` (after unescaping), which
+    /// makes it an assistant message.
+    #[inline]
+    pub fn is_output(&self, log: &[u8]) -> bool {
+        let raw = self.kind_raw(log);
+        raw == b"text_output"
+            || (memchr::memchr(b'\\', raw).is_some()
+                && json::StringUnits::new(raw).eq("text_output".encode_utf16()))
+    }
+}
+
+/// Why a line was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Not one valid JSON value; counted in `skipped_invalid_json`.
+    InvalidJson {
+        /// What is wrong.
+        kind: JsonErrorKind,
+        /// Byte offset within the trimmed line.
+        column: u32,
+    },
+    /// Longer than 4 GiB − 1; counted in `skipped_invalid_json`.
+    LineTooLong,
+    /// Valid JSON but not an object; counted in `skipped_invalid_shape`.
+    NotAnObject,
+    /// No `type` member.
+    MissingType,
+    /// `type` is not a string.
+    TypeNotString,
+    /// No `ts_ms` member.
+    MissingTsMs,
+    /// `ts_ms` is not a number.
+    TsMsNotNumber,
+}
+
+impl SkipReason {
+    /// Whether this counts as invalid JSON (as opposed to an invalid shape).
+    pub fn is_invalid_json(&self) -> bool {
+        matches!(self, SkipReason::InvalidJson { .. } | SkipReason::LineTooLong)
+    }
+
+    /// A short machine-readable name: `invalid_json` or `invalid_shape`.
+    pub fn category(&self) -> &'static str {
+        if self.is_invalid_json() {
+            "invalid_json"
+        } else {
+            "invalid_shape"
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::InvalidJson { kind, column } => {
+                write!(f, "invalid JSON: {kind} at column {}", column + 1)
+            }
+            SkipReason::LineTooLong => f.write_str("invalid JSON: line longer than 4 GiB"),
+            SkipReason::NotAnObject => f.write_str("not a JSON object"),
+            SkipReason::MissingType => f.write_str("no \"type\" member"),
+            SkipReason::TypeNotString => f.write_str("\"type\" is not a string"),
+            SkipReason::MissingTsMs => f.write_str("no \"ts_ms\" member"),
+            SkipReason::TsMsNotNumber => f.write_str("\"ts_ms\" is not a number"),
+        }
+    }
+}
+
+/// Per-thread parsing state: simd-json's buffers, a padded copy of the
+/// current line, and the exact validator's stack. Reused for every line.
+pub struct LineParser {
+    max_depth: usize,
+    buffers: simd_json::Buffers,
+    tape: Option<simd_json::Tape<'static>>,
+    scratch: Vec<u8>,
+    stack: Vec<bool>,
+}
+
+impl LineParser {
+    /// A parser that accepts nesting up to `max_depth` levels.
+    pub fn new(max_depth: usize) -> Self {
+        LineParser {
+            max_depth,
+            buffers: simd_json::Buffers::with_max_depth(4096, max_depth),
+            tape: Some(simd_json::Tape::null().reset()),
+            scratch: Vec::new(),
+            stack: Vec::new(),
+        }
+    }
+
+    /// Classifies one trimmed, non-empty line found at `offset` in the log.
+    pub fn parse(&mut self, line: &[u8], offset: u64) -> Result<Record, SkipReason> {
+        let Ok(len) = u32::try_from(line.len()) else {
+            return Err(SkipReason::LineTooLong);
+        };
+        if !self.fast_valid(line) {
+            json::validate(line, self.max_depth, &mut self.stack).map_err(|e| {
+                SkipReason::InvalidJson {
+                    kind: e.kind,
+                    column: e.column as u32,
+                }
+            })?;
+        }
+        let fields = json::scan_fields(line);
+        if !fields.is_object {
+            return Err(SkipReason::NotAnObject);
+        }
+        let (kind_start, kind_len) = match fields.kind {
+            Member::String { start, len } => (start, len),
+            Member::Absent => return Err(SkipReason::MissingType),
+            _ => return Err(SkipReason::TypeNotString),
+        };
+        let ts = match fields.ts_ms {
+            Member::Number { start, len } => {
+                json::number_value(&line[start as usize..(start + len) as usize])
+            }
+            Member::Absent => return Err(SkipReason::MissingTsMs),
+            _ => return Err(SkipReason::TsMsNotNumber),
+        };
+        Ok(Record {
+            ts,
+            offset,
+            len,
+            kind_start,
+            kind_len,
+            escape_extra: escape::escaped_extra(line) as u32,
+        })
+    }
+
+    /// simd-json's verdict. `true` means valid; `false` means "decide
+    /// exactly" (it may still be valid).
+    fn fast_valid(&mut self, line: &[u8]) -> bool {
+        // simd-json accepts raw control characters inside strings (RFC 8259
+        // forbids them), so lines with any byte below 0x20 go to the exact
+        // path. Tab and CR between tokens are legal but rare.
+        if line.iter().fold(false, |acc, &b| acc | (b < 0x20)) {
+            return false;
+        }
+        self.scratch.clear();
+        self.scratch.extend_from_slice(line);
+        self.scratch
+            .resize(line.len() + simd_json::INPUT_PADDING, b' ');
+        let mut tape = match self.tape.take() {
+            Some(t) => t.reset(),
+            None => simd_json::Tape::null().reset(),
+        };
+        let ok = simd_json::fill_tape_padded(
+            &mut self.scratch,
+            line.len(),
+            &mut self.buffers,
+            &mut tape,
+        )
+        .is_ok();
+        self.tape = Some(tape.reset());
+        ok
+    }
+}

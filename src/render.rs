@@ -1,0 +1,224 @@
+//! Rendering records as messages, in the three output formats.
+//!
+//! Every message's size is known before anything is written (the line's
+//! escape overhead was measured while parsing), so output is either one
+//! exactly-sized buffer or a stream of bounded batches, and in both cases
+//! groups of messages are written in parallel at precomputed offsets.
+//!
+//! A record's message text is
+//! `WM_KIND=<type>\nts_ms: <ts_ms>\nWM_JSON: <line>`, JSON-escaped as
+//! `JSON.stringify` escapes it. Each message is followed by the format's
+//! separator (`,` for JSON arrays, nothing for NDJSON, whose messages end in
+//! `\n`); the array forms drop the last separator when they close.
+
+use std::io::Write;
+
+use rayon::prelude::*;
+
+use crate::escape::{self, JsNumber};
+use crate::parse::Record;
+
+/// An output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Anthropic Messages: `{"system":…,"messages":[{"role":…,"content":[{"type":"text","text":…}]},…]}`.
+    #[default]
+    Anthropic,
+    /// OpenAI Chat Completions: `{"messages":[{"role":"system","content":…},{"role":…,"content":…},…]}`.
+    OpenAi,
+    /// One `{"role":…,"content":…}` object per line, no envelope.
+    Ndjson,
+}
+
+impl Format {
+    /// The format's name as the CLI spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenAi => "openai",
+            Format::Ndjson => "ndjson",
+        }
+    }
+
+    pub(crate) fn open(self, role: Role) -> &'static [u8] {
+        match (self, role) {
+            (Format::Anthropic, Role::User) => {
+                br#"{"role":"user","content":[{"type":"text","text":""#
+            }
+            (Format::Anthropic, Role::Assistant) => {
+                br#"{"role":"assistant","content":[{"type":"text","text":""#
+            }
+            (Format::Anthropic, Role::System) => unreachable!("system is not a message"),
+            (_, Role::User) => br#"{"role":"user","content":""#,
+            (_, Role::Assistant) => br#"{"role":"assistant","content":""#,
+            (_, Role::System) => br#"{"role":"system","content":""#,
+        }
+    }
+
+    pub(crate) fn close(self) -> &'static [u8] {
+        match self {
+            Format::Anthropic => b"\"}]}",
+            Format::OpenAi => b"\"}",
+            Format::Ndjson => b"\"}\n",
+        }
+    }
+
+    pub(crate) fn separator(self) -> &'static [u8] {
+        match self {
+            Format::Ndjson => b"",
+            _ => b",",
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "anthropic" => Ok(Format::Anthropic),
+            "openai" => Ok(Format::OpenAi),
+            "ndjson" => Ok(Format::Ndjson),
+            _ => Err(format!(
+                "unknown format {s:?} (expected anthropic, openai or ndjson)"
+            )),
+        }
+    }
+}
+
+/// A message's role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `user`: every record but `text_output`, and the current request.
+    User,
+    /// `assistant`: `text_output` records.
+    Assistant,
+    /// `system`: the system prompt, in formats that carry it as a message.
+    System,
+}
+
+const KIND_PREFIX: &[u8] = b"WM_KIND=";
+const TS_PREFIX: &[u8] = b"\\nts_ms: ";
+const JSON_PREFIX: &[u8] = b"\\nWM_JSON: ";
+
+/// Bytes of one record's message, separator included.
+#[inline]
+pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
+    let role = if r.is_output(log) {
+        Role::Assistant
+    } else {
+        Role::User
+    };
+    format.open(role).len()
+        + KIND_PREFIX.len()
+        + escape::transcoded_len(r.kind_raw(log))
+        + TS_PREFIX.len()
+        + JsNumber::new(r.ts).as_bytes().len()
+        + JSON_PREFIX.len()
+        + r.len as usize
+        + r.escape_extra as usize
+        + format.close().len()
+        + format.separator().len()
+}
+
+/// Writes one record's message and separator; returns bytes written.
+#[inline]
+fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usize {
+    let role = if r.is_output(log) {
+        Role::Assistant
+    } else {
+        Role::User
+    };
+    let mut w = put(out, 0, format.open(role));
+    w = put(out, w, KIND_PREFIX);
+    w += escape::write_transcoded(r.kind_raw(log), &mut out[w..]);
+    w = put(out, w, TS_PREFIX);
+    w = put(out, w, JsNumber::new(r.ts).as_bytes());
+    w = put(out, w, JSON_PREFIX);
+    w += escape::write_escaped(r.line(log), &mut out[w..]);
+    w = put(out, w, format.close());
+    put(out, w, format.separator())
+}
+
+#[inline]
+pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
+    out[at..at + bytes.len()].copy_from_slice(bytes);
+    at + bytes.len()
+}
+
+/// Records per parallel group: small enough to balance, large enough that
+/// scheduling costs nothing.
+const GROUP: usize = 512;
+
+/// Total bytes of the messages of `records`, separators included.
+pub fn messages_len(records: &[Record], log: &[u8], format: Format) -> usize {
+    records
+        .par_chunks(GROUP)
+        .map(|g| g.iter().map(|r| message_len(r, log, format)).sum::<usize>())
+        .sum()
+}
+
+/// Writes the messages of `records` (each followed by its separator) into
+/// `out`, which must be exactly [`messages_len`] bytes, in parallel.
+pub fn write_messages_into(records: &[Record], log: &[u8], format: Format, out: &mut [u8]) {
+    let groups: Vec<&[Record]> = records.chunks(GROUP).collect();
+    let sizes: Vec<usize> = groups
+        .par_iter()
+        .map(|g| g.iter().map(|r| message_len(r, log, format)).sum())
+        .collect();
+    let mut slices = Vec::with_capacity(groups.len());
+    let mut rest = out;
+    for &size in &sizes {
+        let (head, tail) = rest.split_at_mut(size);
+        slices.push(head);
+        rest = tail;
+    }
+    debug_assert!(rest.is_empty(), "output buffer larger than the messages");
+    groups
+        .into_par_iter()
+        .zip(slices.into_par_iter())
+        .for_each(|(group, slice)| {
+            let mut w = 0;
+            for r in group {
+                w += write_message(r, log, format, &mut slice[w..]);
+            }
+            debug_assert_eq!(w, slice.len());
+        });
+}
+
+/// Output bytes per streamed batch: bounds the memory of streaming output
+/// whatever the log's size.
+pub const STREAM_BATCH: usize = 16 << 20;
+
+/// Streams the messages of `records` (each followed by its separator) to `w`
+/// in batches of about [`STREAM_BATCH`] bytes, each rendered in parallel.
+/// With `drop_last_separator`, the final separator is not written.
+pub fn stream_messages(
+    records: &[Record],
+    log: &[u8],
+    format: Format,
+    drop_last_separator: bool,
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut start = 0;
+    while start < records.len() {
+        let mut end = start;
+        let mut size = 0;
+        while end < records.len() && (end == start || size < STREAM_BATCH) {
+            size += message_len(&records[end], log, format);
+            end += 1;
+        }
+        if buf.len() < size {
+            buf.resize(size, 0);
+        }
+        write_messages_into(&records[start..end], log, format, &mut buf[..size]);
+        let n = if end == records.len() && drop_last_separator {
+            size - format.separator().len()
+        } else {
+            size
+        };
+        w.write_all(&buf[..n])?;
+        start = end;
+    }
+    Ok(())
+}

@@ -1,0 +1,325 @@
+//! The replay driver: cut the log into chunks, parse them in parallel,
+//! gather the records and stats in file order, and sort.
+//!
+//! Works on any byte slice with a base offset, so the same code replays a
+//! whole log or only the bytes appended to one.
+
+use std::io::Write;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use crate::lines::{self, Lines};
+use crate::order;
+use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason};
+use crate::render::Format;
+use crate::request::{self, CurrentRequest};
+
+/// Settings of a replay, with documented defaults.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// Worker threads: 0 uses rayon's global pool (one per core), 1 parses on
+    /// the calling thread, N > 1 uses a pool of N threads. Default 0.
+    pub threads: usize,
+    /// Bytes per parallel chunk (cut at line ends). Default 1 MiB.
+    pub chunk_size: usize,
+    /// Deepest nesting accepted in a line. Default [`DEFAULT_MAX_DEPTH`].
+    pub max_depth: usize,
+    /// How many skipped lines to report in detail ([`ReplayStats::skips`]).
+    /// Default 16.
+    pub max_skips: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            threads: 0,
+            chunk_size: 1 << 20,
+            max_depth: DEFAULT_MAX_DEPTH,
+            max_skips: 16,
+        }
+    }
+}
+
+/// A skipped line: where it is and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Skip {
+    /// 1-based line number in the file (blank lines count).
+    pub line: u64,
+    /// Byte offset of the start of the line in the file.
+    pub offset: u64,
+    /// Why it was skipped.
+    pub reason: SkipReason,
+}
+
+/// What a replay saw (contract item 10).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayStats {
+    /// Non-empty lines.
+    pub total_lines: u64,
+    /// Lines replayed as messages.
+    pub parsed_entries: u64,
+    /// Lines that are not one valid JSON value.
+    pub skipped_invalid_json: u64,
+    /// Valid JSON without a string `type` and a number `ts_ms` in an object.
+    pub skipped_invalid_shape: u64,
+    /// Bytes of the log.
+    pub bytes: u64,
+    /// Whether the last line had no `\n` (possibly a write in progress).
+    pub unterminated_tail: bool,
+    /// Whether the records were already in `ts_ms` order in the file.
+    pub already_ordered: bool,
+    /// The first skipped lines, in file order (at most
+    /// [`ReplayOptions::max_skips`]).
+    pub skips: Vec<Skip>,
+}
+
+impl ReplayStats {
+    /// The stats as one compact JSON object; `skips` lists at most
+    /// `max_skips` of the recorded skips.
+    pub fn to_json(&self, max_skips: usize) -> String {
+        use std::fmt::Write as _;
+        let mut s = format!(
+            "{{\"total_lines\":{},\"parsed_entries\":{},\"skipped_invalid_json\":{},\"skipped_invalid_shape\":{},\"bytes\":{},\"unterminated_tail\":{},\"already_ordered\":{}",
+            self.total_lines,
+            self.parsed_entries,
+            self.skipped_invalid_json,
+            self.skipped_invalid_shape,
+            self.bytes,
+            self.unterminated_tail,
+            self.already_ordered
+        );
+        if max_skips > 0 {
+            s.push_str(",\"skips\":[");
+            for (i, k) in self.skips.iter().take(max_skips).enumerate() {
+                if i > 0 {
+                    s.push(',');
+                }
+                let _ = write!(
+                    s,
+                    "{{\"line\":{},\"offset\":{},\"category\":\"{}\",\"reason\":{}}}",
+                    k.line,
+                    k.offset,
+                    k.reason.category(),
+                    json_string(&k.reason.to_string())
+                );
+            }
+            s.push(']');
+        }
+        s.push('}');
+        s
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = vec![0u8; s.len() + crate::escape::escaped_extra(s.as_bytes())];
+    crate::escape::write_escaped(s.as_bytes(), &mut out);
+    format!("\"{}\"", String::from_utf8_lossy(&out))
+}
+
+/// A replayed log: records in `ts_ms` order, borrowing the log's bytes.
+pub struct Replay<'a> {
+    log: &'a [u8],
+    records: Vec<Record>,
+    stats: ReplayStats,
+}
+
+impl<'a> Replay<'a> {
+    /// The records, in replay order.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// The stats.
+    pub fn stats(&self) -> &ReplayStats {
+        &self.stats
+    }
+
+    /// The log's bytes.
+    pub fn log(&self) -> &'a [u8] {
+        self.log
+    }
+
+    /// The whole request body (system rule, messages, current request) in
+    /// one exactly-sized buffer.
+    pub fn render_request(&self, format: Format, system: &str, current: &CurrentRequest<'_>) -> Vec<u8> {
+        request::render_request(&self.records, self.log, format, system, current)
+    }
+
+    /// Streams the request body to `w` with bounded memory.
+    pub fn write_request(
+        &self,
+        format: Format,
+        system: &str,
+        current: &CurrentRequest<'_>,
+        w: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        request::write_request(&self.records, self.log, format, system, current, w)
+    }
+
+    /// The replayed messages alone (JSON array or NDJSON).
+    pub fn render_messages(&self, format: Format) -> Vec<u8> {
+        request::render_messages(&self.records, self.log, format)
+    }
+
+    /// Streams the replayed messages alone to `w`.
+    pub fn write_messages(&self, format: Format, w: &mut dyn Write) -> std::io::Result<()> {
+        request::write_messages(&self.records, self.log, format, w)
+    }
+}
+
+/// Replays a whole log held in memory.
+pub fn replay<'a>(log: &'a [u8], options: &ReplayOptions) -> Replay<'a> {
+    replay_with_progress(log, options, &|_| {})
+}
+
+/// Replays a whole log, calling `progress(bytes)` as chunks finish (from
+/// worker threads; the sum of all calls is the log's length).
+pub fn replay_with_progress<'a>(
+    log: &'a [u8],
+    options: &ReplayOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Replay<'a> {
+    let start = lines::content_start(log);
+    if start > 0 {
+        progress(start as u64);
+    }
+    let parsed = parse_range(log, start..log.len(), 1, options, progress);
+    let mut records = parsed.records;
+    let mut stats = parsed.stats;
+    stats.bytes = log.len() as u64;
+    stats.already_ordered = run_in_pool(options.threads, || {
+        order::sort_records(&mut records, options.threads != 1)
+    });
+    Replay {
+        log,
+        records,
+        stats,
+    }
+}
+
+/// Records (in file order) and stats of a range of a log.
+pub struct Parsed {
+    /// Records in file order.
+    pub records: Vec<Record>,
+    /// Counts and skips (`bytes` and `already_ordered` are left to the caller).
+    pub stats: ReplayStats,
+    /// Physical lines seen (blank lines included).
+    pub lines: u64,
+}
+
+/// Parses `log[range]`, whose first line is line `first_line` of the file.
+pub fn parse_range(
+    log: &[u8],
+    range: Range<usize>,
+    first_line: u64,
+    options: &ReplayOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Parsed {
+    let chunks = lines::chunks(log, range, options.chunk_size);
+    let work = |chunk: &Range<usize>, parser: &mut LineParser| {
+        let out = parse_chunk(log, chunk.clone(), parser, options.max_skips);
+        progress(chunk.len() as u64);
+        out
+    };
+    let parts: Vec<ChunkResult> = if options.threads == 1 {
+        let mut parser = LineParser::new(options.max_depth);
+        chunks.iter().map(|c| work(c, &mut parser)).collect()
+    } else {
+        run_in_pool(options.threads, || {
+            chunks
+                .par_iter()
+                .map_init(|| LineParser::new(options.max_depth), |p, c| work(c, p))
+                .collect()
+        })
+    };
+    merge(parts, first_line, options.max_skips)
+}
+
+fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    if threads <= 1 || threads == rayon::current_num_threads() {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
+struct ChunkResult {
+    records: Vec<Record>,
+    stats: ReplayStats,
+    /// Skips with line numbers relative to the chunk (0-based).
+    lines: u64,
+}
+
+fn parse_chunk(log: &[u8], range: Range<usize>, parser: &mut LineParser, max_skips: usize) -> ChunkResult {
+    let mut records = Vec::with_capacity(range.len() / 256 + 1);
+    let mut stats = ReplayStats::default();
+    let mut line_no = 0u64;
+    for line in Lines::new(log, range) {
+        line_no += 1;
+        stats.unterminated_tail = !line.terminated;
+        let raw = &log[line.range.clone()];
+        let t = lines::trim(raw);
+        if t.is_empty() {
+            continue;
+        }
+        stats.total_lines += 1;
+        let offset = (line.range.start + t.start) as u64;
+        match parser.parse(&raw[t], offset) {
+            Ok(r) => records.push(r),
+            Err(reason) => {
+                if reason.is_invalid_json() {
+                    stats.skipped_invalid_json += 1;
+                } else {
+                    stats.skipped_invalid_shape += 1;
+                }
+                if stats.skips.len() < max_skips {
+                    stats.skips.push(Skip {
+                        line: line_no - 1,
+                        offset: line.range.start as u64,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    stats.parsed_entries = records.len() as u64;
+    ChunkResult {
+        records,
+        stats,
+        lines: line_no,
+    }
+}
+
+fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize) -> Parsed {
+    let total: usize = parts.iter().map(|p| p.records.len()).sum();
+    let mut records = Vec::with_capacity(total);
+    let mut stats = ReplayStats::default();
+    let mut base = first_line;
+    let mut lines = 0;
+    for p in parts {
+        records.extend_from_slice(&p.records);
+        stats.total_lines += p.stats.total_lines;
+        stats.parsed_entries += p.stats.parsed_entries;
+        stats.skipped_invalid_json += p.stats.skipped_invalid_json;
+        stats.skipped_invalid_shape += p.stats.skipped_invalid_shape;
+        stats.unterminated_tail = p.stats.unterminated_tail;
+        for s in p.stats.skips {
+            if stats.skips.len() < max_skips {
+                stats.skips.push(Skip {
+                    line: base + s.line,
+                    ..s
+                });
+            }
+        }
+        base += p.lines;
+        lines += p.lines;
+    }
+    Parsed {
+        records,
+        stats,
+        lines,
+    }
+}
