@@ -1,1 +1,213 @@
-fn main() {}
+//! The `wmreplay` command line: replay a working-memory log into a request
+//! body, the messages alone, or stats.
+//!
+//! Exit codes: 0 success (also when the reader of stdout goes away early),
+//! 1 an I/O error (one line on stderr naming the path), 2 bad usage.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use wmreplay::{CurrentRequest, Format, LogBytes, ReadMode, Replay, ReplayOptions};
+
+/// Replays an append-only JSONL working-memory log into the messages of an
+/// LLM request: every record with a string `type` and a number `ts_ms`, in
+/// `ts_ms` order, as a `WM_KIND=…` message, then the live request as
+/// `CURRENT_USER_REQUEST`. Lines that are not valid records are skipped and
+/// counted, never fatal. A missing log is an empty log.
+///
+/// Exit status: 0 success, 1 I/O error (the message names the file), 2 bad
+/// usage.
+#[derive(Parser, Debug)]
+#[command(name = "wmreplay", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the request body (system rule, replayed log, CURRENT_USER_REQUEST) to stdout.
+    Respond {
+        /// The working-memory log (JSONL). A missing file is an empty log.
+        log: PathBuf,
+        /// The user's request text.
+        #[arg(long)]
+        text: String,
+        /// The session id written in CURRENT_USER_REQUEST ("none" when absent).
+        #[arg(long)]
+        session: Option<String>,
+        /// Text placed before the system rule in the system prompt (persona, tone).
+        #[arg(long, value_name = "TEXT")]
+        system: Option<String>,
+        /// Body format: anthropic (Messages API), openai (Chat Completions) or
+        /// ndjson (one message per line, system first, request last).
+        #[arg(long, default_value = "anthropic", value_parser = parse_format)]
+        format: Format,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Print the replayed messages alone: a JSON array, or NDJSON.
+    Replay {
+        /// The working-memory log (JSONL). A missing file is an empty log.
+        log: PathBuf,
+        /// Message shape: anthropic or openai (a JSON array), or ndjson.
+        #[arg(long, default_value = "anthropic", value_parser = parse_format)]
+        format: Format,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Print the replay stats as one JSON object.
+    Stats {
+        /// The working-memory log (JSONL). A missing file is an empty log.
+        log: PathBuf,
+        /// Also list the first N skipped lines (line number, byte offset, reason).
+        #[arg(long, value_name = "N")]
+        skips: Option<usize>,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+}
+
+#[derive(Args, Debug)]
+struct EngineArgs {
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    threads: usize,
+    /// Read the log with read() instead of mapping it (safer if another
+    /// process may truncate it during the replay).
+    #[arg(long)]
+    no_mmap: bool,
+    /// Deepest nesting accepted in a line; deeper lines are skipped.
+    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    max_depth: usize,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+/// Logs at least this large get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
+        Err(Failure::Io(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Failure {
+    /// The reader of stdout went away: end quietly.
+    BrokenPipe,
+    /// An I/O error, already worded with its path.
+    Io(String),
+}
+
+impl From<wmreplay::Error> for Failure {
+    fn from(e: wmreplay::Error) -> Self {
+        match e {
+            wmreplay::Error::Write(io) => io.into(),
+            other => Failure::Io(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::BrokenPipe
+        } else {
+            Failure::Io(format!("cannot write output: {e}"))
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Respond {
+            log,
+            text,
+            session,
+            system,
+            format,
+            engine,
+        } => {
+            let bytes = open(&log, &engine)?;
+            let replayed = replay(&bytes, &engine, 0);
+            let system = wmreplay::system_prompt(system.as_deref());
+            let current = CurrentRequest {
+                text: &text,
+                session_id: session.as_deref(),
+            };
+            write_stdout(|w| replayed.write_request(format, &system, &current, w))
+        }
+        Command::Replay {
+            log,
+            format,
+            engine,
+        } => {
+            let bytes = open(&log, &engine)?;
+            let replayed = replay(&bytes, &engine, 0);
+            write_stdout(|w| replayed.write_messages(format, w))
+        }
+        Command::Stats { log, skips, engine } => {
+            let bytes = open(&log, &engine)?;
+            let n = skips.unwrap_or(0);
+            let replayed = replay(&bytes, &engine, n);
+            let json = replayed.stats().to_json(n);
+            write_stdout(|w| writeln!(w, "{json}"))
+        }
+    }
+}
+
+fn open(path: &std::path::Path, engine: &EngineArgs) -> Result<LogBytes, Failure> {
+    let mode = if engine.no_mmap {
+        ReadMode::Read
+    } else {
+        ReadMode::Auto
+    };
+    Ok(LogBytes::open(path, mode)?)
+}
+
+fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Replay<'a> {
+    let options = ReplayOptions {
+        threads: engine.threads,
+        max_depth: engine.max_depth.max(1),
+        max_skips,
+        ..ReplayOptions::default()
+    };
+    let data = bytes.bytes();
+    let len = data.len() as u64;
+    if len >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal() {
+        let bar = indicatif::ProgressBar::new(len).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message(format!("replaying {}", bytes.path().display()));
+        let replayed = wmreplay::replay_with_progress(data, &options, &|n| bar.inc(n));
+        bar.finish_and_clear();
+        replayed
+    } else {
+        wmreplay::replay(data, &options)
+    }
+}
+
+fn write_stdout(
+    f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), Failure> {
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    f(&mut w)?;
+    w.flush()?;
+    Ok(())
+}
