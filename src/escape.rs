@@ -263,7 +263,10 @@ mod tests {
     #[test]
     fn escapes_like_json_stringify() {
         assert_eq!(esc(b"a\"b\\c/d"), b"a\\\"b\\\\c/d");
-        assert_eq!(esc(b"\x08\x0c\n\r\t\x01\x1f\x7f"), b"\\b\\f\\n\\r\\t\\u0001\\u001f\x7f");
+        assert_eq!(
+            esc(b"\x08\x0c\n\r\t\x01\x1f\x7f"),
+            b"\\b\\f\\n\\r\\t\\u0001\\u001f\x7f"
+        );
         let long = "é\"x".repeat(40);
         assert_eq!(esc(long.as_bytes()), "é\\\"x".repeat(40).as_bytes());
     }

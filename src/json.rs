@@ -187,11 +187,7 @@ fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
     if end <= s.len() && &s[i..end] == word {
         Ok(end)
     } else {
-        let matched = s[i..]
-            .iter()
-            .zip(word)
-            .take_while(|(a, b)| a == b)
-            .count();
+        let matched = s[i..].iter().zip(word).take_while(|(a, b)| a == b).count();
         if i + matched == s.len() {
             Err(err(JsonErrorKind::UnexpectedEnd, s.len()))
         } else {

@@ -202,9 +202,7 @@ fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Rep
     }
 }
 
-fn write_stdout(
-    f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), Failure> {
+fn write_stdout(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Failure> {
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     f(&mut w)?;

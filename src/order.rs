@@ -24,7 +24,9 @@ pub fn ts_key(ts: f64) -> u64 {
 
 /// Whether `records` is already in non-decreasing `ts_ms` order.
 pub fn is_ordered(records: &[Record]) -> bool {
-    records.windows(2).all(|w| ts_key(w[0].ts) <= ts_key(w[1].ts))
+    records
+        .windows(2)
+        .all(|w| ts_key(w[0].ts) <= ts_key(w[1].ts))
 }
 
 /// Sorts `records` by `ts_ms`, stably; `parallel` uses rayon's stable merge

@@ -92,7 +92,10 @@ pub enum SkipReason {
 impl SkipReason {
     /// Whether this counts as invalid JSON (as opposed to an invalid shape).
     pub fn is_invalid_json(&self) -> bool {
-        matches!(self, SkipReason::InvalidJson { .. } | SkipReason::LineTooLong)
+        matches!(
+            self,
+            SkipReason::InvalidJson { .. } | SkipReason::LineTooLong
+        )
     }
 
     /// A short machine-readable name: `invalid_json` or `invalid_shape`.
@@ -137,7 +140,7 @@ impl LineParser {
         LineParser {
             max_depth,
             buffers: simd_json::Buffers::with_max_depth(4096, max_depth),
-            tape: Some(simd_json::Tape::null().reset()),
+            tape: Some(simd_json::Tape(Vec::new())),
             scratch: Vec::new(),
             stack: Vec::new(),
         }
@@ -185,19 +188,15 @@ impl LineParser {
     /// simd-json's verdict. `true` means valid; `false` means "decide
     /// exactly" (it may still be valid).
     fn fast_valid(&mut self, line: &[u8]) -> bool {
-        // simd-json accepts raw control characters inside strings (RFC 8259
-        // forbids them), so lines with any byte below 0x20 go to the exact
-        // path. Tab and CR between tokens are legal but rare.
-        if line.iter().fold(false, |acc, &b| acc | (b < 0x20)) {
-            return false;
-        }
         self.scratch.clear();
         self.scratch.extend_from_slice(line);
         self.scratch
             .resize(line.len() + simd_json::INPUT_PADDING, b' ');
+        // simd-json rejects everything the grammar forbids (raw control
+        // characters and invalid UTF-8 included), so its "valid" is final.
         let mut tape = match self.tape.take() {
             Some(t) => t.reset(),
-            None => simd_json::Tape::null().reset(),
+            None => simd_json::Tape(Vec::new()),
         };
         let ok = simd_json::fill_tape_padded(
             &mut self.scratch,

@@ -142,7 +142,12 @@ impl<'a> Replay<'a> {
 
     /// The whole request body (system rule, messages, current request) in
     /// one exactly-sized buffer.
-    pub fn render_request(&self, format: Format, system: &str, current: &CurrentRequest<'_>) -> Vec<u8> {
+    pub fn render_request(
+        &self,
+        format: Format,
+        system: &str,
+        current: &CurrentRequest<'_>,
+    ) -> Vec<u8> {
         request::render_request(&self.records, self.log, format, system, current)
     }
 
@@ -253,7 +258,12 @@ struct ChunkResult {
     lines: u64,
 }
 
-fn parse_chunk(log: &[u8], range: Range<usize>, parser: &mut LineParser, max_skips: usize) -> ChunkResult {
+fn parse_chunk(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+) -> ChunkResult {
     let mut records = Vec::with_capacity(range.len() / 256 + 1);
     let mut stats = ReplayStats::default();
     let mut line_no = 0u64;

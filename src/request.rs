@@ -125,7 +125,12 @@ fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
 pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8> {
     let (open, close) = replay_brackets(format);
     let body = render::messages_len(records, log, format);
-    let kept = body - if records.is_empty() { 0 } else { format.separator().len() };
+    let kept = body
+        - if records.is_empty() {
+            0
+        } else {
+            format.separator().len()
+        };
     let mut out = vec![0u8; open.len() + body + close.len()];
     let w = put(&mut out, 0, open);
     render::write_messages_into(records, log, format, &mut out[w..w + body]);

@@ -1,0 +1,132 @@
+//! Property tests: every non-empty line is counted exactly once, the order is
+//! a naive stable sort's, and the result does not depend on threads, chunk
+//! sizes, or whether the log was mapped or read.
+
+mod common;
+
+use proptest::prelude::*;
+use wmreplay::json::{self, Member};
+use wmreplay::lines::{content_start, trim};
+use wmreplay::{CurrentRequest, Format, LogBytes, ReadMode, ReplayOptions, SYSTEM_RULE, replay};
+
+/// One generated line: a record, JSON of another shape, or arbitrary bytes.
+fn line() -> impl Strategy<Value = Vec<u8>> {
+    let ts = prop_oneof![
+        (0i64..50).prop_map(|t| t.to_string()),
+        Just("-0".to_string()),
+        Just("1e3".to_string()),
+        Just("1e400".to_string()),
+        Just("-1e400".to_string()),
+        Just("12345678901234567890".to_string()),
+        (-1000.0f64..1000.0).prop_map(|f| format!("{f}")),
+    ];
+    let kind = prop_oneof![
+        Just("text_input"),
+        Just("text_output"),
+        Just(r"text\u005foutput"),
+        Just(r"x\ud800"),
+        Just("ké"),
+    ];
+    let text = "[ -~é\u{1F600}]{0,40}".prop_map(|s| s.replace('\\', "\\\\").replace('"', "\\\""));
+    prop_oneof![
+        6 => (kind, ts, text).prop_map(|(k, t, x)| format!(r#"{{"type":"{k}","ts_ms":{t},"text":"{x}"}}"#).into_bytes()),
+        1 => (any::<u8>(), "[ \t\r]{0,3}").prop_map(|(b, ws)| format!(r#"{{"ts_ms":{b}}}{ws}"#).into_bytes()),
+        1 => proptest::collection::vec(any::<u8>(), 0..40),
+        1 => "[ \t\r\x0b\x0c]{0,4}".prop_map(String::into_bytes),
+        1 => (0u8..30).prop_map(|n| format!(r#"{{"type":"t","ts_ms":{n},"x":"a\{}"}}"#, n as char).into_bytes()),
+    ]
+}
+
+fn log() -> impl Strategy<Value = Vec<u8>> {
+    (
+        proptest::collection::vec((line(), any::<bool>()), 0..60),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(lines, bom, terminated)| {
+            let mut out = Vec::new();
+            if bom {
+                out.extend_from_slice(b"\xEF\xBB\xBF");
+            }
+            let n = lines.len();
+            for (i, (l, crlf)) in lines.into_iter().enumerate() {
+                // A generated line may itself contain '\n': it then is several lines.
+                out.extend_from_slice(&l);
+                if i + 1 < n || terminated {
+                    out.extend_from_slice(if crlf { b"\r\n" } else { b"\n" });
+                }
+            }
+            out
+        })
+}
+
+/// The naive replay: `split`, the exact validator alone, and a stable
+/// `sort_by` on `partial_cmp`. Returns (ts, offset) in replay order and the
+/// number of non-empty lines.
+fn naive(log: &[u8]) -> (Vec<(f64, u64)>, u64) {
+    let start = content_start(log);
+    let mut recs = Vec::new();
+    let mut nonempty = 0;
+    let mut offset = start;
+    for raw in log[start..].split(|b| *b == b'\n') {
+        let t = trim(raw);
+        let line = &raw[t.clone()];
+        if !line.is_empty() {
+            nonempty += 1;
+            if json::validate(line, wmreplay::DEFAULT_MAX_DEPTH, &mut Vec::new()).is_ok() {
+                let f = json::scan_fields(line);
+                if let (Member::String { .. }, Member::Number { start, len }) = (f.kind, f.ts_ms) {
+                    let ts = json::number_value(&line[start as usize..(start + len) as usize]);
+                    recs.push((ts, (offset + t.start) as u64));
+                }
+            }
+        }
+        offset += raw.len() + 1;
+    }
+    recs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+    (recs, nonempty)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_nonempty_line_is_counted_once_and_order_is_a_stable_sort(log in log()) {
+        let r = replay(&log, &ReplayOptions { chunk_size: 16, ..ReplayOptions::default() });
+        let s = r.stats();
+        let (want, nonempty) = naive(&log);
+        prop_assert_eq!(s.total_lines, nonempty);
+        prop_assert_eq!(s.total_lines, s.parsed_entries + s.skipped_invalid_json + s.skipped_invalid_shape);
+        let got: Vec<(f64, u64)> = r.records().iter().map(|x| (x.ts, x.offset)).collect();
+        prop_assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            prop_assert!(g.1 == w.1 && (g.0 == w.0), "{:?} != {:?}", g, w);
+        }
+    }
+
+    #[test]
+    fn result_is_the_same_for_threads_chunks_and_read_paths(log in log(), seed in 0u64..1000) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let mut log = log;
+        log.extend_from_slice(&common::hostile_log(seed, 30));
+        std::fs::write(&path, &log).unwrap();
+        let cur = CurrentRequest { text: "q", session_id: None };
+        let mut first: Option<(Vec<u8>, wmreplay::ReplayStats)> = None;
+        for mode in [ReadMode::Auto, ReadMode::Read] {
+            let bytes = LogBytes::open(&path, mode).unwrap();
+            for (threads, chunk_size) in [(1, 1), (1, 1 << 20), (2, 7), (2, 300), (0, 64)] {
+                let opts = ReplayOptions { threads, chunk_size, max_skips: 1000, ..ReplayOptions::default() };
+                let r = replay(bytes.bytes(), &opts);
+                let body = r.render_request(Format::Anthropic, SYSTEM_RULE, &cur);
+                match &first {
+                    None => first = Some((body, r.stats().clone())),
+                    Some((b, s)) => {
+                        prop_assert!(b == &body, "body differs for {:?} threads={} chunk={}", mode, threads, chunk_size);
+                        prop_assert_eq!(s, r.stats());
+                    }
+                }
+            }
+        }
+    }
+}
