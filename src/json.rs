@@ -384,27 +384,24 @@ fn skip_value(s: &[u8], i: usize) -> usize {
             let mut depth = 0usize;
             let mut j = i;
             loop {
-                match memchr::memchr3(b'"', b'{', b'[', &s[j..]).map(|k| j + k) {
-                    // Find the next structural byte of interest, handling
-                    // closers in the gap first.
-                    next => {
-                        let gap_end = next.unwrap_or(s.len());
-                        for (k, &b) in s[j..gap_end].iter().enumerate() {
-                            if b == b'}' || b == b']' {
-                                depth -= 1;
-                                if depth == 0 {
-                                    return j + k + 1;
-                                }
-                            }
-                        }
-                        let Some(p) = next else { return s.len() };
-                        if s[p] == b'"' {
-                            j = skip_string(s, p);
-                        } else {
-                            depth += 1;
-                            j = p + 1;
+                // The next opener or string; closers in the gap before it
+                // are counted first.
+                let next = memchr::memchr3(b'"', b'{', b'[', &s[j..]).map(|k| j + k);
+                let gap_end = next.unwrap_or(s.len());
+                for (k, &b) in s[j..gap_end].iter().enumerate() {
+                    if b == b'}' || b == b']' {
+                        depth -= 1;
+                        if depth == 0 {
+                            return j + k + 1;
                         }
                     }
+                }
+                let Some(p) = next else { return s.len() };
+                if s[p] == b'"' {
+                    j = skip_string(s, p);
+                } else {
+                    depth += 1;
+                    j = p + 1;
                 }
             }
         }

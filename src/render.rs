@@ -190,13 +190,15 @@ pub fn write_messages_into(records: &[Record], log: &[u8], format: Format, out: 
 pub const STREAM_BATCH: usize = 16 << 20;
 
 /// Streams the messages of `records` (each followed by its separator) to `w`
-/// in batches of about [`STREAM_BATCH`] bytes, each rendered in parallel.
-/// With `drop_last_separator`, the final separator is not written.
+/// in batches of about `batch` bytes (at least one message each), each
+/// rendered in parallel. With `drop_last_separator`, the final separator is
+/// not written.
 pub fn stream_messages(
     records: &[Record],
     log: &[u8],
     format: Format,
     drop_last_separator: bool,
+    batch: usize,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::new();
@@ -204,7 +206,7 @@ pub fn stream_messages(
     while start < records.len() {
         let mut end = start;
         let mut size = 0;
-        while end < records.len() && (end == start || size < STREAM_BATCH) {
+        while end < records.len() && (end == start || size < batch) {
             size += message_len(&records[end], log, format);
             end += 1;
         }

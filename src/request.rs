@@ -109,7 +109,7 @@ pub fn write_request(
 ) -> std::io::Result<()> {
     let env = envelope(format, system, current);
     w.write_all(&env.head)?;
-    render::stream_messages(records, log, format, false, w)?;
+    render::stream_messages(records, log, format, false, render::STREAM_BATCH, w)?;
     w.write_all(&env.tail)
 }
 
@@ -148,6 +148,36 @@ pub fn write_messages(
 ) -> std::io::Result<()> {
     let (open, close) = replay_brackets(format);
     w.write_all(open)?;
-    render::stream_messages(records, log, format, true, w)?;
+    render::stream_messages(records, log, format, true, render::STREAM_BATCH, w)?;
     w.write_all(close)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ReplayOptions, replay};
+
+    #[test]
+    fn streaming_in_many_small_batches_gives_the_buffered_bytes() {
+        let mut log = String::new();
+        for i in 0..300 {
+            log.push_str(&format!(
+                "{{\"type\":\"k\",\"ts_ms\":{},\"t\":\"{}\"}}\n",
+                (i * 37) % 50,
+                "q\\\"".repeat(i % 9)
+            ));
+        }
+        let r = replay(log.as_bytes(), &ReplayOptions::default());
+        for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+            let whole = render_messages(r.records(), log.as_bytes(), format);
+            for batch in [1, 100, 5000] {
+                let (open, close) = replay_brackets(format);
+                let mut out = open.to_vec();
+                render::stream_messages(r.records(), log.as_bytes(), format, true, batch, &mut out)
+                    .unwrap();
+                out.extend_from_slice(close);
+                assert_eq!(out, whole, "{format:?} batch {batch}");
+            }
+        }
+    }
 }

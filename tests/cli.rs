@@ -1,0 +1,212 @@
+//! The `wmreplay` command line: output, exit codes, error messages, closed
+//! pipes and the progress bar.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+}
+
+fn example() -> String {
+    format!("{}/examples/working_memory.log", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn respond_prints_the_body_and_nothing_else() {
+    let out = bin()
+        .args(["respond", &example(), "--text", "hi", "--session", "s-42"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let msgs = v["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 10); // 9 records + the current request
+    assert!(
+        out.stdout.ends_with(b"}]}]}"),
+        "no trailing newline or noise"
+    );
+}
+
+#[test]
+fn missing_log_is_an_empty_replay_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("missing.log");
+    let out = bin()
+        .args([
+            "respond",
+            p.to_str().unwrap(),
+            "--text",
+            "x",
+            "--format",
+            "openai",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+    let out = bin().args(["stats", p.to_str().unwrap()]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total_lines"], 0);
+}
+
+#[test]
+fn io_error_exits_1_with_one_line_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().to_str().unwrap().to_string();
+    let out = bin().args(["stats", &p]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(&p), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn unreadable_file_exits_1_naming_the_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("secret.log");
+    std::fs::write(&p, "{}\n").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o000)).unwrap();
+    if std::fs::File::open(&p).is_ok() {
+        // Running as root: permissions do not stop us. Use a path through a
+        // file instead, which no user can open.
+        let bad = p.join("child.log");
+        let out = bin()
+            .args(["stats", bad.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("child.log"));
+        return;
+    }
+    let out = bin().args(["stats", p.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("secret.log"));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    for args in [
+        vec!["respond", "x.log"],
+        vec!["respond", "x.log", "--text", "t", "--format", "xml"],
+        vec!["frobnicate"],
+        vec!["stats"],
+        vec!["stats", "x.log", "--skips", "-1"],
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn help_explains_commands_and_exit_codes() {
+    let out = bin().arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for word in ["respond", "replay", "stats", "Exit status", "missing log"] {
+        assert!(help.contains(word), "--help lacks {word:?}:\n{help}");
+    }
+}
+
+#[test]
+fn stats_skips_lists_the_first_skipped_lines() {
+    let out = bin()
+        .args(["stats", &example(), "--skips", "1"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["skipped_invalid_json"], 1);
+    assert_eq!(v["skipped_invalid_shape"], 1);
+    let skips = v["skips"].as_array().unwrap();
+    assert_eq!(skips.len(), 1);
+    assert_eq!(skips[0]["line"], 7);
+    assert!(skips[0]["offset"].as_u64().unwrap() > 0);
+    assert!(
+        skips[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("invalid JSON")
+    );
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("wm.log");
+    let line = format!(
+        "{{\"type\":\"k\",\"ts_ms\":1,\"t\":\"{}\"}}\n",
+        "x".repeat(500)
+    );
+    std::fs::write(&p, line.repeat(20_000)).unwrap(); // ~10 MB of output
+    let mut child = bin()
+        .args(["replay", p.to_str().unwrap(), "--format", "ndjson"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 100];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take()); // like `| head -c 100`
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?} {err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn no_progress_bar_when_stderr_is_not_a_terminal() {
+    // Large enough (over 64 MiB) that a terminal would get a progress bar.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.log");
+    let line = format!(
+        "{{\"type\":\"k\",\"ts_ms\":1,\"t\":\"{}\"}}\n",
+        "y".repeat(4000)
+    );
+    std::fs::write(&p, line.repeat(17_000)).unwrap();
+    let out = bin().args(["stats", p.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        out.stderr.is_empty(),
+        "stderr: {:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // And on a terminal (a pty made by `script`, where available) it shows.
+    if Command::new("script").arg("--version").output().is_ok() {
+        let cmd = format!("{} stats {}", env!("CARGO_BIN_EXE_wmreplay"), p.display());
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("total_lines"), "{text}");
+        // The bar draws as soon as it is set up, naming the log.
+        assert!(
+            text.contains("replaying") && text.contains("big.log"),
+            "{text}"
+        );
+    } else {
+        eprintln!("note: `script` not found; the terminal half of this test did not run");
+    }
+}
