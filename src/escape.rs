@@ -46,27 +46,74 @@ pub fn escaped_extra(src: &[u8]) -> usize {
     }
 }
 
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+/// A mask with the high bit set in each byte of `v` that needs escaping
+/// (`"`, `\\`, or below 0x20). Bits above the lowest set one may be false
+/// positives (borrows propagate upwards), so only the lowest is used.
+#[inline(always)]
+fn escape_mask(v: u64) -> u64 {
+    let quote = v ^ (LO * b'"' as u64);
+    let backslash = v ^ (LO * b'\\' as u64);
+    let zero_quote = quote.wrapping_sub(LO) & !quote;
+    let zero_backslash = backslash.wrapping_sub(LO) & !backslash;
+    let control = v.wrapping_sub(LO * 0x20) & !v;
+    (zero_quote | zero_backslash | control) & HI
+}
+
+/// Index of the first byte of `src[from..]` that needs escaping, or
+/// `src.len()`.
+#[cfg(test)]
+fn next_to_escape(src: &[u8], mut i: usize) -> usize {
+    while i + 8 <= src.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&src[i..i + 8]);
+        let m = escape_mask(u64::from_le_bytes(word));
+        if m != 0 {
+            return i + (m.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < src.len() && !needs_escape(src[i]) {
+        i += 1;
+    }
+    i
+}
+
 /// Writes `src` (UTF-8 text) escaped as `JSON.stringify` escapes string
 /// content into `out`, which must hold `src.len() + escaped_extra(src)` bytes.
 /// Returns the number of bytes written.
 pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
-    const BLOCK: usize = 32;
     let mut w = 0;
     let mut i = 0;
-    while i < src.len() {
-        // Copy clean blocks wholesale.
-        if i + BLOCK <= src.len() {
-            let block = &src[i..i + BLOCK];
-            let dirty = block.iter().fold(false, |acc, &b| acc | needs_escape(b));
-            if !dirty {
-                out[w..w + BLOCK].copy_from_slice(block);
-                w += BLOCK;
-                i += BLOCK;
-                continue;
-            }
+    // Whole words while both sides have eight bytes of room: store the word,
+    // then advance past its clean prefix (the rest is rewritten next).
+    while i + 8 <= src.len() && w + 8 <= out.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&src[i..i + 8]);
+        out[w..w + 8].copy_from_slice(&word);
+        let m = escape_mask(u64::from_le_bytes(word));
+        if m == 0 {
+            i += 8;
+            w += 8;
+            continue;
         }
+        let k = (m.trailing_zeros() / 8) as usize;
+        i += k;
+        w += k;
+        w += write_escaped_unit(src[i] as u16, &mut out[w..]);
+        i += 1;
+    }
+    // The tail, a byte at a time.
+    while i < src.len() {
         let b = src[i];
-        w += write_escaped_unit(b as u16, &mut out[w..]);
+        if needs_escape(b) {
+            w += write_escaped_unit(b as u16, &mut out[w..]);
+        } else {
+            out[w] = b;
+            w += 1;
+        }
         i += 1;
     }
     w
@@ -261,6 +308,34 @@ mod tests {
     }
 
     #[test]
+    fn word_writes_match_a_byte_loop_for_every_slack() {
+        let src = "ab\"cdé\\\u{1}efgh\tijklmnopq\"rstuvwxyz0123456789\"\"".as_bytes();
+        let want: Vec<u8> = {
+            let mut v = Vec::new();
+            for &b in src {
+                let mut buf = [0u8; 6];
+                let n = write_escaped_unit(b as u16, &mut buf);
+                v.extend_from_slice(&buf[..n]);
+            }
+            v
+        };
+        for start in 0..src.len() {
+            let s = &src[start..];
+            let mut out = vec![0u8; s.len() + escaped_extra(s)];
+            let n = write_escaped(s, &mut out);
+            assert_eq!(n, out.len());
+            let mut w = Vec::new();
+            for &b in s {
+                let mut buf = [0u8; 6];
+                let k = write_escaped_unit(b as u16, &mut buf);
+                w.extend_from_slice(&buf[..k]);
+            }
+            assert_eq!(out, w, "from {start}");
+        }
+        assert_eq!(esc(src), want);
+    }
+
+    #[test]
     fn escapes_like_json_stringify() {
         assert_eq!(esc(b"a\"b\\c/d"), b"a\\\"b\\\\c/d");
         assert_eq!(
@@ -269,6 +344,22 @@ mod tests {
         );
         let long = "é\"x".repeat(40);
         assert_eq!(esc(long.as_bytes()), "é\\\"x".repeat(40).as_bytes());
+    }
+
+    #[test]
+    fn swar_scan_finds_every_byte_that_needs_escaping() {
+        // Every byte value at every position of a word, against a naive scan.
+        for b in 0..=255u8 {
+            for pos in 0..20 {
+                let mut s = vec![b'a'; 20];
+                s[pos] = b;
+                let want = s.iter().position(|&c| needs_escape(c)).unwrap_or(s.len());
+                assert_eq!(next_to_escape(&s, 0), want, "byte {b:#x} at {pos}");
+            }
+        }
+        // High bytes (UTF-8) next to escapes must not hide them.
+        let s = "é\"ü\\\u{1}x".as_bytes();
+        assert_eq!(esc(s), "é\\\"ü\\\\\\u0001x".as_bytes());
     }
 
     #[test]

@@ -312,8 +312,9 @@ pub struct Fields {
 }
 
 /// Finds the top-level `type` and `ts_ms` members of `s`, which must already be
-/// known to be exactly one valid JSON value. Keys are compared after
-/// unescaping, so `"t\u0079pe"` is `type`, as in `JSON.parse`.
+/// known to be exactly one valid JSON value (on other input the answer is
+/// meaningless, but it never panics). Keys are compared after unescaping, so
+/// `"t\u0079pe"` is `type`, as in `JSON.parse`.
 pub fn scan_fields(s: &[u8]) -> Fields {
     let mut fields = Fields {
         is_object: false,
@@ -328,10 +329,13 @@ pub fn scan_fields(s: &[u8]) -> Fields {
     i = skip_ws(s, i + 1);
     while i < s.len() && s[i] == b'"' {
         let key_end = skip_string(s, i);
-        let key = &s[i + 1..key_end - 1];
+        let key = s.get(i + 1..key_end.saturating_sub(1)).unwrap_or(&[]);
         i = skip_ws(s, key_end);
         i = skip_ws(s, i + 1); // the colon
         let value_start = i;
+        if value_start >= s.len() {
+            break;
+        }
         let value_end = skip_value(s, i);
         let target = if key_is(key, b"type") {
             Some(&mut fields.kind)
@@ -344,7 +348,7 @@ pub fn scan_fields(s: &[u8]) -> Fields {
             *slot = match s[value_start] {
                 b'"' => Member::String {
                     start: (value_start + 1) as u32,
-                    len: (value_end - value_start - 2) as u32,
+                    len: value_end.saturating_sub(value_start + 2) as u32,
                 },
                 b'-' | b'0'..=b'9' => Member::Number {
                     start: value_start as u32,
@@ -370,7 +374,7 @@ fn skip_string(s: &[u8], i: usize) -> usize {
     loop {
         match memchr::memchr2(b'"', b'\\', &s[j..]) {
             Some(k) if s[j + k] == b'"' => return j + k + 1,
-            Some(k) => j += k + 2,
+            Some(k) => j = (j + k + 2).min(s.len()),
             None => return s.len(),
         }
     }
@@ -390,7 +394,7 @@ fn skip_value(s: &[u8], i: usize) -> usize {
                 let gap_end = next.unwrap_or(s.len());
                 for (k, &b) in s[j..gap_end].iter().enumerate() {
                     if b == b'}' || b == b']' {
-                        depth -= 1;
+                        depth = depth.saturating_sub(1);
                         if depth == 0 {
                             return j + k + 1;
                         }

@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+pub mod corpus;
 mod error;
 pub mod escape;
 pub mod json;
@@ -44,13 +45,15 @@ pub mod parse;
 pub mod render;
 mod replay;
 pub mod request;
+pub mod scan;
 pub mod source;
 
 pub use error::Error;
-pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason};
+pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
 pub use replay::{
-    Parsed, Replay, ReplayOptions, ReplayStats, Skip, parse_range, replay, replay_with_progress,
+    Parsed, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, parse_range, replay,
+    replay_with_progress,
 };
 pub use request::{CurrentRequest, SYSTEM_RULE, current_user_request_text, system_prompt};
 pub use source::{FileIdentity, LogBytes, ReadMode};

@@ -58,6 +58,24 @@ enum Command {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// Write a deterministic, realistic working-memory log (for benchmarks and tests).
+    Gen {
+        /// Where to write the log ("-" for stdout).
+        out: PathBuf,
+        /// How much to write, e.g. 100MiB, 1GiB, 64k (K/M/G/T with or without "iB"
+        /// are powers of 1024; KB/MB/GB/TB powers of 1000).
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// RNG seed: the same seed and options give the same bytes.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Share of records arriving late, with an earlier ts_ms.
+        #[arg(long, default_value_t = 0.03, value_parser = parse_share)]
+        disorder: f64,
+        /// Share of malformed lines (truncated, trailing garbage, wrong shape, blank, NUL padding).
+        #[arg(long, default_value_t = 0.002, value_parser = parse_share)]
+        bad: f64,
+    },
     /// Print the replay stats as one JSON object.
     Stats {
         /// The working-memory log (JSONL). A missing file is an empty log.
@@ -82,10 +100,32 @@ struct EngineArgs {
     /// Deepest nesting accepted in a line; deeper lines are skipped.
     #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
+    /// How lines are validated: scan (one pass, the default) or simd-json.
+    /// Both are exact; they differ in speed.
+    #[arg(long, default_value = "scan", value_parser = parse_validator)]
+    validator: wmreplay::Validator,
+    /// Print how long each stage took to stderr when done.
+    #[arg(long)]
+    timings: bool,
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
+}
+
+fn parse_validator(s: &str) -> Result<wmreplay::Validator, String> {
+    s.parse()
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    wmreplay::corpus::parse_size(s)
+}
+
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?} is not a share between 0 and 1")),
+    }
 }
 
 /// Logs at least this large get a progress bar (when stderr is a terminal).
@@ -146,7 +186,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 text: &text,
                 session_id: session.as_deref(),
             };
-            write_stdout(|w| replayed.write_request(format, &system, &current, w))
+            let t = std::time::Instant::now();
+            write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+            report_timings(&engine, &bytes, &replayed, t.elapsed());
+            Ok(())
         }
         Command::Replay {
             log,
@@ -155,16 +198,60 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             let bytes = open(&log, &engine)?;
             let replayed = replay(&bytes, &engine, 0);
-            write_stdout(|w| replayed.write_messages(format, w))
+            let t = std::time::Instant::now();
+            write_stdout(|w| replayed.write_messages(format, w))?;
+            report_timings(&engine, &bytes, &replayed, t.elapsed());
+            Ok(())
+        }
+        Command::Gen {
+            out,
+            size,
+            seed,
+            disorder,
+            bad,
+        } => {
+            let options = wmreplay::corpus::GenOptions {
+                size,
+                seed,
+                disorder,
+                bad,
+            };
+            generate(&out, &options)
         }
         Command::Stats { log, skips, engine } => {
             let bytes = open(&log, &engine)?;
             let n = skips.unwrap_or(0);
             let replayed = replay(&bytes, &engine, n);
             let json = replayed.stats().to_json(n);
-            write_stdout(|w| writeln!(w, "{json}"))
+            write_stdout(|w| writeln!(w, "{json}"))?;
+            report_timings(&engine, &bytes, &replayed, std::time::Duration::ZERO);
+            Ok(())
         }
     }
+}
+
+/// With `--timings`, one line on stderr: each stage's time and the rate.
+fn report_timings(
+    engine: &EngineArgs,
+    bytes: &LogBytes,
+    replayed: &Replay<'_>,
+    output: std::time::Duration,
+) {
+    if !engine.timings {
+        return;
+    }
+    let t = replayed.timings();
+    let total = t.parse + t.sort + output;
+    let mb = bytes.bytes().len() as f64 / 1e6;
+    eprintln!(
+        "timings: parse {:.3}s ({:.0} MB/s), sort {:.3}s, render+write {:.3}s, total {:.3}s ({:.0} MB/s)",
+        t.parse.as_secs_f64(),
+        mb / t.parse.as_secs_f64().max(1e-9),
+        t.sort.as_secs_f64(),
+        output.as_secs_f64(),
+        total.as_secs_f64(),
+        mb / total.as_secs_f64().max(1e-9),
+    );
 }
 
 fn open(path: &std::path::Path, engine: &EngineArgs) -> Result<LogBytes, Failure> {
@@ -181,25 +268,59 @@ fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Rep
         threads: engine.threads,
         max_depth: engine.max_depth.max(1),
         max_skips,
+        validator: engine.validator,
         ..ReplayOptions::default()
     };
     let data = bytes.bytes();
-    let len = data.len() as u64;
-    if len >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal() {
-        let bar = indicatif::ProgressBar::new(len).with_style(
-            indicatif::ProgressStyle::with_template(
-                "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar.set_message(format!("replaying {}", bytes.path().display()));
+    let message = format!("replaying {}", bytes.path().display());
+    if let Some(bar) = progress_bar(data.len() as u64, message) {
         let replayed = wmreplay::replay_with_progress(data, &options, &|n| bar.inc(n));
         bar.finish_and_clear();
         replayed
     } else {
         wmreplay::replay(data, &options)
     }
+}
+
+fn generate(out: &std::path::Path, options: &wmreplay::corpus::GenOptions) -> Result<(), Failure> {
+    let bar = progress_bar(options.size, format!("writing {}", out.display()));
+    let inc = |n: u64| {
+        if let Some(b) = &bar {
+            b.inc(n)
+        }
+    };
+    let result = if out.as_os_str() == "-" {
+        let stdout = std::io::stdout();
+        let mut w = stdout.lock();
+        wmreplay::corpus::generate(options, &mut w, &inc).map_err(Failure::from)
+    } else {
+        let file = std::fs::File::create(out)
+            .map_err(|e| Failure::Io(format!("{}: cannot create: {e}", out.display())))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        wmreplay::corpus::generate(options, &mut w, &inc)
+            .map_err(|e| Failure::Io(format!("{}: cannot write: {e}", out.display())))
+    };
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    result.map(|_| ())
+}
+
+/// A progress bar on stderr for `total` bytes, when stderr is a terminal and
+/// the work is large.
+fn progress_bar(total: u64, message: String) -> Option<indicatif::ProgressBar> {
+    if total < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    Some(bar)
 }
 
 fn write_stdout(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Failure> {

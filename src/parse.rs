@@ -1,19 +1,21 @@
 //! One line → a [`Record`] or a [`SkipReason`].
 //!
-//! The fast path validates the line with simd-json (copied into a per-thread
-//! padded scratch buffer, reusing simd-json's `Buffers` and tape, so nothing
-//! is allocated per line once the buffers have grown). simd-json rejects a
-//! few things the JSON grammar allows (numbers beyond 64 bits, unpaired
-//! surrogate escapes, deep nesting); every line it rejects is decided again by
-//! the exact validator in [`crate::json`], so the answer is always the
-//! grammar's. The `type` and `ts_ms` members are then read from the raw bytes,
-//! which keeps records small (spans into the log, not owned strings) and
-//! numbers exact (correctly rounded from their text, as `JSON.parse` does).
+//! By default a line is decided in one pass by [`crate::scan`], which
+//! validates it exactly, finds the top-level `type` and `ts_ms` and measures
+//! its escaping. The alternative, [`Validator::SimdJson`], validates with
+//! simd-json (the line copied into a per-thread padded scratch buffer,
+//! reusing simd-json's `Buffers` and tape); simd-json rejects a few things
+//! the grammar allows (numbers beyond 64 bits, unpaired surrogate escapes,
+//! deep nesting), so every line it rejects is decided again by
+//! [`json::validate`]. Either way nothing is allocated per line once the
+//! buffers have grown, records are spans into the log (not owned strings),
+//! and `ts_ms` is correctly rounded from its text, as `JSON.parse` does.
 
 use std::fmt;
 
 use crate::escape;
 use crate::json::{self, JsonErrorKind, Member};
+use crate::scan;
 
 /// The deepest nesting a line may have (objects and arrays), by default.
 /// Lines nested deeper are skipped as invalid JSON with the reason
@@ -22,7 +24,7 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 
 /// One replayable record: its timestamp and where its bytes are.
 ///
-/// 32 bytes, no owned data: the text is rendered from the log's bytes.
+/// 40 bytes, no owned data: the text is rendered from the log's bytes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Record {
     /// `ts_ms` as a double, as JavaScript reads it.
@@ -36,8 +38,13 @@ pub struct Record {
     pub kind_start: u32,
     /// Length of the raw `type` content.
     pub kind_len: u32,
-    /// How many bytes JSON-escaping the line adds.
+    /// How many bytes JSON-escaping the line adds (at most one per byte:
+    /// a valid line's only raw control characters are tabs and CRs between
+    /// tokens, so this never overflows).
     pub escape_extra: u32,
+    /// [`Record::OUTPUT`] and [`Record::KIND_ESCAPED`], found while parsing so
+    /// rendering never looks at the kind twice.
+    pub flags: u32,
 }
 
 impl Record {
@@ -54,14 +61,22 @@ impl Record {
         &log[s..s + self.kind_len as usize]
     }
 
-    /// Whether the record's `type` is `text_output` (after unescaping), which
-    /// makes it an assistant message.
+    /// Flag: the `type` is `text_output` (after unescaping), which makes
+    /// the record an assistant message.
+    pub const OUTPUT: u32 = 1;
+    /// Flag: the raw `type` contains backslash escapes.
+    pub const KIND_ESCAPED: u32 = 2;
+
+    /// Whether the record is an assistant message (`type` is `text_output`).
     #[inline]
-    pub fn is_output(&self, log: &[u8]) -> bool {
-        let raw = self.kind_raw(log);
-        raw == b"text_output"
-            || (memchr::memchr(b'\\', raw).is_some()
-                && json::StringUnits::new(raw).eq("text_output".encode_utf16()))
+    pub fn is_output(&self) -> bool {
+        self.flags & Record::OUTPUT != 0
+    }
+
+    /// Whether the raw `type` has escapes to decode.
+    #[inline]
+    pub fn kind_escaped(&self) -> bool {
+        self.flags & Record::KIND_ESCAPED != 0
     }
 }
 
@@ -124,10 +139,37 @@ impl fmt::Display for SkipReason {
     }
 }
 
+/// How lines are validated. Both are exact (they accept exactly what the
+/// grammar accepts); they differ in speed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Validator {
+    /// The one-pass scanner in [`crate::scan`]: validates, finds the
+    /// members and measures escaping in a single pass. The default.
+    #[default]
+    Scan,
+    /// simd-json's tape parser, with every line it rejects decided again by
+    /// [`json::validate`], then a second pass for the members.
+    SimdJson,
+}
+
+impl std::str::FromStr for Validator {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "scan" => Ok(Validator::Scan),
+            "simd-json" => Ok(Validator::SimdJson),
+            _ => Err(format!(
+                "unknown validator {s:?} (expected scan or simd-json)"
+            )),
+        }
+    }
+}
+
 /// Per-thread parsing state: simd-json's buffers, a padded copy of the
-/// current line, and the exact validator's stack. Reused for every line.
+/// current line, and the validators' stack. Reused for every line.
 pub struct LineParser {
     max_depth: usize,
+    validator: Validator,
     buffers: simd_json::Buffers,
     tape: Option<simd_json::Tape<'static>>,
     scratch: Vec<u8>,
@@ -135,10 +177,17 @@ pub struct LineParser {
 }
 
 impl LineParser {
-    /// A parser that accepts nesting up to `max_depth` levels.
+    /// A parser that accepts nesting up to `max_depth` levels, with the
+    /// default validator.
     pub fn new(max_depth: usize) -> Self {
+        Self::with_validator(max_depth, Validator::default())
+    }
+
+    /// A parser with the given validator.
+    pub fn with_validator(max_depth: usize, validator: Validator) -> Self {
         LineParser {
             max_depth,
+            validator,
             buffers: simd_json::Buffers::with_max_depth(4096, max_depth),
             tape: Some(simd_json::Tape(Vec::new())),
             scratch: Vec::new(),
@@ -151,15 +200,27 @@ impl LineParser {
         let Ok(len) = u32::try_from(line.len()) else {
             return Err(SkipReason::LineTooLong);
         };
-        if !self.fast_valid(line) {
-            json::validate(line, self.max_depth, &mut self.stack).map_err(|e| {
-                SkipReason::InvalidJson {
-                    kind: e.kind,
-                    column: e.column as u32,
+        let invalid = |e: json::JsonError| SkipReason::InvalidJson {
+            kind: e.kind,
+            column: e.column as u32,
+        };
+        let (fields, escape_extra) = match self.validator {
+            Validator::Scan => {
+                let r = scan::scan_line(line, self.max_depth, &mut self.stack).map_err(invalid)?;
+                let fields = json::Fields {
+                    is_object: r.is_object,
+                    kind: r.kind,
+                    ts_ms: r.ts_ms,
+                };
+                (fields, r.escape_extra)
+            }
+            Validator::SimdJson => {
+                if !self.simd_valid(line) {
+                    json::validate(line, self.max_depth, &mut self.stack).map_err(invalid)?;
                 }
-            })?;
-        }
-        let fields = json::scan_fields(line);
+                (json::scan_fields(line), escape::escaped_extra(line) as u64)
+            }
+        };
         if !fields.is_object {
             return Err(SkipReason::NotAnObject);
         }
@@ -175,19 +236,27 @@ impl LineParser {
             Member::Absent => return Err(SkipReason::MissingTsMs),
             _ => return Err(SkipReason::TsMsNotNumber),
         };
+        let kind = &line[kind_start as usize..(kind_start + kind_len) as usize];
+        let escaped = kind.contains(&b'\\');
+        let output = if escaped {
+            json::StringUnits::new(kind).eq("text_output".encode_utf16())
+        } else {
+            kind == b"text_output"
+        };
         Ok(Record {
             ts,
             offset,
             len,
             kind_start,
             kind_len,
-            escape_extra: escape::escaped_extra(line) as u32,
+            escape_extra: escape_extra as u32,
+            flags: (output as u32 * Record::OUTPUT) | (escaped as u32 * Record::KIND_ESCAPED),
         })
     }
 
     /// simd-json's verdict. `true` means valid; `false` means "decide
     /// exactly" (it may still be valid).
-    fn fast_valid(&mut self, line: &[u8]) -> bool {
+    fn simd_valid(&mut self, line: &[u8]) -> bool {
         self.scratch.clear();
         self.scratch.extend_from_slice(line);
         self.scratch

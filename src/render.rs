@@ -100,17 +100,26 @@ const KIND_PREFIX: &[u8] = b"WM_KIND=";
 const TS_PREFIX: &[u8] = b"\\nts_ms: ";
 const JSON_PREFIX: &[u8] = b"\\nWM_JSON: ";
 
-/// Bytes of one record's message, separator included.
 #[inline]
-pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
-    let role = if r.is_output(log) {
+fn role(r: &Record) -> Role {
+    if r.is_output() {
         Role::Assistant
     } else {
         Role::User
+    }
+}
+
+/// Bytes of one record's message, separator included.
+#[inline]
+pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
+    let kind_len = if r.kind_escaped() {
+        escape::transcoded_len(r.kind_raw(log))
+    } else {
+        r.kind_len as usize
     };
-    format.open(role).len()
+    format.open(role(r)).len()
         + KIND_PREFIX.len()
-        + escape::transcoded_len(r.kind_raw(log))
+        + kind_len
         + TS_PREFIX.len()
         + JsNumber::new(r.ts).as_bytes().len()
         + JSON_PREFIX.len()
@@ -123,14 +132,13 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
 /// Writes one record's message and separator; returns bytes written.
 #[inline]
 fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usize {
-    let role = if r.is_output(log) {
-        Role::Assistant
-    } else {
-        Role::User
-    };
-    let mut w = put(out, 0, format.open(role));
+    let mut w = put(out, 0, format.open(role(r)));
     w = put(out, w, KIND_PREFIX);
-    w += escape::write_transcoded(r.kind_raw(log), &mut out[w..]);
+    if r.kind_escaped() {
+        w += escape::write_transcoded(r.kind_raw(log), &mut out[w..]);
+    } else {
+        w = put(out, w, r.kind_raw(log));
+    }
     w = put(out, w, TS_PREFIX);
     w = put(out, w, JsNumber::new(r.ts).as_bytes());
     w = put(out, w, JSON_PREFIX);
@@ -157,24 +165,39 @@ pub fn messages_len(records: &[Record], log: &[u8], format: Format) -> usize {
         .sum()
 }
 
+/// Each record's message length (separator included), computed in parallel.
+fn message_lens(records: &[Record], log: &[u8], format: Format) -> Vec<u64> {
+    let mut lens = vec![0u64; records.len()];
+    lens.par_chunks_mut(GROUP)
+        .zip(records.par_chunks(GROUP))
+        .for_each(|(l, g)| {
+            for (slot, r) in l.iter_mut().zip(g) {
+                *slot = message_len(r, log, format) as u64;
+            }
+        });
+    lens
+}
+
 /// Writes the messages of `records` (each followed by its separator) into
 /// `out`, which must be exactly [`messages_len`] bytes, in parallel.
 pub fn write_messages_into(records: &[Record], log: &[u8], format: Format, out: &mut [u8]) {
-    let groups: Vec<&[Record]> = records.chunks(GROUP).collect();
-    let sizes: Vec<usize> = groups
-        .par_iter()
-        .map(|g| g.iter().map(|r| message_len(r, log, format)).sum())
-        .collect();
-    let mut slices = Vec::with_capacity(groups.len());
+    let lens = message_lens(records, log, format);
+    write_with_lens(records, &lens, log, format, out);
+}
+
+/// Like [`write_messages_into`], with each message's length known.
+fn write_with_lens(records: &[Record], lens: &[u64], log: &[u8], format: Format, out: &mut [u8]) {
+    let mut slices = Vec::with_capacity(records.len() / GROUP + 1);
     let mut rest = out;
-    for &size in &sizes {
-        let (head, tail) = rest.split_at_mut(size);
+    for l in lens.chunks(GROUP) {
+        let size: u64 = l.iter().sum();
+        let (head, tail) = rest.split_at_mut(size as usize);
         slices.push(head);
         rest = tail;
     }
     debug_assert!(rest.is_empty(), "output buffer larger than the messages");
-    groups
-        .into_par_iter()
+    records
+        .par_chunks(GROUP)
         .zip(slices.into_par_iter())
         .for_each(|(group, slice)| {
             let mut w = 0;
@@ -201,19 +224,26 @@ pub fn stream_messages(
     batch: usize,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
+    let lens = message_lens(records, log, format);
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0;
     while start < records.len() {
         let mut end = start;
-        let mut size = 0;
+        let mut size = 0usize;
         while end < records.len() && (end == start || size < batch) {
-            size += message_len(&records[end], log, format);
+            size += lens[end] as usize;
             end += 1;
         }
         if buf.len() < size {
             buf.resize(size, 0);
         }
-        write_messages_into(&records[start..end], log, format, &mut buf[..size]);
+        write_with_lens(
+            &records[start..end],
+            &lens[start..end],
+            log,
+            format,
+            &mut buf[..size],
+        );
         let n = if end == records.len() && drop_last_separator {
             size - format.separator().len()
         } else {

@@ -6,12 +6,13 @@
 
 use std::io::Write;
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
 use crate::lines::{self, Lines};
 use crate::order;
-use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason};
+use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason, Validator};
 use crate::render::Format;
 use crate::request::{self, CurrentRequest};
 
@@ -28,6 +29,8 @@ pub struct ReplayOptions {
     /// How many skipped lines to report in detail ([`ReplayStats::skips`]).
     /// Default 16.
     pub max_skips: usize,
+    /// How lines are validated (both are exact). Default [`Validator::Scan`].
+    pub validator: Validator,
 }
 
 impl Default for ReplayOptions {
@@ -37,6 +40,7 @@ impl Default for ReplayOptions {
             chunk_size: 1 << 20,
             max_depth: DEFAULT_MAX_DEPTH,
             max_skips: 16,
+            validator: Validator::default(),
         }
     }
 }
@@ -117,11 +121,21 @@ fn json_string(s: &str) -> String {
     format!("\"{}\"", String::from_utf8_lossy(&out))
 }
 
+/// How long each stage of a replay took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimings {
+    /// Splitting and parsing lines, and gathering records in file order.
+    pub parse: Duration,
+    /// Ordering records by `ts_ms`.
+    pub sort: Duration,
+}
+
 /// A replayed log: records in `ts_ms` order, borrowing the log's bytes.
 pub struct Replay<'a> {
     log: &'a [u8],
     records: Vec<Record>,
     stats: ReplayStats,
+    timings: StageTimings,
 }
 
 impl<'a> Replay<'a> {
@@ -138,6 +152,11 @@ impl<'a> Replay<'a> {
     /// The log's bytes.
     pub fn log(&self) -> &'a [u8] {
         self.log
+    }
+
+    /// How long parsing and sorting took.
+    pub fn timings(&self) -> StageTimings {
+        self.timings
     }
 
     /// The whole request body (system rule, messages, current request) in
@@ -185,6 +204,7 @@ pub fn replay_with_progress<'a>(
     options: &ReplayOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Replay<'a> {
+    let t0 = Instant::now();
     let start = lines::content_start(log);
     if start > 0 {
         progress(start as u64);
@@ -193,13 +213,19 @@ pub fn replay_with_progress<'a>(
     let mut records = parsed.records;
     let mut stats = parsed.stats;
     stats.bytes = log.len() as u64;
+    let t1 = Instant::now();
     stats.already_ordered = run_in_pool(options.threads, || {
         order::sort_records(&mut records, options.threads != 1)
     });
+    let timings = StageTimings {
+        parse: t1 - t0,
+        sort: t1.elapsed(),
+    };
     Replay {
         log,
         records,
         stats,
+        timings,
     }
 }
 
@@ -228,13 +254,16 @@ pub fn parse_range(
         out
     };
     let parts: Vec<ChunkResult> = if options.threads == 1 {
-        let mut parser = LineParser::new(options.max_depth);
+        let mut parser = LineParser::with_validator(options.max_depth, options.validator);
         chunks.iter().map(|c| work(c, &mut parser)).collect()
     } else {
         run_in_pool(options.threads, || {
             chunks
                 .par_iter()
-                .map_init(|| LineParser::new(options.max_depth), |p, c| work(c, p))
+                .map_init(
+                    || LineParser::with_validator(options.max_depth, options.validator),
+                    |p, c| work(c, p),
+                )
                 .collect()
         })
     };

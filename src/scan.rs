@@ -1,0 +1,441 @@
+//! The fast path: one pass over a line that validates it exactly (RFC 8259
+//! grammar and UTF-8), finds the top-level `type` and `ts_ms` members, and
+//! counts how many bytes JSON-escaping the line will add.
+//!
+//! UTF-8 is validated for the whole line first (simdutf8). String content,
+//! most of a log's bytes, is then skipped eight bytes at a time (SWAR on
+//! `u64` words, safe code): a word is examined further only when it holds a
+//! quote, a backslash or a control character. Everything
+//! else is a small scalar state machine with an explicit container stack, so
+//! no input can overflow the call stack.
+//!
+//! [`crate::json::validate`] is the simple, obviously-correct version of the
+//! same grammar; the tests hold this scanner to it.
+
+use crate::json::{JsonError, JsonErrorKind, Member, StringUnits};
+
+/// What one pass over a valid line found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineScan {
+    /// Whether the value is an object.
+    pub is_object: bool,
+    /// The last top-level `type` member.
+    pub kind: Member,
+    /// The last top-level `ts_ms` member.
+    pub ts_ms: Member,
+    /// Bytes JSON-escaping the whole line adds (one per quote, backslash,
+    /// and tab/CR/LF between tokens).
+    pub escape_extra: u64,
+}
+
+const LO: u64 = 0x0101_0101_0101_0101;
+const HI: u64 = 0x8080_8080_8080_8080;
+
+#[cold]
+fn fail(kind: JsonErrorKind, column: usize) -> JsonError {
+    JsonError { kind, column }
+}
+
+/// High bit set in bytes of `v` that are `"`, `\`, or below 0x20. Only the
+/// lowest set bit is exact (see `escape::escape_mask`). Non-ASCII bytes do
+/// not stop the scan: the whole line's UTF-8 was validated first.
+#[inline(always)]
+fn string_stop_mask(v: u64) -> u64 {
+    let q = v ^ (LO * b'"' as u64);
+    let b = v ^ (LO * b'\\' as u64);
+    ((q.wrapping_sub(LO) & !q) | (b.wrapping_sub(LO) & !b) | (v.wrapping_sub(LO * 0x20) & !v)) & HI
+}
+
+#[inline(always)]
+fn ws(s: &[u8], mut i: usize, extra: &mut u64) -> usize {
+    while let Some(&c) = s.get(i) {
+        match c {
+            b' ' => {}
+            b'\t' | b'\n' | b'\r' => *extra += 1,
+            _ => break,
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Scans a string whose opening quote is at `i - 1`; returns the index past
+/// the closing quote and whether it held escapes. Counts escape overhead.
+#[inline(always)]
+fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), JsonError> {
+    let n = s.len();
+    let mut escaped = false;
+    loop {
+        while i + 8 <= n {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[i..i + 8]);
+            let m = string_stop_mask(u64::from_le_bytes(w));
+            if m != 0 {
+                i += (m.trailing_zeros() / 8) as usize;
+                break;
+            }
+            i += 8;
+        }
+        let Some(&c) = s.get(i) else {
+            return Err(fail(JsonErrorKind::UnexpectedEnd, n));
+        };
+        match c {
+            b'"' => {
+                *extra += 1;
+                return Ok((i + 1, escaped));
+            }
+            b'\\' => {
+                escaped = true;
+                *extra += 1;
+                match s.get(i + 1) {
+                    Some(b'"' | b'\\') => {
+                        *extra += 1;
+                        i += 2;
+                    }
+                    Some(b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
+                    Some(b'u') => {
+                        match s.get(i + 2..i + 6) {
+                            Some(h) if h.iter().all(u8::is_ascii_hexdigit) => {}
+                            Some(_) => return Err(fail(JsonErrorKind::InvalidEscape, i)),
+                            None if s[i + 2..].iter().all(u8::is_ascii_hexdigit) => {
+                                return Err(fail(JsonErrorKind::UnexpectedEnd, n));
+                            }
+                            None => return Err(fail(JsonErrorKind::InvalidEscape, i)),
+                        }
+                        i += 6;
+                    }
+                    Some(_) => return Err(fail(JsonErrorKind::InvalidEscape, i)),
+                    None => return Err(fail(JsonErrorKind::UnexpectedEnd, n)),
+                }
+            }
+            0x00..=0x1F => return Err(fail(JsonErrorKind::ControlCharacterInString, i)),
+            _ => i += 1,
+        }
+    }
+}
+
+#[inline(always)]
+fn number(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
+    let start = i;
+    let digits = |s: &[u8], mut i: usize| {
+        let from = i;
+        while matches!(s.get(i), Some(b'0'..=b'9')) {
+            i += 1;
+        }
+        (i, i - from)
+    };
+    if s[i] == b'-' {
+        i += 1;
+    }
+    match s.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => i = digits(s, i + 1).0,
+        _ => return Err(fail(JsonErrorKind::InvalidNumber, start)),
+    }
+    if s.get(i) == Some(&b'.') {
+        let (j, n) = digits(s, i + 1);
+        if n == 0 {
+            return Err(fail(JsonErrorKind::InvalidNumber, start));
+        }
+        i = j;
+    }
+    if matches!(s.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(s.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let (j, n) = digits(s, i);
+        if n == 0 {
+            return Err(fail(JsonErrorKind::InvalidNumber, start));
+        }
+        i = j;
+    }
+    Ok(i)
+}
+
+#[inline(always)]
+fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
+    if s.get(i..i + word.len()) == Some(word) {
+        return Ok(i + word.len());
+    }
+    let matched = s[i..].iter().zip(word).take_while(|(a, b)| a == b).count();
+    if i + matched == s.len() {
+        Err(fail(JsonErrorKind::UnexpectedEnd, s.len()))
+    } else {
+        Err(fail(JsonErrorKind::UnexpectedByte, i + matched))
+    }
+}
+
+/// Which top-level member a key names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    None,
+    Kind,
+    TsMs,
+}
+
+#[inline(always)]
+fn target_of(raw: &[u8], escaped: bool) -> Target {
+    match raw {
+        b"type" => Target::Kind,
+        b"ts_ms" => Target::TsMs,
+        _ if escaped && raw.len() <= 30 => {
+            if StringUnits::new(raw).eq("type".encode_utf16()) {
+                Target::Kind
+            } else if StringUnits::new(raw).eq("ts_ms".encode_utf16()) {
+                Target::TsMs
+            } else {
+                Target::None
+            }
+        }
+        _ => Target::None,
+    }
+}
+
+/// Scans one line: exactly one JSON value with optional JSON whitespace
+/// around it, nested at most `max_depth` levels. `stack` is reused scratch.
+pub fn scan_line(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Result<LineScan, JsonError> {
+    // UTF-8 first, for the whole line, with SIMD: string scanning then only
+    // stops at quotes, backslashes and control characters, and a non-ASCII
+    // byte outside a string is a grammar error below.
+    if simdutf8::basic::from_utf8(s).is_err() {
+        let at = simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| 0);
+        return Err(fail(JsonErrorKind::InvalidUtf8, at));
+    }
+    stack.clear();
+    let n = s.len();
+    let mut extra = 0u64;
+    let mut out = LineScan {
+        is_object: false,
+        kind: Member::Absent,
+        ts_ms: Member::Absent,
+        escape_extra: 0,
+    };
+    let mut i = ws(s, 0, &mut extra);
+    out.is_object = s.get(i) == Some(&b'{');
+    // The member the next value belongs to, when it is at the top level.
+    let mut target = Target::None;
+    'value: loop {
+        let Some(&c) = s.get(i) else {
+            return Err(fail(JsonErrorKind::UnexpectedEnd, n));
+        };
+        let start = i;
+        match c {
+            b'{' | b'[' => {
+                if target != Target::None {
+                    set(&mut out, target, Member::Other);
+                    target = Target::None;
+                }
+                if stack.len() >= max_depth {
+                    return Err(fail(JsonErrorKind::TooDeep, i));
+                }
+                let close = if c == b'{' { b'}' } else { b']' };
+                i = ws(s, i + 1, &mut extra);
+                if s.get(i) == Some(&close) {
+                    i += 1;
+                } else {
+                    stack.push(c == b'{');
+                    if c == b'{' {
+                        (i, target) = key(s, i, stack.len() == 1, &mut extra)?;
+                    }
+                    continue 'value;
+                }
+            }
+            b'"' => {
+                extra += 1;
+                i = string(s, i + 1, &mut extra)?.0;
+                if target != Target::None {
+                    let m = Member::String {
+                        start: (start + 1) as u32,
+                        len: (i - start - 2) as u32,
+                    };
+                    set(&mut out, target, m);
+                }
+            }
+            b'-' | b'0'..=b'9' => {
+                i = number(s, i)?;
+                if target != Target::None {
+                    let m = Member::Number {
+                        start: start as u32,
+                        len: (i - start) as u32,
+                    };
+                    set(&mut out, target, m);
+                }
+            }
+            b't' | b'f' | b'n' => {
+                i = literal(
+                    s,
+                    i,
+                    match c {
+                        b't' => b"true",
+                        b'f' => b"false",
+                        _ => b"null",
+                    },
+                )?;
+                if target != Target::None {
+                    set(&mut out, target, Member::Other);
+                }
+            }
+            _ => return Err(fail(JsonErrorKind::UnexpectedByte, i)),
+        }
+        target = Target::None;
+        // After a value: close containers or go on to the next element.
+        loop {
+            i = ws(s, i, &mut extra);
+            let Some(&in_object) = stack.last() else {
+                if i != n {
+                    return Err(fail(JsonErrorKind::TrailingCharacters, i));
+                }
+                out.escape_extra = extra;
+                return Ok(out);
+            };
+            let Some(&c) = s.get(i) else {
+                return Err(fail(JsonErrorKind::UnexpectedEnd, n));
+            };
+            match (c, in_object) {
+                (b',', true) => {
+                    (i, target) = key(s, ws(s, i + 1, &mut extra), stack.len() == 1, &mut extra)?;
+                    continue 'value;
+                }
+                (b',', false) => {
+                    i = ws(s, i + 1, &mut extra);
+                    continue 'value;
+                }
+                (b'}', true) | (b']', false) => {
+                    stack.pop();
+                    i += 1;
+                }
+                _ => return Err(fail(JsonErrorKind::UnexpectedByte, i)),
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn set(out: &mut LineScan, target: Target, m: Member) {
+    match target {
+        Target::Kind => out.kind = m,
+        Target::TsMs => out.ts_ms = m,
+        Target::None => {}
+    }
+}
+
+/// Parses `"key" :` at `i`; returns the index of the value and, for
+/// top-level keys, which member it names.
+#[inline(always)]
+fn key(s: &[u8], i: usize, top: bool, extra: &mut u64) -> Result<(usize, Target), JsonError> {
+    match s.get(i) {
+        Some(b'"') => {}
+        Some(_) => return Err(fail(JsonErrorKind::UnexpectedByte, i)),
+        None => return Err(fail(JsonErrorKind::UnexpectedEnd, s.len())),
+    }
+    *extra += 1;
+    let (end, escaped) = string(s, i + 1, extra)?;
+    let target = if top {
+        target_of(&s[i + 1..end - 1], escaped)
+    } else {
+        Target::None
+    };
+    let j = ws(s, end, extra);
+    match s.get(j) {
+        Some(b':') => Ok((ws(s, j + 1, extra), target)),
+        Some(_) => Err(fail(JsonErrorKind::UnexpectedByte, j)),
+        None => Err(fail(JsonErrorKind::UnexpectedEnd, s.len())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json;
+
+    fn both(s: &[u8]) -> (bool, bool) {
+        (
+            scan_line(s, 100, &mut Vec::new()).is_ok(),
+            json::validate(s, 100, &mut Vec::new()).is_ok(),
+        )
+    }
+
+    #[test]
+    fn agrees_with_the_simple_validator_on_edge_cases() {
+        let cases: &[&[u8]] = &[
+            b"1",
+            b"-0",
+            b"0e0",
+            b"1E+2",
+            b"1e400",
+            b"\"\\ud800\"",
+            b"{\"a\":1,\"a\":2}",
+            b" [ 1 , {\"x\" : [ ] } ] ",
+            b"true",
+            b"null",
+            "\"é😀日本\"".as_bytes(),
+            b"",
+            b" ",
+            b"{\"a\":1} x",
+            b"1 2",
+            b"{\"a\":\"x\x01\"}",
+            b"{\"a\":\"\t\"}",
+            b"\"\\x\"",
+            b"\"\\u12\"",
+            b"\"\\u12",
+            b"01",
+            b"-",
+            b"1.",
+            b".5",
+            b"1e",
+            b"NaN",
+            b"[1,]",
+            b"{\"a\":1,}",
+            b"{,}",
+            b"{\"a\" 1}",
+            b"tru",
+            b"{\"a\":1]",
+            b"[\"a\"",
+            b"\"\xff\"",
+            b"\"\xc0\x80\"",
+            b"\"\xed\xa0\x80\"",
+            b"\"\xf4\x90\x80\x80\"",
+            b"\"\xe0\x9f\xbf\"",
+            b"\"\xf0\x8f\xbf\xbf\"",
+            b"\"abc\xe6\x97\"",
+            b"\xc3\xa9",
+            b"[\"a\",\xc3\xa9]",
+            b"\xef\xbb\xbf{}",
+            b"{\"a\":\x0c1}",
+            b"{}",
+            b"[]",
+            b"{\"a\":{}}",
+            b"[[],[[]]]",
+            b"\"12345678\"",
+            b"\"1234567\\\"\"",
+        ];
+        for c in cases {
+            let (a, b) = both(c);
+            assert_eq!(a, b, "{:?}", String::from_utf8_lossy(c));
+        }
+    }
+
+    #[test]
+    fn finds_fields_and_counts_escape_overhead() {
+        let line = b"{\"t\\u0079pe\":\"a\\\"b\",\t\"x\":{\"type\":1},\"ts_ms\":-1.5e3,\"ts_ms\":7}";
+        let got = scan_line(line, 100, &mut Vec::new()).unwrap();
+        let want = json::scan_fields(line);
+        assert_eq!(
+            (got.is_object, got.kind, got.ts_ms),
+            (want.is_object, want.kind, want.ts_ms)
+        );
+        assert_eq!(
+            got.escape_extra as usize,
+            crate::escape::escaped_extra(line)
+        );
+    }
+
+    #[test]
+    fn depth_limit() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(scan_line(deep(50).as_bytes(), 50, &mut Vec::new()).is_ok());
+        let e = scan_line(deep(51).as_bytes(), 50, &mut Vec::new()).unwrap_err();
+        assert_eq!(e.kind, JsonErrorKind::TooDeep);
+    }
+}
