@@ -102,7 +102,15 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
         let k = (m.trailing_zeros() / 8) as usize;
         i += k;
         w += k;
-        w += write_escaped_unit(src[i] as u16, &mut out[w..]);
+        let b = src[i];
+        if b == b'"' || b == b'\\' {
+            // The common case, inline: a backslash before the byte.
+            out[w] = b'\\';
+            out[w + 1] = b;
+            w += 2;
+        } else {
+            w += write_escaped_unit(b as u16, &mut out[w..]);
+        }
         i += 1;
     }
     // The tail, a byte at a time.

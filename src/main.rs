@@ -323,9 +323,20 @@ fn progress_bar(total: u64, message: String) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// Runs `f` with a buffered writer on stdout. On Unix it writes to the file
+/// descriptor directly: Rust's stdout is line-buffered, which would scan
+/// every multi-megabyte batch for its last newline.
 fn write_stdout(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Failure> {
     let stdout = std::io::stdout();
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let lock = stdout.lock();
+    #[cfg(unix)]
+    let raw = {
+        use std::os::fd::AsFd;
+        std::fs::File::from(lock.as_fd().try_clone_to_owned()?)
+    };
+    #[cfg(not(unix))]
+    let raw = lock;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, raw);
     f(&mut w)?;
     w.flush()?;
     Ok(())

@@ -22,7 +22,9 @@ pub struct ReplayOptions {
     /// Worker threads: 0 uses rayon's global pool (one per core), 1 parses on
     /// the calling thread, N > 1 uses a pool of N threads. Default 0.
     pub threads: usize,
-    /// Bytes per parallel chunk (cut at line ends). Default 1 MiB.
+    /// Bytes per parallel chunk (cut at line ends); 0 picks a size from the
+    /// input and the thread count (about 8 chunks per thread, between 64 KiB
+    /// and 4 MiB). Default 0.
     pub chunk_size: usize,
     /// Deepest nesting accepted in a line. Default [`DEFAULT_MAX_DEPTH`].
     pub max_depth: usize,
@@ -37,7 +39,7 @@ impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
             threads: 0,
-            chunk_size: 1 << 20,
+            chunk_size: 0,
             max_depth: DEFAULT_MAX_DEPTH,
             max_skips: 16,
             validator: Validator::default(),
@@ -247,7 +249,17 @@ pub fn parse_range(
     options: &ReplayOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Parsed {
-    let chunks = lines::chunks(log, range, options.chunk_size);
+    let chunk_size = match options.chunk_size {
+        0 => {
+            let threads = match options.threads {
+                0 => rayon::current_num_threads(),
+                n => n,
+            };
+            (range.len() / (threads * 8).max(1)).clamp(64 << 10, 4 << 20)
+        }
+        n => n,
+    };
+    let chunks = lines::chunks(log, range, chunk_size);
     let work = |chunk: &Range<usize>, parser: &mut LineParser| {
         let out = parse_chunk(log, chunk.clone(), parser, options.max_skips);
         progress(chunk.len() as u64);
