@@ -197,6 +197,16 @@ impl LineParser {
 
     /// Classifies one trimmed, non-empty line found at `offset` in the log.
     pub fn parse(&mut self, line: &[u8], offset: u64) -> Result<Record, SkipReason> {
+        self.parse_with(line, offset, false)
+    }
+
+    /// [`LineParser::parse`] for a line already known to be UTF-8.
+    pub fn parse_with(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        utf8_known_valid: bool,
+    ) -> Result<Record, SkipReason> {
         let Ok(len) = u32::try_from(line.len()) else {
             return Err(SkipReason::LineTooLong);
         };
@@ -206,7 +216,9 @@ impl LineParser {
         };
         let (fields, escape_extra) = match self.validator {
             Validator::Scan => {
-                let r = scan::scan_line(line, self.max_depth, &mut self.stack).map_err(invalid)?;
+                let r =
+                    scan::scan_line_with(line, self.max_depth, &mut self.stack, utf8_known_valid)
+                        .map_err(invalid)?;
                 let fields = json::Fields {
                     is_object: r.is_object,
                     kind: r.kind,

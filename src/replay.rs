@@ -308,6 +308,13 @@ fn parse_chunk(
     let mut records = Vec::with_capacity(range.len() / 256 + 1);
     let mut stats = ReplayStats::default();
     let mut line_no = 0u64;
+    // UTF-8 is checked in large windows rather than line by line: bytes
+    // before `utf8_valid_to` are known valid. A line past it re-validates a
+    // window starting at the line (at least the line, up to 1 MiB); an
+    // invalid line stops the window inside itself, so it is checked (and
+    // reported) by the parser, and the next line starts a new window.
+    let mut utf8_valid_to = range.start;
+    let end = range.end;
     for line in Lines::new(log, range) {
         line_no += 1;
         stats.unterminated_tail = !line.terminated;
@@ -318,7 +325,13 @@ fn parse_chunk(
         }
         stats.total_lines += 1;
         let offset = (line.range.start + t.start) as u64;
-        match parser.parse(&raw[t], offset) {
+        if line.range.end > utf8_valid_to {
+            let from = line.range.start;
+            let to = end.min(from + (1 << 20)).max(line.range.end);
+            utf8_valid_to = from + utf8_valid_prefix(&log[from..to]);
+        }
+        let utf8 = line.range.end <= utf8_valid_to;
+        match parser.parse_with(&raw[t], offset, utf8) {
             Ok(r) => records.push(r),
             Err(reason) => {
                 if reason.is_invalid_json() {
@@ -341,6 +354,16 @@ fn parse_chunk(
         records,
         stats,
         lines: line_no,
+    }
+}
+
+/// Length of the longest valid UTF-8 prefix of `s` (a sequence cut by the
+/// end of `s` counts as invalid: the window is then re-checked later).
+fn utf8_valid_prefix(s: &[u8]) -> usize {
+    if simdutf8::basic::from_utf8(s).is_ok() {
+        s.len()
+    } else {
+        simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| s.len())
     }
 }
 

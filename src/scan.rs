@@ -195,10 +195,23 @@ fn target_of(raw: &[u8], escaped: bool) -> Target {
 /// Scans one line: exactly one JSON value with optional JSON whitespace
 /// around it, nested at most `max_depth` levels. `stack` is reused scratch.
 pub fn scan_line(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Result<LineScan, JsonError> {
+    scan_line_with(s, max_depth, stack, false)
+}
+
+/// [`scan_line`], skipping the UTF-8 check when the caller has already
+/// validated `s` as UTF-8 (for example a whole chunk of lines at once: a
+/// `\n` never falls inside a multi-byte sequence, so every line of a valid
+/// chunk is valid).
+pub fn scan_line_with(
+    s: &[u8],
+    max_depth: usize,
+    stack: &mut Vec<bool>,
+    utf8_known_valid: bool,
+) -> Result<LineScan, JsonError> {
     // UTF-8 first, for the whole line, with SIMD: string scanning then only
     // stops at quotes, backslashes and control characters, and a non-ASCII
     // byte outside a string is a grammar error below.
-    if simdutf8::basic::from_utf8(s).is_err() {
+    if !utf8_known_valid && simdutf8::basic::from_utf8(s).is_err() {
         let at = simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| 0);
         return Err(fail(JsonErrorKind::InvalidUtf8, at));
     }
