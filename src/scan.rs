@@ -48,6 +48,13 @@ fn string_stop_mask(v: u64) -> u64 {
 
 #[inline(always)]
 fn ws(s: &[u8], mut i: usize, extra: &mut u64) -> usize {
+    // Compact JSON has no whitespace: one test for the common case (every
+    // byte that can follow is above 0x20).
+    match s.get(i) {
+        Some(&c) if c > b' ' => return i,
+        None => return i,
+        _ => {}
+    }
     while let Some(&c) = s.get(i) {
         match c {
             b' ' => {}
