@@ -182,10 +182,10 @@ fn object_key(s: &[u8], i: usize) -> Result<usize, JsonError> {
     Ok(skip_ws(s, i + 1))
 }
 
-fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
-    let end = i + word.len();
-    if end <= s.len() && &s[i..end] == word {
-        Ok(end)
+#[inline(always)]
+pub(crate) fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
+    if s.get(i..i + word.len()) == Some(word) {
+        Ok(i + word.len())
     } else {
         let matched = s[i..].iter().zip(word).take_while(|(a, b)| a == b).count();
         if i + matched == s.len() {
@@ -239,11 +239,12 @@ pub(crate) fn string_end(s: &[u8], i: usize) -> Result<usize, JsonError> {
 }
 
 /// Given a number starting at `i`, returns the index just past it.
-fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
+#[inline(always)]
+pub(crate) fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
     let start = i;
     let digits = |s: &[u8], mut i: usize| {
         let from = i;
-        while i < s.len() && s[i].is_ascii_digit() {
+        while matches!(s.get(i), Some(b'0'..=b'9')) {
             i += 1;
         }
         (i, i - from)
@@ -253,12 +254,12 @@ fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
     }
     match s.get(i) {
         Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => i = digits(s, i).0,
+        Some(b'1'..=b'9') => i = digits(s, i + 1).0,
         _ => return Err(err(JsonErrorKind::InvalidNumber, start)),
     }
     if s.get(i) == Some(&b'.') {
-        let (j, count) = digits(s, i + 1);
-        if count == 0 {
+        let (j, n) = digits(s, i + 1);
+        if n == 0 {
             return Err(err(JsonErrorKind::InvalidNumber, start));
         }
         i = j;
@@ -268,8 +269,8 @@ fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
         if matches!(s.get(i), Some(b'+' | b'-')) {
             i += 1;
         }
-        let (j, count) = digits(s, i);
-        if count == 0 {
+        let (j, n) = digits(s, i);
+        if n == 0 {
             return Err(err(JsonErrorKind::InvalidNumber, start));
         }
         i = j;

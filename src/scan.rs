@@ -12,7 +12,7 @@
 //! [`crate::json::validate`] is the simple, obviously-correct version of the
 //! same grammar; the tests hold this scanner to it.
 
-use crate::json::{JsonError, JsonErrorKind, Member, StringUnits};
+use crate::json::{self, JsonError, JsonErrorKind, Member, StringUnits};
 
 /// What one pass over a valid line found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,58 +121,6 @@ fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), Json
     }
 }
 
-#[inline(always)]
-fn number(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
-    let start = i;
-    let digits = |s: &[u8], mut i: usize| {
-        let from = i;
-        while matches!(s.get(i), Some(b'0'..=b'9')) {
-            i += 1;
-        }
-        (i, i - from)
-    };
-    if s[i] == b'-' {
-        i += 1;
-    }
-    match s.get(i) {
-        Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => i = digits(s, i + 1).0,
-        _ => return Err(fail(JsonErrorKind::InvalidNumber, start)),
-    }
-    if s.get(i) == Some(&b'.') {
-        let (j, n) = digits(s, i + 1);
-        if n == 0 {
-            return Err(fail(JsonErrorKind::InvalidNumber, start));
-        }
-        i = j;
-    }
-    if matches!(s.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(s.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        let (j, n) = digits(s, i);
-        if n == 0 {
-            return Err(fail(JsonErrorKind::InvalidNumber, start));
-        }
-        i = j;
-    }
-    Ok(i)
-}
-
-#[inline(always)]
-fn literal(s: &[u8], i: usize, word: &[u8]) -> Result<usize, JsonError> {
-    if s.get(i..i + word.len()) == Some(word) {
-        return Ok(i + word.len());
-    }
-    let matched = s[i..].iter().zip(word).take_while(|(a, b)| a == b).count();
-    if i + matched == s.len() {
-        Err(fail(JsonErrorKind::UnexpectedEnd, s.len()))
-    } else {
-        Err(fail(JsonErrorKind::UnexpectedByte, i + matched))
-    }
-}
-
 /// Which top-level member a key names.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Target {
@@ -273,7 +221,7 @@ pub fn scan_line_with(
                 }
             }
             b'-' | b'0'..=b'9' => {
-                i = number(s, i)?;
+                i = json::number_end(s, i)?;
                 if target != Target::None {
                     let m = Member::Number {
                         start: start as u32,
@@ -283,7 +231,7 @@ pub fn scan_line_with(
                 }
             }
             b't' | b'f' | b'n' => {
-                i = literal(
+                i = json::literal(
                     s,
                     i,
                     match c {
