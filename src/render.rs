@@ -157,16 +157,8 @@ pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
 /// scheduling costs nothing.
 const GROUP: usize = 512;
 
-/// Total bytes of the messages of `records`, separators included.
-pub fn messages_len(records: &[Record], log: &[u8], format: Format) -> usize {
-    records
-        .par_chunks(GROUP)
-        .map(|g| g.iter().map(|r| message_len(r, log, format)).sum::<usize>())
-        .sum()
-}
-
 /// Each record's message length (separator included), computed in parallel.
-fn message_lens(records: &[Record], log: &[u8], format: Format) -> Vec<u64> {
+pub(crate) fn message_lens(records: &[Record], log: &[u8], format: Format) -> Vec<u64> {
     let mut lens = vec![0u64; records.len()];
     lens.par_chunks_mut(GROUP)
         .zip(records.par_chunks(GROUP))
@@ -179,14 +171,15 @@ fn message_lens(records: &[Record], log: &[u8], format: Format) -> Vec<u64> {
 }
 
 /// Writes the messages of `records` (each followed by its separator) into
-/// `out`, which must be exactly [`messages_len`] bytes, in parallel.
-pub fn write_messages_into(records: &[Record], log: &[u8], format: Format, out: &mut [u8]) {
-    let lens = message_lens(records, log, format);
-    write_with_lens(records, &lens, log, format, out);
-}
-
-/// Like [`write_messages_into`], with each message's length known.
-fn write_with_lens(records: &[Record], lens: &[u64], log: &[u8], format: Format, out: &mut [u8]) {
+/// `out`, in parallel groups at offsets taken from `lens` (each message's
+/// length, from [`message_lens`]); `out` must be exactly their sum.
+pub(crate) fn write_with_lens(
+    records: &[Record],
+    lens: &[u64],
+    log: &[u8],
+    format: Format,
+    out: &mut [u8],
+) {
     let mut slices = Vec::with_capacity(records.len() / GROUP + 1);
     let mut rest = out;
     for l in lens.chunks(GROUP) {

@@ -89,11 +89,12 @@ pub fn render_request(
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
     let env = envelope(format, system, current);
-    let body = render::messages_len(records, log, format);
+    let lens = render::message_lens(records, log, format);
+    let body = lens.iter().sum::<u64>() as usize;
     let total = env.head.len() + body + env.tail.len();
     let mut out = vec![0u8; total];
     let w = put(&mut out, 0, &env.head);
-    render::write_messages_into(records, log, format, &mut out[w..w + body]);
+    render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
     put(&mut out, w + body, &env.tail);
     out
 }
@@ -124,7 +125,8 @@ fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
 /// shapes) or NDJSON, in one exactly-sized buffer.
 pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8> {
     let (open, close) = replay_brackets(format);
-    let body = render::messages_len(records, log, format);
+    let lens = render::message_lens(records, log, format);
+    let body = lens.iter().sum::<u64>() as usize;
     let kept = body
         - if records.is_empty() {
             0
@@ -133,7 +135,7 @@ pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8
         };
     let mut out = vec![0u8; open.len() + body + close.len()];
     let w = put(&mut out, 0, open);
-    render::write_messages_into(records, log, format, &mut out[w..w + body]);
+    render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
     out.truncate(w + kept);
     out.extend_from_slice(close);
     out

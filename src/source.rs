@@ -5,7 +5,7 @@
 //! failure is an [`Error`] naming the path. The engine itself only ever sees
 //! `&[u8]`: mapping and reading are just two ways to get that slice.
 //!
-//! All of the crate's `unsafe` for the map lives in [`LogBytes::map`].
+//! All of the crate's `unsafe` for the map lives in `LogBytes::map`, in this file.
 
 use std::fs::File;
 use std::io::Read;
