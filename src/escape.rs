@@ -83,7 +83,9 @@ fn next_to_escape(src: &[u8], mut i: usize) -> usize {
 
 /// Writes `src` (UTF-8 text) escaped as `JSON.stringify` escapes string
 /// content into `out`, which must hold `src.len() + escaped_extra(src)` bytes.
-/// Returns the number of bytes written.
+/// Returns the number of bytes written. Bytes of `out` past that count may
+/// be overwritten (whole 8-byte words are stored): pass an exactly-sized
+/// slice, or write what follows afterwards, as the renderer does.
 pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
     let mut w = 0;
     let mut i = 0;

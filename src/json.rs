@@ -30,6 +30,8 @@ pub enum JsonErrorKind {
     TrailingCharacters,
     /// Nesting deeper than the configured limit.
     TooDeep,
+    /// A line of 4 GiB or more (member positions are 32-bit).
+    TooLong,
 }
 
 impl JsonErrorKind {
@@ -44,6 +46,7 @@ impl JsonErrorKind {
             JsonErrorKind::InvalidNumber => "invalid number",
             JsonErrorKind::TrailingCharacters => "trailing characters after the value",
             JsonErrorKind::TooDeep => "nesting deeper than the limit",
+            JsonErrorKind::TooLong => "line of 4 GiB or more",
         }
     }
 }
@@ -464,7 +467,12 @@ impl Iterator for StringUnits<'_> {
         let raw = self.raw;
         let &b = raw.get(self.pos)?;
         if b == b'\\' {
-            let e = raw[self.pos + 1];
+            // Malformed input (a trailing backslash, a short \u escape)
+            // decodes to something meaningless, never a panic.
+            let Some(&e) = raw.get(self.pos + 1) else {
+                self.pos += 1;
+                return Some(b as u16);
+            };
             self.pos += 2;
             return Some(match e {
                 b'b' => 0x08,
@@ -473,21 +481,24 @@ impl Iterator for StringUnits<'_> {
                 b'r' => 0x0D,
                 b't' => 0x09,
                 b'u' => {
-                    let v = hex4(&raw[self.pos..self.pos + 4]);
-                    self.pos += 4;
+                    let end = (self.pos + 4).min(raw.len());
+                    let v = hex4(&raw[self.pos..end]);
+                    self.pos = end;
                     v
                 }
                 other => other as u16,
             });
         }
-        // One UTF-8 character (valid by precondition).
+        // One UTF-8 character (valid for valid JSON; a truncated sequence
+        // decodes to U+FFFD).
         let width = match b {
             0x00..=0x7F => 1,
             0xC0..=0xDF => 2,
             0xE0..=0xEF => 3,
             _ => 4,
         };
-        let bytes = &raw[self.pos..self.pos + width];
+        let bytes = &raw[self.pos..(self.pos + width).min(raw.len())];
+        let width = bytes.len();
         self.pos += width;
         let c = std::str::from_utf8(bytes)
             .ok()
@@ -507,7 +518,8 @@ fn hex4(h: &[u8]) -> u16 {
         let v = match d {
             b'0'..=b'9' => d - b'0',
             b'a'..=b'f' => d - b'a' + 10,
-            _ => d - b'A' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => 0,
         };
         (acc << 4) | v as u16
     })
@@ -620,6 +632,35 @@ mod tests {
         assert_eq!(&s[start as usize..(start + len) as usize], b"b");
         // The last ts_ms is a string: the parser reports it as not a number.
         assert!(matches!(f.ts_ms, Member::String { .. }), "{f:?}");
+    }
+
+    /// Regression: scan_fields is documented never to panic, but a key with a
+    /// short `\u` escape, a trailing backslash or a truncated UTF-8 sequence
+    /// after an escape indexed past the key (found by review, session 1).
+    #[test]
+    fn scan_fields_never_panics_on_malformed_escaped_keys() {
+        for s in [
+            &b"{\"\\u\":1}"[..],
+            b"{\"\\u12\":1}",
+            b"{\"t\\u0079p\xf0\":1}",
+            b"{\"a\\",
+            b"{\"\\",
+            b"{\"\\uzzzz\":1}",
+        ] {
+            let _ = scan_fields(s);
+        }
+        // Every prefix and every one-byte change of a valid line, too.
+        let line = br#"{"t\u0079pe":"a\u00e9","ts_ms":1,"x":{"y":[1,"\ud800"]}}"#;
+        for n in 0..=line.len() {
+            let _ = scan_fields(&line[..n]);
+            for b in [b'\\', b'"', b'{', b'}', 0xF0, b'u'] {
+                let mut v = line.to_vec();
+                if n < v.len() {
+                    v[n] = b;
+                    let _ = scan_fields(&v);
+                }
+            }
+        }
     }
 
     #[test]
