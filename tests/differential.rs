@@ -86,21 +86,8 @@ fn cli_respond_and_replay_match_the_oracle() {
     let p = path.to_str().unwrap();
     let bin = env!("CARGO_BIN_EXE_wmreplay");
 
-    let ours = Command::new(bin)
-        .args([
-            "respond",
-            p,
-            "--text",
-            TEXT,
-            "--session",
-            "abc",
-            "--system",
-            "Be brief.",
-        ])
-        .output()
-        .unwrap();
-    assert!(ours.status.success());
-    let want = oracle(&[
+    // The same arguments for both programs.
+    let args = [
         "respond",
         p,
         "--text",
@@ -109,7 +96,10 @@ fn cli_respond_and_replay_match_the_oracle() {
         "abc",
         "--system",
         "Be brief.",
-    ]);
+    ];
+    let ours = Command::new(bin).args(args).output().unwrap();
+    assert!(ours.status.success());
+    let want = oracle(&args);
     assert!(ours.stdout == want.body, "respond via the CLI differs");
 
     for format in ["anthropic", "openai", "ndjson"] {
