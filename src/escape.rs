@@ -6,6 +6,7 @@
 //! writing and then write in parallel at precomputed offsets.
 
 use crate::json::StringUnits;
+use crate::simd;
 
 /// Extra bytes `JSON.stringify` adds when escaping one byte of UTF-8 text.
 #[inline]
@@ -46,74 +47,61 @@ pub fn escaped_extra(src: &[u8]) -> usize {
     }
 }
 
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-
-/// A mask with the high bit set in each byte of `v` that needs escaping
-/// (`"`, `\\`, or below 0x20). Bits above the lowest set one may be false
-/// positives (borrows propagate upwards), so only the lowest is used.
-#[inline(always)]
-fn escape_mask(v: u64) -> u64 {
-    let quote = v ^ (LO * b'"' as u64);
-    let backslash = v ^ (LO * b'\\' as u64);
-    let zero_quote = quote.wrapping_sub(LO) & !quote;
-    let zero_backslash = backslash.wrapping_sub(LO) & !backslash;
-    let control = v.wrapping_sub(LO * 0x20) & !v;
-    (zero_quote | zero_backslash | control) & HI
-}
-
-/// Index of the first byte of `src[from..]` that needs escaping, or
-/// `src.len()`.
-#[cfg(test)]
-fn next_to_escape(src: &[u8], mut i: usize) -> usize {
-    while i + 8 <= src.len() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&src[i..i + 8]);
-        let m = escape_mask(u64::from_le_bytes(word));
-        if m != 0 {
-            return i + (m.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < src.len() && !needs_escape(src[i]) {
-        i += 1;
-    }
-    i
-}
-
 /// Writes `src` (UTF-8 text) escaped as `JSON.stringify` escapes string
 /// content into `out`, which must hold `src.len() + escaped_extra(src)` bytes.
 /// Returns the number of bytes written. Bytes of `out` past that count may
-/// be overwritten (whole 8-byte words are stored): pass an exactly-sized
+/// be overwritten (whole 32-byte blocks are stored): pass an exactly-sized
 /// slice, or write what follows afterwards, as the renderer does.
 pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
+    const B: usize = simd::BLOCK;
     let mut w = 0;
     let mut i = 0;
-    // Whole words while both sides have eight bytes of room: store the word,
-    // then advance past its clean prefix (the rest is rewritten next).
-    while i + 8 <= src.len() && w + 8 <= out.len() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&src[i..i + 8]);
-        out[w..w + 8].copy_from_slice(&word);
-        let m = escape_mask(u64::from_le_bytes(word));
+    // Whole 32-byte blocks while the output has room for a block's worst
+    // case plus one block of overrun: store the block, then for each byte to
+    // escape (most blocks of a JSON line have a few quotes), put a backslash
+    // before it and store the rest of the block again after it.
+    while i + B <= src.len() && w + 3 * B <= out.len() {
+        let block: &[u8; B] = src[i..i + B].try_into().expect("a whole block");
+        let mut m = simd::stop_mask(block);
+        out[w..w + B].copy_from_slice(block);
         if m == 0 {
-            i += 8;
-            w += 8;
+            i += B;
+            w += B;
             continue;
         }
-        let k = (m.trailing_zeros() / 8) as usize;
-        i += k;
-        w += k;
-        let b = src[i];
-        if b == b'"' || b == b'\\' {
-            // The common case, inline: a backslash before the byte.
-            out[w] = b'\\';
-            out[w + 1] = b;
-            w += 2;
-        } else {
-            w += write_escaped_unit(b as u16, &mut out[w..]);
+        if simd::control_mask(block) != 0 {
+            // Rare (raw tabs and newlines): this block a byte at a time.
+            for &b in block {
+                w += write_escaped_unit(b as u16, &mut out[w..]);
+            }
+            i += B;
+            continue;
         }
-        i += 1;
+        // The rest of the block from any offset is one fixed-size copy: from
+        // the source while a whole block follows this one (a copy from a
+        // stack buffer just written would stall on store forwarding), else
+        // from the block padded with zeros.
+        let padded: [u8; 2 * B];
+        let ahead: &[u8] = if i + 2 * B <= src.len() {
+            &src[i..i + 2 * B]
+        } else {
+            let mut p = [0u8; 2 * B];
+            p[..B].copy_from_slice(block);
+            padded = p;
+            &padded
+        };
+        let mut prev = 0;
+        while m != 0 {
+            let k = m.trailing_zeros() as usize;
+            w += k - prev;
+            out[w] = b'\\';
+            w += 1;
+            out[w..w + B].copy_from_slice(&ahead[k..k + B]);
+            prev = k;
+            m &= m - 1;
+        }
+        w += B - prev;
+        i += B;
     }
     // The tail, a byte at a time.
     while i < src.len() {
@@ -356,15 +344,43 @@ mod tests {
         assert_eq!(esc(long.as_bytes()), "é\\\"x".repeat(40).as_bytes());
     }
 
+    /// `JSON.stringify`'s escaping of one byte at a time: the oracle.
+    fn naive_escape(src: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &b in src {
+            match b {
+                b'"' => out.extend_from_slice(b"\\\""),
+                b'\\' => out.extend_from_slice(b"\\\\"),
+                0x08 => out.extend_from_slice(b"\\b"),
+                0x0C => out.extend_from_slice(b"\\f"),
+                b'\n' => out.extend_from_slice(b"\\n"),
+                b'\r' => out.extend_from_slice(b"\\r"),
+                b'\t' => out.extend_from_slice(b"\\t"),
+                0..=0x1F => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+                _ => out.push(b),
+            }
+        }
+        out
+    }
+
     #[test]
-    fn swar_scan_finds_every_byte_that_needs_escaping() {
-        // Every byte value at every position of a word, against a naive scan.
+    fn block_escaper_matches_a_byte_at_a_time_escaper() {
+        // Every byte value at every position of a few blocks, alone and next
+        // to quotes, written into an exact buffer and into one with room to
+        // spare (the block path), in both cases checking what follows.
         for b in 0..=255u8 {
-            for pos in 0..20 {
-                let mut s = vec![b'a'; 20];
-                s[pos] = b;
-                let want = s.iter().position(|&c| needs_escape(c)).unwrap_or(s.len());
-                assert_eq!(next_to_escape(&s, 0), want, "byte {b:#x} at {pos}");
+            for pos in 0..100 {
+                for fill in [b'a', b'"', 0xC3] {
+                    let mut s = vec![fill; 100];
+                    s[pos] = b;
+                    let want = naive_escape(&s);
+                    assert_eq!(escaped_extra(&s), want.len() - s.len());
+                    for spare in [0, 200] {
+                        let mut out = vec![b'#'; want.len() + spare];
+                        let n = write_escaped(&s, &mut out);
+                        assert_eq!(&out[..n], &want[..], "byte {b:#x} at {pos} in {fill:#x}");
+                    }
+                }
             }
         }
         // High bytes (UTF-8) next to escapes must not hide them.

@@ -46,6 +46,7 @@ pub mod render;
 mod replay;
 pub mod request;
 pub mod scan;
+mod simd;
 pub mod source;
 
 pub use error::Error;

@@ -13,6 +13,7 @@
 //! same grammar; the tests hold this scanner to it.
 
 use crate::json::{self, JsonError, JsonErrorKind, Member, StringUnits};
+use crate::simd;
 
 /// What one pass over a valid line found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +38,7 @@ fn fail(kind: JsonErrorKind, column: usize) -> JsonError {
 }
 
 /// High bit set in bytes of `v` that are `"`, `\`, or below 0x20. Only the
-/// lowest set bit is exact (see `escape::escape_mask`). Non-ASCII bytes do
+/// lowest set bit is exact (borrows propagate upwards). Non-ASCII bytes do
 /// not stop the scan: the whole line's UTF-8 was validated first.
 #[inline(always)]
 fn string_stop_mask(v: u64) -> u64 {
@@ -73,15 +74,28 @@ fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), Json
     let n = s.len();
     let mut escaped = false;
     loop {
-        while i + 8 <= n {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&s[i..i + 8]);
-            let m = string_stop_mask(u64::from_le_bytes(w));
-            if m != 0 {
-                i += (m.trailing_zeros() / 8) as usize;
-                break;
+        // Skip to the next quote, backslash or control character: 32 bytes
+        // at a time, then 8 near the end of the line, then single bytes.
+        'skip: {
+            while i + simd::BLOCK <= n {
+                let block = s[i..i + simd::BLOCK].try_into().expect("a whole block");
+                let m = simd::stop_mask(block);
+                if m != 0 {
+                    i += m.trailing_zeros() as usize;
+                    break 'skip;
+                }
+                i += simd::BLOCK;
             }
-            i += 8;
+            while i + 8 <= n {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&s[i..i + 8]);
+                let m = string_stop_mask(u64::from_le_bytes(w));
+                if m != 0 {
+                    i += (m.trailing_zeros() / 8) as usize;
+                    break 'skip;
+                }
+                i += 8;
+            }
         }
         let Some(&c) = s.get(i) else {
             return Err(fail(JsonErrorKind::UnexpectedEnd, n));
