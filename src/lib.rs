@@ -40,6 +40,7 @@ mod error;
 pub mod escape;
 pub mod json;
 pub mod lines;
+pub mod live;
 pub mod order;
 pub mod parse;
 pub mod render;
@@ -50,11 +51,14 @@ mod simd;
 pub mod source;
 
 pub use error::Error;
+pub use live::{LiveInfo, LiveReplay, Refresh};
 pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
 pub use replay::{
     Parsed, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, parse_range, replay,
     replay_with_progress,
 };
-pub use request::{CurrentRequest, SYSTEM_RULE, current_user_request_text, system_prompt};
+pub use request::{
+    CurrentRequest, SYSTEM_RULE, current_user_request_text, request_envelope, system_prompt,
+};
 pub use source::{FileIdentity, LogBytes, ReadMode};

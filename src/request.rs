@@ -49,6 +49,30 @@ struct Envelope {
     tail: Vec<u8>,
 }
 
+/// The bytes before, and after, the replayed messages of a request body:
+/// `head ++ messages ++ tail` is the body [`render_request`] writes. `fields`,
+/// when not empty, is JSON object members (for example
+/// `"model":"m","max_tokens":1024`) written first in the body's object, for
+/// the request a provider expects; it is not used by `ndjson`, which has no
+/// enclosing object.
+pub fn request_envelope(
+    format: Format,
+    fields: &str,
+    system: &str,
+    current: &CurrentRequest<'_>,
+) -> (Vec<u8>, Vec<u8>) {
+    let mut env = envelope(format, system, current);
+    if !fields.is_empty() && format != Format::Ndjson {
+        let mut head = Vec::with_capacity(env.head.len() + fields.len() + 1);
+        head.push(b'{');
+        head.extend_from_slice(fields.as_bytes());
+        head.push(b',');
+        head.extend_from_slice(&env.head[1..]);
+        env.head = head;
+    }
+    (env.head, env.tail)
+}
+
 fn envelope(format: Format, system: &str, current: &CurrentRequest<'_>) -> Envelope {
     let mut head = Vec::new();
     match format {

@@ -53,7 +53,10 @@ mod imp {
     #[inline(always)]
     fn halves(block: &[u8; BLOCK]) -> (&[u8; 16], &[u8; 16]) {
         let (lo, hi) = block.split_at(16);
-        (lo.try_into().expect("16 bytes"), hi.try_into().expect("16 bytes"))
+        (
+            lo.try_into().expect("16 bytes"),
+            hi.try_into().expect("16 bytes"),
+        )
     }
 
     #[inline(always)]

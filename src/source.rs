@@ -150,7 +150,7 @@ fn read_all(mut file: &File, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
 }
 
 #[cfg(unix)]
-fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
+pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
     use std::os::unix::fs::MetadataExt;
     FileIdentity {
         dev: meta.dev(),
@@ -160,7 +160,7 @@ fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
 }
 
 #[cfg(not(unix))]
-fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
+pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
     FileIdentity {
         dev: 0,
         inode: 0,

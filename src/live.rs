@@ -1,0 +1,434 @@
+//! Replay state kept across calls: a log that only grows is parsed once, and
+//! each later call parses only the bytes appended since.
+//!
+//! [`LiveReplay::refresh`] reads what was appended, commits it only up to the
+//! last `\n` (a line without one may be a write in progress: it is read
+//! again, whole, on a later call and never counted twice), parses it, and
+//! renders each new record's message once. Rendered messages are kept as
+//! [`Bytes`] segments in replay order; [`LiveReplay::chunks`] hands them out
+//! without copying, so a request costs work in proportion to what was
+//! appended, not to the log.
+//!
+//! Records that arrive late (a `ts_ms` below the newest record's) are placed
+//! where a one-shot replay puts them: after every record with a key at most
+//! theirs, since their file offset is larger than every record already held.
+//! A segment is split (zero-copy) to make room. If the file shrinks, is
+//! replaced (another device or inode: a rotation) or disappears, the state is
+//! rebuilt from scratch.
+//!
+//! The result is held to a one-shot replay of the committed bytes by tests:
+//! same stats, and the same bytes for every message, in the same order.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::Error;
+use crate::order::{self, ts_key};
+use crate::render::{self, Format};
+use crate::replay::{ReplayOptions, ReplayStats, parse_range};
+use crate::source::{FileIdentity, LogBytes, ReadMode};
+
+/// Segments smaller than this absorb the next in-order append by copying, so
+/// a stream of one-record appends does not leave one segment per record.
+const SMALL_SEGMENT: usize = 256 << 10;
+
+/// Where one rendered message sits in the replay order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Entry {
+    /// `ts_key(ts_ms)`: the order of `ts_ms` as a double.
+    key: u64,
+    /// Byte offset of the line in the file: the tie-break (file order).
+    offset: u64,
+    /// Bytes of the rendered message, separator included.
+    len: u64,
+}
+
+/// Consecutive messages in replay order: their bytes and where each is.
+struct Segment {
+    bytes: Bytes,
+    entries: Vec<Entry>,
+}
+
+impl Segment {
+    fn last_key(&self) -> u64 {
+        self.entries.last().map_or(0, |e| e.key)
+    }
+}
+
+/// What one [`LiveReplay::refresh`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refresh {
+    /// Whether the state was thrown away and rebuilt (first call, shrink,
+    /// rotation, or the file disappeared).
+    pub rebuilt: bool,
+    /// Bytes read from the file in this call.
+    pub bytes_read: u64,
+    /// Bytes newly committed (up to the last `\n`).
+    pub bytes_committed: u64,
+    /// Records added.
+    pub records_added: u64,
+    /// Of those, records placed before the newest record already held.
+    pub late_records: u64,
+}
+
+/// What the state holds, for `GET /v1/stats` and the like.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveInfo {
+    /// File length at the last refresh.
+    pub file_len: u64,
+    /// Bytes committed (parsed): up to and including the last `\n`.
+    pub committed_bytes: u64,
+    /// Bytes after the last `\n`, not yet committed.
+    pub pending_bytes: u64,
+    /// Records held.
+    pub records: u64,
+    /// Rendered message bytes held.
+    pub rendered_bytes: u64,
+    /// `Bytes` segments the messages are kept in.
+    pub segments: u64,
+    /// Times the state was rebuilt from scratch.
+    pub rebuilds: u64,
+    /// Records that arrived late and were placed before newer ones.
+    pub late_records: u64,
+}
+
+/// The replay of one log, kept between calls.
+pub struct LiveReplay {
+    path: PathBuf,
+    format: Format,
+    options: ReplayOptions,
+    identity: Option<(u64, u64)>,
+    file_len: u64,
+    committed: u64,
+    /// Physical lines committed (for line numbers of later skips).
+    lines: u64,
+    stats: ReplayStats,
+    segments: Vec<Segment>,
+    records: u64,
+    rendered: u64,
+    rebuilds: u64,
+    late: u64,
+}
+
+impl LiveReplay {
+    /// A state for the log at `path`, rendering messages in `format`.
+    /// Nothing is read until [`refresh`](Self::refresh).
+    pub fn new(path: impl Into<PathBuf>, format: Format, options: ReplayOptions) -> Self {
+        LiveReplay {
+            path: path.into(),
+            format,
+            options,
+            identity: None,
+            file_len: 0,
+            committed: 0,
+            lines: 0,
+            stats: ReplayStats {
+                already_ordered: true,
+                ..ReplayStats::default()
+            },
+            segments: Vec::new(),
+            records: 0,
+            rendered: 0,
+            rebuilds: 0,
+            late: 0,
+        }
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The format messages are rendered in.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Stats of the committed bytes, as a one-shot replay of them reports
+    /// (`bytes` is the committed length; `unterminated_tail` is always false,
+    /// since nothing past the last `\n` is committed).
+    pub fn stats(&self) -> &ReplayStats {
+        &self.stats
+    }
+
+    /// What the state holds.
+    pub fn info(&self) -> LiveInfo {
+        LiveInfo {
+            file_len: self.file_len,
+            committed_bytes: self.committed,
+            pending_bytes: self.file_len.saturating_sub(self.committed),
+            records: self.records,
+            rendered_bytes: self.rendered,
+            segments: self.segments.len() as u64,
+            rebuilds: self.rebuilds,
+            late_records: self.late,
+        }
+    }
+
+    /// The rendered messages, in replay order, each followed by the format's
+    /// separator: concatenated, they are exactly what a one-shot replay
+    /// writes between a request's head and its current-request message.
+    /// Cloning a `Bytes` copies nothing.
+    pub fn chunks(&self) -> Vec<Bytes> {
+        self.segments.iter().map(|s| s.bytes.clone()).collect()
+    }
+
+    /// Rendered bytes held (the sum of the chunks' lengths).
+    pub fn rendered_len(&self) -> u64 {
+        self.rendered
+    }
+
+    fn reset(&mut self) {
+        let rebuilds = self.rebuilds + 1;
+        *self = LiveReplay::new(
+            std::mem::take(&mut self.path),
+            self.format,
+            self.options.clone(),
+        );
+        self.rebuilds = rebuilds;
+    }
+
+    /// Brings the state up to date with the file: parses what was appended
+    /// since the last call, or rebuilds from scratch when the file shrank,
+    /// was replaced or disappeared.
+    pub fn refresh(&mut self) -> Result<Refresh, Error> {
+        let mut report = Refresh::default();
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if self.identity.is_some() || self.committed > 0 {
+                    self.reset();
+                    report.rebuilt = true;
+                }
+                return Ok(report);
+            }
+            Err(e) => return Err(Error::io(&self.path, "cannot open", e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, "cannot stat", e))?;
+        let identity = crate::source::identity_of(&meta);
+        let id = (identity.dev, identity.inode);
+        if self.identity != Some(id) || meta.len() < self.committed {
+            if self.identity.is_some() {
+                self.reset();
+            } else {
+                self.rebuilds = 0;
+            }
+            report.rebuilt = true;
+            self.identity = Some(id);
+            return self.build(report);
+        }
+        self.file_len = meta.len();
+        if meta.len() == self.committed {
+            return Ok(report);
+        }
+        let base = self.committed;
+        let want = meta.len() - base;
+        let mut buf = Vec::with_capacity(want as usize);
+        read_from(&file, base, want, &mut buf)
+            .map_err(|e| Error::io(&self.path, "cannot read", e))?;
+        report.bytes_read = buf.len() as u64;
+        self.file_len = base + buf.len() as u64;
+        self.absorb(&buf, 0, base, &mut report);
+        Ok(report)
+    }
+
+    /// A first (or fresh) build: the whole file, mapped.
+    fn build(&mut self, mut report: Refresh) -> Result<Refresh, Error> {
+        let log = LogBytes::open(&self.path, ReadMode::Auto)?;
+        let bytes = log.bytes();
+        if let Some(FileIdentity { dev, inode, .. }) = log.identity() {
+            self.identity = Some((dev, inode));
+        }
+        report.bytes_read = bytes.len() as u64;
+        self.file_len = bytes.len() as u64;
+        let start = crate::lines::content_start(bytes);
+        self.absorb(bytes, start, 0, &mut report);
+        Ok(report)
+    }
+
+    /// Parses `buf[start..]` (the file's bytes from offset `base`) up to its
+    /// last `\n`, and places the new records.
+    fn absorb(&mut self, buf: &[u8], start: usize, base: u64, report: &mut Refresh) {
+        let Some(last_nl) = memchr::memrchr(b'\n', buf) else {
+            return;
+        };
+        let commit = last_nl + 1;
+        if commit <= start {
+            // Only a byte-order mark and nothing after it yet.
+            return;
+        }
+        let parsed = parse_range(buf, start..commit, self.lines + 1, &self.options, &|_| {});
+        self.committed = base + commit as u64;
+        report.bytes_committed = commit as u64;
+        self.lines += parsed.lines;
+        let st = &mut self.stats;
+        st.total_lines += parsed.stats.total_lines;
+        st.parsed_entries += parsed.stats.parsed_entries;
+        st.skipped_invalid_json += parsed.stats.skipped_invalid_json;
+        st.skipped_invalid_shape += parsed.stats.skipped_invalid_shape;
+        st.bytes = self.committed;
+        st.unterminated_tail = false;
+        for mut s in parsed.stats.skips {
+            if st.skips.len() >= self.options.max_skips {
+                break;
+            }
+            s.offset += base;
+            st.skips.push(s);
+        }
+        let mut records = parsed.records;
+        if records.is_empty() {
+            return;
+        }
+        // Ordered so far: every record at least the newest before it.
+        let newest = self.segments.last().map(Segment::last_key);
+        if st.already_ordered {
+            let ordered_within = order::is_ordered(&records);
+            let first = ts_key(records[0].ts);
+            st.already_ordered = ordered_within && newest.is_none_or(|k| first >= k);
+        }
+        let parallel = records.len() > 4096 && self.options.threads != 1;
+        order::sort_records(&mut records, parallel);
+        let lens = render::message_lens(&records, buf, self.format);
+        let total: u64 = lens.iter().sum();
+        let mut out = vec![0u8; total as usize];
+        render::write_with_lens(&records, &lens, buf, self.format, &mut out);
+        let rendered = Bytes::from(out);
+        let entries: Vec<Entry> = records
+            .iter()
+            .zip(&lens)
+            .map(|(r, &len)| Entry {
+                key: ts_key(r.ts),
+                offset: base + r.offset,
+                len,
+            })
+            .collect();
+        report.records_added = entries.len() as u64;
+        self.records += entries.len() as u64;
+        self.rendered += total;
+        // Records at or after the newest key go at the end; the others are
+        // late and are placed among the records already held.
+        let split = match newest {
+            Some(k) => entries.partition_point(|e| e.key < k),
+            None => 0,
+        };
+        let split_at: u64 = lens[..split].iter().sum();
+        self.late += split as u64;
+        report.late_records = split as u64;
+        let mut i = 0;
+        let mut byte = 0u64;
+        while i < split {
+            // A run of late records that land between the same two held
+            // records goes in as one slice.
+            let (seg, idx) = self.position(entries[i].key);
+            let bound = self.bound_after(seg, idx);
+            let mut j = i + 1;
+            while j < split && bound.is_none_or(|b| entries[j].key < b) {
+                j += 1;
+            }
+            let len: u64 = lens[i..j].iter().sum();
+            let piece = Segment {
+                bytes: rendered.slice(byte as usize..(byte + len) as usize),
+                entries: entries[i..j].to_vec(),
+            };
+            self.insert(seg, idx, piece);
+            byte += len;
+            i = j;
+        }
+        debug_assert_eq!(byte, split_at);
+        if split < entries.len() {
+            let tail = Segment {
+                bytes: rendered.slice(split_at as usize..),
+                entries: entries[split..].to_vec(),
+            };
+            self.push(tail);
+        }
+        self.compact_if_needed();
+    }
+
+    /// Segment and entry index where a record with `key` goes: after every
+    /// held entry whose key is at most `key`.
+    fn position(&self, key: u64) -> (usize, usize) {
+        let seg = self.segments.partition_point(|s| s.last_key() <= key);
+        if seg == self.segments.len() {
+            return (seg, 0);
+        }
+        let idx = self.segments[seg].entries.partition_point(|e| e.key <= key);
+        (seg, idx)
+    }
+
+    /// The key of the held entry at (`seg`, `idx`), the first one after the
+    /// insertion point, if any.
+    fn bound_after(&self, seg: usize, idx: usize) -> Option<u64> {
+        self.segments.get(seg).map(|s| s.entries[idx].key)
+    }
+
+    /// Inserts `piece` before entry `idx` of segment `seg`, splitting it.
+    fn insert(&mut self, seg: usize, idx: usize, piece: Segment) {
+        if seg == self.segments.len() {
+            self.push(piece);
+            return;
+        }
+        if idx == 0 {
+            self.segments.insert(seg, piece);
+            return;
+        }
+        let s = &mut self.segments[seg];
+        // Byte offset of entry `idx`, summed from the nearer end (late
+        // records usually land near the end of the last segment).
+        let at = if idx <= s.entries.len() / 2 {
+            s.entries[..idx].iter().map(|e| e.len).sum::<u64>()
+        } else {
+            s.bytes.len() as u64 - s.entries[idx..].iter().map(|e| e.len).sum::<u64>()
+        } as usize;
+        let right = Segment {
+            bytes: s.bytes.slice(at..),
+            entries: s.entries.split_off(idx),
+        };
+        s.bytes.truncate(at);
+        self.segments.insert(seg + 1, piece);
+        self.segments.insert(seg + 2, right);
+    }
+
+    /// Appends `piece` at the end, merging it into a small last segment.
+    fn push(&mut self, piece: Segment) {
+        if let Some(last) = self.segments.last_mut()
+            && last.bytes.len() < SMALL_SEGMENT
+            && piece.bytes.len() < SMALL_SEGMENT
+        {
+            let mut b = BytesMut::with_capacity(last.bytes.len() + piece.bytes.len());
+            b.extend_from_slice(&last.bytes);
+            b.extend_from_slice(&piece.bytes);
+            last.bytes = b.freeze();
+            last.entries.extend_from_slice(&piece.entries);
+            return;
+        }
+        self.segments.push(piece);
+    }
+
+    /// Late records leave small segments behind; when there are many, merge
+    /// neighbours that are small (copying only small segments).
+    fn compact_if_needed(&mut self) {
+        let budget = 1024 + (self.rendered / (4 << 20)) as usize;
+        if self.segments.len() <= budget {
+            return;
+        }
+        let old = std::mem::take(&mut self.segments);
+        for s in old {
+            self.push(s);
+        }
+    }
+}
+
+/// Reads `len` bytes at `offset` (fewer if the file is shorter by then).
+fn read_from(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset))?;
+    f.take(len).read_to_end(buf)?;
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! The live state against a one-shot replay of the same bytes: after every
+//! append (whole lines, torn lines completed later, late records, invalid
+//! lines), a shrink and a rotation, the body built from the live state's
+//! chunks is byte-identical to a fresh replay of the committed bytes, and the
+//! stats are the same.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+
+use common::{Rng, hostile_log};
+use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions, replay, request_envelope};
+
+const SYSTEM: &str = "You are a test.";
+
+fn current() -> CurrentRequest<'static> {
+    CurrentRequest {
+        text: "what \"now\"?",
+        session_id: Some("s-1"),
+    }
+}
+
+/// The one-shot body and stats of the file's bytes up to its last `\n`.
+fn one_shot(path: &Path, format: Format) -> (Vec<u8>, wmreplay::ReplayStats) {
+    let all = std::fs::read(path).unwrap_or_default();
+    let committed = all.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let log = &all[..committed];
+    let r = replay(log, &ReplayOptions::default());
+    (
+        r.render_request(format, SYSTEM, &current()),
+        r.stats().clone(),
+    )
+}
+
+fn live_body(live: &LiveReplay) -> Vec<u8> {
+    let (head, tail) = request_envelope(live.format(), "", SYSTEM, &current());
+    let mut body = head;
+    for c in live.chunks() {
+        body.extend_from_slice(&c);
+    }
+    body.extend_from_slice(&tail);
+    body
+}
+
+fn check(live: &mut LiveReplay, path: &Path, what: &str) {
+    live.refresh().unwrap();
+    let (want, stats) = one_shot(path, live.format());
+    let got = live_body(live);
+    assert!(
+        got == want,
+        "{what}: live body differs from one-shot ({} vs {} bytes)",
+        got.len(),
+        want.len()
+    );
+    assert_eq!(live.stats(), &stats, "{what}: stats");
+    assert_eq!(
+        live.rendered_len(),
+        live.chunks().iter().map(|c| c.len() as u64).sum::<u64>()
+    );
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn record(ts: i64, i: usize) -> String {
+    format!("{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"turn {i} \\\"q\\\"\"}}\n")
+}
+
+#[test]
+fn live_state_matches_one_shot_replay_through_appends_late_records_and_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+        for seed in 0..6u64 {
+            let path = dir.path().join(format!("wm-{}-{seed}.log", format.name()));
+            let mut rng = Rng::new(seed);
+            let mut live = LiveReplay::new(&path, format, ReplayOptions::default());
+            check(&mut live, &path, "missing file");
+            // A hostile start: every kind of bad line, BOM, CRLF, disorder.
+            let start = hostile_log(seed, 200);
+            append(&path, &start);
+            check(&mut live, &path, "initial");
+            let mut ts = 5_000i64;
+            for step in 0..60 {
+                let what = format!("{format:?} seed {seed} step {step}");
+                match rng.below(6) {
+                    // In order, one or several records.
+                    0 | 1 => {
+                        let mut s = String::new();
+                        for k in 0..=rng.below(4) {
+                            ts += rng.below(3) as i64; // ties too
+                            s.push_str(&record(ts, step * 10 + k));
+                        }
+                        append(&path, s.as_bytes());
+                    }
+                    // Late records, landing anywhere, ties included.
+                    2 => {
+                        let mut s = String::new();
+                        for k in 0..=rng.below(5) {
+                            let late = rng.below(ts as usize + 10) as i64 - 5;
+                            s.push_str(&record(late, step * 10 + k));
+                        }
+                        append(&path, s.as_bytes());
+                    }
+                    // A torn line: the first part now, the rest next time.
+                    3 => {
+                        let line = record(ts, step);
+                        let cut = 1 + rng.below(line.len() - 1);
+                        append(&path, &line.as_bytes()[..cut]);
+                        check(&mut live, &path, &format!("{what} torn"));
+                        append(&path, &line.as_bytes()[cut..]);
+                    }
+                    // Bad lines between good ones.
+                    4 => append(
+                        &path,
+                        b"{\"type\":\"x\"}\nnot json\n\n  \r\n{\"type\":\"y\",\"ts_ms\":\"1\"}\n",
+                    ),
+                    // More hostile lines (late and invalid ones among them).
+                    _ => append(&path, &hostile_log(seed * 100 + step as u64, 20)),
+                }
+                check(&mut live, &path, &what);
+            }
+            // Shrink: the state is rebuilt.
+            let all = std::fs::read(&path).unwrap();
+            std::fs::write(&path, &all[..all.len() / 2]).unwrap();
+            check(&mut live, &path, "shrunk");
+            assert!(live.info().rebuilds >= 1);
+            // Rotation: a new file at the same path, even a longer one.
+            let rotated = dir.path().join("rotated.log");
+            std::fs::write(&rotated, hostile_log(seed + 7, 300)).unwrap();
+            std::fs::rename(&rotated, &path).unwrap();
+            let before = live.info().rebuilds;
+            check(&mut live, &path, "rotated");
+            assert_eq!(live.info().rebuilds, before + 1, "rotation rebuilds");
+            // Deleted: an empty replay.
+            std::fs::remove_file(&path).unwrap();
+            check(&mut live, &path, "deleted");
+            assert_eq!(live.info().records, 0);
+        }
+    }
+}
+
+#[test]
+fn appends_cost_only_what_was_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let mut s = String::new();
+    for i in 0..20_000 {
+        s.push_str(&record(i as i64, i));
+    }
+    append(&path, s.as_bytes());
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    let first = live.refresh().unwrap();
+    assert!(first.rebuilt);
+    assert_eq!(first.records_added, 20_000);
+    // Nothing new: nothing read.
+    let idle = live.refresh().unwrap();
+    assert_eq!(idle.bytes_read, 0);
+    assert_eq!(idle.records_added, 0);
+    // One record: only its bytes are read, and the big segment is reused.
+    let line = record(30_000, 1);
+    let before = live.chunks();
+    append(&path, line.as_bytes());
+    let one = live.refresh().unwrap();
+    assert!(!one.rebuilt);
+    assert_eq!(one.bytes_read, line.len() as u64);
+    assert_eq!(one.records_added, 1);
+    assert_eq!(one.late_records, 0);
+    let after = live.chunks();
+    assert_eq!(
+        after[0].as_ptr(),
+        before[0].as_ptr(),
+        "the prefix is not copied"
+    );
+    // A late record splits a segment without copying it.
+    append(&path, record(10_000, 2).as_bytes());
+    let late = live.refresh().unwrap();
+    assert_eq!(late.late_records, 1);
+    assert_eq!(live.chunks()[0].as_ptr(), before[0].as_ptr());
+    check(&mut live, &path, "after a late record");
+    // Many one-record appends do not leave one segment each.
+    for i in 0..2_000 {
+        append(&path, record(40_000 + i, i as usize).as_bytes());
+        live.refresh().unwrap();
+    }
+    assert!(live.info().segments < 10, "{:?}", live.info());
+    check(&mut live, &path, "after many appends");
+}
