@@ -47,6 +47,8 @@ pub mod render;
 mod replay;
 pub mod request;
 pub mod scan;
+#[cfg(feature = "server")]
+pub mod server;
 mod simd;
 pub mod source;
 

@@ -76,6 +76,12 @@ enum Command {
         #[arg(long, default_value_t = 0.002, value_parser = parse_share)]
         bad: f64,
     },
+    /// Run the respond server over one log (POST /respond, POST /v1/context,
+    /// GET /v1/stats, GET /healthz). Every flag can also be set through the
+    /// environment variable shown. Stops cleanly on SIGINT or SIGTERM, after
+    /// open requests and their appends finish. Logs go to stderr (RUST_LOG
+    /// filters them, default "info").
+    Serve(Box<ServeArgs>),
     /// Print the replay stats as one JSON object.
     Stats {
         /// The working-memory log (JSONL). A missing file is an empty log.
@@ -86,6 +92,66 @@ enum Command {
         #[command(flatten)]
         engine: EngineArgs,
     },
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// The working-memory log the server replays and appends to (created if missing).
+    #[arg(long, env = "WMREPLAY_LOG")]
+    log: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "WMREPLAY_ADDR", default_value = "127.0.0.1:8787")]
+    addr: std::net::SocketAddr,
+    /// The model API: a base URL (https://api.anthropic.com; the provider's
+    /// path is added) or a full endpoint URL. Without it, /respond answers with
+    /// the request it would send and appends nothing.
+    #[arg(long, env = "WMREPLAY_UPSTREAM", value_name = "URL")]
+    upstream: Option<String>,
+    /// The API the upstream speaks: anthropic (Messages) or openai (Chat Completions).
+    #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
+    provider: wmreplay::server::Provider,
+    /// Model name sent upstream [default: claude-sonnet-4-5, or gpt-4o-mini for openai].
+    #[arg(long, env = "WMREPLAY_MODEL")]
+    model: Option<String>,
+    /// max_tokens sent upstream.
+    #[arg(long, env = "WMREPLAY_MAX_TOKENS", default_value_t = 1024)]
+    max_tokens: u32,
+    /// Name of the environment variable holding the API key [default:
+    /// ANTHROPIC_API_KEY, or OPENAI_API_KEY for openai]. The key is never
+    /// logged or echoed.
+    #[arg(long, env = "WMREPLAY_API_KEY_ENV", value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// Text placed before the system rule in the system prompt.
+    #[arg(long, env = "WMREPLAY_SYSTEM", value_name = "TEXT")]
+    system: Option<String>,
+    /// Do not fsync each append (faster; a crash may lose the last turns).
+    #[arg(long, env = "WMREPLAY_NO_FSYNC")]
+    no_fsync: bool,
+    /// Largest request body accepted, e.g. 1MiB (413 beyond).
+    #[arg(long, env = "WMREPLAY_BODY_LIMIT", default_value = "1MiB", value_parser = parse_size)]
+    body_limit: u64,
+    /// Replays and upstream calls running at once; more get 503.
+    #[arg(long, env = "WMREPLAY_MAX_CONCURRENT", default_value_t = 64)]
+    max_concurrent: usize,
+    /// Open connections at once; more wait to be accepted.
+    #[arg(long, env = "WMREPLAY_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
+    /// Seconds allowed to send the request headers.
+    #[arg(long, env = "WMREPLAY_HEADER_TIMEOUT", default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds allowed to send the request body (408 beyond).
+    #[arg(long, env = "WMREPLAY_BODY_TIMEOUT", default_value_t = 30)]
+    body_timeout: u64,
+    /// Seconds allowed for the upstream's answer, or between two streamed
+    /// pieces of it (504 beyond).
+    #[arg(long, env = "WMREPLAY_UPSTREAM_TIMEOUT", default_value_t = 300)]
+    upstream_timeout: u64,
+    /// Worker threads for replaying (0 = one per core).
+    #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
+    threads: usize,
+    /// Deepest nesting accepted in a line; deeper lines are skipped.
+    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    max_depth: usize,
 }
 
 #[derive(Args, Debug)]
@@ -110,6 +176,10 @@ struct EngineArgs {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
     s.parse()
 }
 
@@ -218,6 +288,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             };
             generate(&out, &options)
         }
+        Command::Serve(args) => serve(*args),
         Command::Stats { log, skips, engine } => {
             let bytes = open(&log, &engine)?;
             let n = skips.unwrap_or(0);
@@ -228,6 +299,86 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+fn serve(args: ServeArgs) -> Result<(), Failure> {
+    use std::time::Duration;
+    use wmreplay::server::{self, ApiKey, Config};
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let provider = args.provider;
+    let key_env = args
+        .api_key_env
+        .unwrap_or_else(|| provider.default_key_env().to_string());
+    let api_key = std::env::var(&key_env)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(ApiKey);
+    if args.upstream.is_some() && api_key.is_none() {
+        tracing::warn!(var = %key_env, "no API key in the environment; calling the upstream without one");
+    }
+    let mut cfg = Config::new(&args.log);
+    cfg.upstream = args.upstream;
+    cfg.provider = provider;
+    cfg.model = args
+        .model
+        .unwrap_or_else(|| provider.default_model().to_string());
+    cfg.max_tokens = args.max_tokens;
+    cfg.api_key = api_key;
+    cfg.system = args.system;
+    cfg.fsync = !args.no_fsync;
+    cfg.body_limit = usize::try_from(args.body_limit).unwrap_or(usize::MAX);
+    cfg.max_concurrent = args.max_concurrent;
+    cfg.max_connections = args.max_connections;
+    cfg.header_timeout = Duration::from_secs(args.header_timeout);
+    cfg.body_timeout = Duration::from_secs(args.body_timeout);
+    cfg.upstream_timeout = Duration::from_secs(args.upstream_timeout);
+    cfg.replay = ReplayOptions {
+        threads: args.threads,
+        max_depth: args.max_depth,
+        ..ReplayOptions::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async move {
+        let listener = server::bind(args.addr)
+            .await
+            .map_err(|e| Failure::Io(format!("cannot listen on {}: {e}", args.addr)))?;
+        tracing::info!(addr = %args.addr, log = %cfg.log.display(), upstream = cfg.upstream.is_some(), "listening");
+        server::serve(cfg, listener, shutdown_signal())
+            .await
+            .map_err(|e| Failure::Io(e.to_string()))
+    })
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("signal received");
 }
 
 /// With `--timings`, one line on stderr: each stage's time and the rate.

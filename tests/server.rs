@@ -1,0 +1,700 @@
+//! `wmreplay serve` end to end: the server runs in-process on a real socket,
+//! and the upstream is a real local HTTP server (axum) speaking each
+//! provider's protocol, streaming and not, started by each test.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post as post_route;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use wmreplay::server::{self, ApiKey, Config, Provider};
+use wmreplay::{CurrentRequest, ReplayOptions, replay};
+
+const KEY: &str = "sk-test-very-secret-key";
+
+/// How the mock upstream behaves.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Ok,
+    /// Answers an error status with a provider-style error body.
+    Fail(u16),
+    /// Waits this long before answering.
+    Slow(u64),
+}
+
+#[derive(Clone)]
+struct Mock {
+    provider: Provider,
+    mode: Mode,
+    seen: Arc<Mutex<Vec<Value>>>,
+    keys: Arc<Mutex<Vec<String>>>,
+}
+
+/// The user_text of the request's CURRENT_USER_REQUEST message.
+fn current_text(body: &Value) -> String {
+    let msgs = body["messages"].as_array().unwrap();
+    let last = msgs.last().unwrap();
+    let text = match &last["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    };
+    text.split_once("user_text: ").unwrap().1.to_string()
+}
+
+fn answer_for(body: &Value) -> String {
+    format!("answer to «{}» \"quoted\"\nline two", current_text(body))
+}
+
+async fn mock_handler(State(m): State<Mock>, headers: HeaderMap, body: String) -> Response {
+    let v: Value = serde_json::from_str(&body).expect("the server sends valid JSON");
+    m.seen.lock().unwrap().push(v.clone());
+    let key = match m.provider {
+        Provider::Anthropic => headers
+            .get("x-api-key")
+            .map(|h| h.to_str().unwrap().to_string()),
+        Provider::OpenAi => headers.get("authorization").map(|h| {
+            h.to_str()
+                .unwrap()
+                .trim_start_matches("Bearer ")
+                .to_string()
+        }),
+    };
+    m.keys.lock().unwrap().push(key.unwrap_or_default());
+    match m.mode {
+        Mode::Fail(code) => {
+            let body = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded, try later"}});
+            return (StatusCode::from_u16(code).unwrap(), body.to_string()).into_response();
+        }
+        Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        Mode::Ok => {}
+    }
+    let answer = answer_for(&v);
+    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if !stream {
+        let body = match m.provider {
+            Provider::Anthropic => json!({
+                "id": "msg_1", "type": "message", "role": "assistant",
+                "content": [{"type": "text", "text": answer}],
+                "stop_reason": "end_turn"
+            }),
+            Provider::OpenAi => json!({
+                "id": "c1", "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]
+            }),
+        };
+        return ([("content-type", "application/json")], body.to_string()).into_response();
+    }
+    // Streamed in pieces of a few characters, each event in its own chunk.
+    let pieces: Vec<String> = answer
+        .chars()
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|c| c.iter().collect())
+        .collect();
+    let mut events: Vec<String> = Vec::new();
+    match m.provider {
+        Provider::Anthropic => {
+            events.push("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n".into());
+            events.push("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into());
+            events.push("event: ping\ndata: {\"type\":\"ping\"}\n\n".into());
+            for p in &pieces {
+                let d = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}});
+                events.push(format!("event: content_block_delta\ndata: {d}\n\n"));
+            }
+            events.push("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into());
+            events.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into());
+        }
+        Provider::OpenAi => {
+            for p in &pieces {
+                let d = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
+                events.push(format!("data: {d}\n\n"));
+            }
+            events.push("data: [DONE]\n\n".into());
+        }
+    }
+    let stream =
+        futures_util::stream::iter(events.into_iter().map(Ok::<_, std::convert::Infallible>));
+    (
+        [("content-type", "text/event-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
+    let m = Mock {
+        provider,
+        mode,
+        seen: Arc::default(),
+        keys: Arc::default(),
+    };
+    let app = Router::new()
+        .route("/v1/messages", post_route(mock_handler))
+        .route("/v1/chat/completions", post_route(mock_handler))
+        .with_state(m.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), m)
+}
+
+struct Running {
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), server::ServeError>>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.done.await.unwrap().unwrap();
+    }
+}
+
+async fn start(cfg: Config) -> Running {
+    let listener = server::bind("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .await
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = oneshot::channel::<()>();
+    let done = tokio::spawn(server::serve(cfg, listener, async {
+        let _ = rx.await;
+    }));
+    Running {
+        url,
+        stop: Some(tx),
+        done,
+    }
+}
+
+fn config(log: &Path, upstream: Option<&str>, provider: Provider) -> Config {
+    let mut c = Config::new(log);
+    c.upstream = upstream.map(str::to_string);
+    c.provider = provider;
+    c.model = "test-model".into();
+    c.api_key = Some(ApiKey(KEY.into()));
+    c.fsync = false;
+    c
+}
+
+fn example_log(dir: &Path) -> PathBuf {
+    let path = dir.join("wm.log");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"),
+        &path,
+    )
+    .unwrap();
+    path
+}
+
+fn client() -> reqwest::Client {
+    server::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+async fn post(url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
+    let r = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap())
+}
+
+fn log_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect()
+}
+
+fn example_bytes() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"))
+        .unwrap()
+}
+
+/// Records of `kind` the server appended (after the example's bytes).
+fn turns(path: &Path, kind: &str) -> Vec<Value> {
+    let all = std::fs::read(path).unwrap();
+    let start = example_bytes().len();
+    String::from_utf8_lossy(&all[start..])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("appended lines parse"))
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// A one-shot body with the provider's fields first in its object.
+fn with_fields(body: &[u8], fields: &str) -> Vec<u8> {
+    assert_eq!(body[0], b'{');
+    let mut out = b"{".to_vec();
+    out.extend_from_slice(fields.as_bytes());
+    out.push(b',');
+    out.extend_from_slice(&body[1..]);
+    out
+}
+
+/// Texts of a request's messages, in order.
+fn message_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other[0]["text"].as_str().unwrap().to_string(),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_upstream_respond_shows_the_request_and_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let before = std::fs::read(&log).unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let (status, body) = post(
+        &format!("{}/respond", srv.url),
+        r#"{"text":"hi","session_id":"s-1","extra":[1]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["stats"]["parsed_entries"], 9);
+    assert_eq!(v["request"]["model"], "test-model");
+    assert_eq!(v["request"]["max_tokens"], 1024);
+    assert_eq!(std::fs::read(&log).unwrap(), before, "nothing appended");
+    // /v1/context: exactly the one-shot body with the provider's fields.
+    for session in [Some("s-1"), None] {
+        let input = match session {
+            Some(s) => json!({"text": "what \"now\"?\n", "session_id": s}),
+            None => json!({"text": "what \"now\"?\n"}),
+        };
+        let (status, got) = post(&format!("{}/v1/context", srv.url), input.to_string()).await;
+        assert_eq!(status, 200);
+        let bytes = std::fs::read(&log).unwrap();
+        let r = replay(&bytes, &ReplayOptions::default());
+        let current = CurrentRequest {
+            text: "what \"now\"?\n",
+            session_id: session,
+        };
+        let fields = r#""model":"test-model","max_tokens":1024"#;
+        let one_shot = r.render_request(
+            wmreplay::Format::Anthropic,
+            &wmreplay::system_prompt(None),
+            &current,
+        );
+        let want = with_fields(&one_shot, fields);
+        assert!(got.as_bytes() == want, "context body differs from one-shot");
+    }
+    srv.stop().await;
+}
+
+/// The seed's manual checklist (iteration 116), automated, for each provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_checklist_labels_continuity_and_no_derived_context() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(provider, Mode::Ok).await;
+        let srv = start(config(&log, Some(&up), provider)).await;
+        let (s1, b1) = post(
+            &format!("{}/respond", srv.url),
+            r#"{"text":"first turn","session_id":"s-9"}"#,
+        )
+        .await;
+        assert_eq!(s1, 200, "{b1}");
+        let a1: Value = serde_json::from_str(&b1).unwrap();
+        assert_eq!(a1["text"], "answer to «first turn» \"quoted\"\nline two");
+        let (s2, b2) = post(
+            &format!("{}/respond", srv.url),
+            r#"{"text":"second turn","session_id":"s-9"}"#,
+        )
+        .await;
+        assert_eq!(s2, 200, "{b2}");
+        let seen = mock.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        let second = &seen[1];
+        let texts = message_texts(second);
+        // Check A: labels. (OpenAI carries the system prompt as the first message.)
+        let replayed: Vec<&String> = match provider {
+            Provider::Anthropic => texts[..texts.len() - 1].iter().collect(),
+            Provider::OpenAi => texts[1..texts.len() - 1].iter().collect(),
+        };
+        assert!(
+            replayed.iter().all(|t| t.starts_with("WM_KIND=")),
+            "{replayed:?}"
+        );
+        let current: Vec<usize> = (0..texts.len())
+            .filter(|&i| texts[i].starts_with("CURRENT_USER_REQUEST"))
+            .collect();
+        assert_eq!(
+            current,
+            vec![texts.len() - 1],
+            "exactly one CURRENT_USER_REQUEST, last"
+        );
+        // Check B: continuity — the first turn's input and output are replayed.
+        let joined = replayed
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(joined.contains("WM_KIND=text_input") && joined.contains("first turn"));
+        assert!(
+            joined.contains("WM_KIND=text_output") && joined.contains("answer to «first turn»")
+        );
+        // Check C: no derived context; the rule is there.
+        let system = match provider {
+            Provider::Anthropic => second["system"].as_str().unwrap().to_string(),
+            Provider::OpenAi => texts[0].clone(),
+        };
+        assert!(!system.contains("Retrieved memory context"));
+        assert!(system.contains(wmreplay::SYSTEM_RULE));
+        assert_eq!(second["model"], "test-model");
+        if provider == Provider::Anthropic {
+            assert_eq!(second["max_tokens"], 1024);
+        }
+        // The key reached the upstream and nowhere else.
+        assert!(mock.keys.lock().unwrap().iter().all(|k| k == KEY));
+        assert!(!b1.contains(KEY) && !b2.contains(KEY));
+        // The log: two inputs and two outputs, the session kept, ts_ms rising.
+        let ins = turns(&log, "text_input");
+        let outs = turns(&log, "text_output");
+        assert_eq!(ins.len(), 2);
+        assert_eq!(outs.len(), 2);
+        assert!(ins.iter().chain(&outs).all(|v| v["session_id"] == "s-9"));
+        let ts: Vec<u64> = log_lines(&log)
+            .iter()
+            .skip(9)
+            .filter_map(|v| v["ts_ms"].as_u64())
+            .collect();
+        assert!(ts.windows(2).all(|w| w[0] <= w[1]), "{ts:?}");
+        srv.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_relays_events_and_appends_the_whole_answer() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(provider, Mode::Ok).await;
+        let srv = start(config(&log, Some(&up), provider)).await;
+        let r = client()
+            .post(format!("{}/respond", srv.url))
+            .body(r#"{"text":"stream please","stream":true}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "text/event-stream");
+        let body = r.text().await.unwrap();
+        let mut deltas = String::new();
+        let mut done = None;
+        for event in body.split("\n\n").filter(|e| !e.is_empty()) {
+            let (name, data) = event.split_once('\n').unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            match name {
+                "event: delta" => deltas.push_str(data["text"].as_str().unwrap()),
+                "event: done" => done = Some(data),
+                other => panic!("unexpected event {other}: {data}"),
+            }
+        }
+        let want = "answer to «stream please» \"quoted\"\nline two";
+        assert_eq!(deltas, want);
+        let done = done.expect("a done event");
+        assert_eq!(done["text"], want);
+        assert!(done["stats"]["parsed_entries"].as_u64().unwrap() >= 10);
+        assert_eq!(mock.seen.lock().unwrap()[0]["stream"], true);
+        let outs = turns(&log, "text_output");
+        assert_eq!(outs.len(), 1);
+        assert_eq!(outs[0]["text"], want);
+        srv.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_errors_map_to_502_and_504_and_append_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Fail(529)).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"x"}"#).await;
+    assert_eq!(status, 502, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "upstream_error");
+    assert_eq!(v["error"]["upstream_status"], 529);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Overloaded, try later")
+    );
+    assert!(!body.contains(KEY));
+    // Streaming asked, error before the stream: still a JSON 502.
+    let (status, _) = post(
+        &format!("{}/respond", srv.url),
+        r#"{"text":"y","stream":true}"#,
+    )
+    .await;
+    assert_eq!(status, 502);
+    assert_eq!(turns(&log, "text_input").len(), 2);
+    assert_eq!(turns(&log, "text_output").len(), 0, "no answer appended");
+    srv.stop().await;
+
+    let (up, _) = start_mock(Provider::OpenAi, Mode::Slow(2_000)).await;
+    let mut cfg = config(&log, Some(&up), Provider::OpenAi);
+    cfg.upstream_timeout = Duration::from_millis(300);
+    let srv = start(cfg).await;
+    let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"z"}"#).await;
+    assert_eq!(status, 504, "{body}");
+    assert!(body.contains("upstream_timeout"));
+    assert_eq!(turns(&log, "text_output").len(), 0);
+    srv.stop().await;
+
+    // Nothing listening: 502.
+    let mut cfg = config(&log, Some("http://127.0.0.1:9"), Provider::Anthropic);
+    cfg.upstream_timeout = Duration::from_secs(5);
+    let srv = start(cfg).await;
+    let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"z"}"#).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("upstream_unreachable"));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_json_errors_with_the_right_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.body_limit = 4096;
+    let srv = start(cfg).await;
+    let url = format!("{}/respond", srv.url);
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"{".to_vec(), 400, "invalid_json"),
+        (b"[1,2]".to_vec(), 400, "invalid_json"),
+        (b"{\"text\":\"a\xff\"}".to_vec(), 400, "invalid_json"),
+        (b"{}".to_vec(), 400, "missing_text"),
+        (b"{\"text\":5}".to_vec(), 400, "invalid_text"),
+        (b"{\"text\":null}".to_vec(), 400, "invalid_text"),
+        (
+            b"{\"text\":\"a\",\"session_id\":7}".to_vec(),
+            400,
+            "invalid_session_id",
+        ),
+        (
+            b"{\"text\":\"a\",\"stream\":\"yes\"}".to_vec(),
+            400,
+            "invalid_stream",
+        ),
+        (
+            format!("{{\"text\":\"{}\"}}", "a".repeat(5000)).into_bytes(),
+            413,
+            "body_too_large",
+        ),
+    ];
+    for (body, want_status, want_code) in cases {
+        let (status, text) = post(&url, body.clone()).await;
+        assert_eq!(
+            status,
+            want_status,
+            "{}: {text}",
+            String::from_utf8_lossy(&body)
+        );
+        let v: Value = serde_json::from_str(&text).expect("errors are JSON");
+        assert_eq!(v["error"]["code"], want_code);
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+    // A chunked body (no Content-Length) over the limit is cut off too.
+    let chunks =
+        futures_util::stream::iter((0..10).map(|_| Ok::<_, std::io::Error>(vec![b' '; 1000])));
+    let (status, _) = post(&url, reqwest::Body::wrap_stream(chunks)).await;
+    assert_eq!(status, 413);
+    let c = client();
+    let r = c.get(format!("{}/nope", srv.url)).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    assert!(r.text().await.unwrap().contains("not_found"));
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 405);
+    assert!(r.text().await.unwrap().contains("method_not_allowed"));
+    let r = c.get(format!("{}/healthz", srv.url)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let r: Value = c
+        .get(format!("{}/v1/stats", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["stats"]["parsed_entries"], 9);
+    assert_eq!(r["live"]["records"], 9);
+    // Still serving after all of that.
+    let (status, _) = post(&url, r#"{"text":"ok"}"#).await;
+    assert_eq!(status, 200);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saturated_server_answers_503_instead_of_piling_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Slow(800)).await;
+    let mut cfg = config(&log, Some(&up), Provider::Anthropic);
+    cfg.max_concurrent = 1;
+    let srv = start(cfg).await;
+    let url = format!("{}/respond", srv.url);
+    let first = tokio::spawn({
+        let url = url.clone();
+        async move { post(&url, r#"{"text":"slow"}"#).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, body) = post(&url, r#"{"text":"second"}"#).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("\"busy\""));
+    assert_eq!(first.await.unwrap().0, 200);
+    let (status, _) = post(&url, r#"{"text":"third"}"#).await;
+    assert_eq!(status, 200, "a permit is given back");
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_concurrent_turns_each_appear_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&up), Provider::Anthropic);
+    cfg.max_concurrent = 256;
+    let srv = start(cfg).await;
+    let url = format!("{}/respond", srv.url);
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            post(
+                &url,
+                json!({"text": format!("turn {i}"), "session_id": format!("s-{}", i % 7)})
+                    .to_string(),
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        let (status, body) = t.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+    srv.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"),
+    )
+    .unwrap();
+    let appended = &text[original.len()..];
+    let lines: Vec<Value> = appended
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every appended line parses"))
+        .collect();
+    assert_eq!(lines.len(), 400);
+    for i in 0..200 {
+        let t = format!("turn {i}");
+        let ins = lines
+            .iter()
+            .filter(|v| v["type"] == "text_input" && v["text"] == t.as_str())
+            .count();
+        let outs = lines
+            .iter()
+            .filter(|v| {
+                v["type"] == "text_output"
+                    && v["text"].as_str().unwrap().contains(&format!("«{t}»"))
+            })
+            .count();
+        assert_eq!((ins, outs), (1, 1), "{t}");
+    }
+    let ts: Vec<u64> = lines.iter().map(|v| v["ts_ms"].as_u64().unwrap()).collect();
+    assert!(
+        ts.windows(2).all(|w| w[0] <= w[1]),
+        "ts_ms never goes backwards"
+    );
+    // And the whole log still replays: every appended line is a record.
+    let r = replay(text.as_bytes(), &ReplayOptions::default());
+    assert_eq!(r.stats().parsed_entries, 9 + 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_state_follows_outside_appends_late_records_and_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let srv = start(config(&log, None, Provider::OpenAi)).await;
+    let url = format!("{}/v1/context", srv.url);
+    let input = r#"{"text":"q"}"#;
+    let check = |what: &'static str, got: String, log: PathBuf| {
+        let bytes = std::fs::read(&log).unwrap();
+        let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let r = replay(&bytes[..end], &ReplayOptions::default());
+        let current = CurrentRequest {
+            text: "q",
+            session_id: None,
+        };
+        let one_shot = r.render_request(
+            wmreplay::Format::OpenAi,
+            &wmreplay::system_prompt(None),
+            &current,
+        );
+        let want = with_fields(&one_shot, r#""model":"test-model""#);
+        assert!(got.as_bytes() == want, "{what}");
+    };
+    let append = |s: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(s.as_bytes()).unwrap();
+    };
+    check("start", post(&url, input).await.1, log.clone());
+    append(
+        "{\"type\":\"wm_event\",\"ts_ms\":1,\"note\":\"late\"}\n{\"type\":\"wm_event\",\"ts_ms\":99999999999999,\"x\":1}\n{\"type\":\"torn",
+    );
+    check("late + torn", post(&url, input).await.1, log.clone());
+    append("\",\"ts_ms\":5}\n");
+    check("torn completed", post(&url, input).await.1, log.clone());
+    let rotated = dir.path().join("new.log");
+    std::fs::write(&rotated, common::hostile_log(3, 50)).unwrap();
+    std::fs::rename(&rotated, &log).unwrap();
+    check("rotated", post(&url, input).await.1, log.clone());
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_a_turn_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Slow(500)).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let url = format!("{}/respond", srv.url);
+    let turn = tokio::spawn(async move { post(&url, r#"{"text":"in flight"}"#).await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    srv.stop().await;
+    let (status, _) = turn.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        turns(&log, "text_output").len(),
+        1,
+        "the answer was appended before exit"
+    );
+}
