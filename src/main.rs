@@ -150,7 +150,7 @@ struct ServeArgs {
     #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
     threads: usize,
     /// Deepest nesting accepted in a line; deeper lines are skipped.
-    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
 }
 

@@ -698,3 +698,49 @@ async fn shutdown_finishes_a_turn_in_flight() {
         "the answer was appended before exit"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_are_cut_off_and_the_server_keeps_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.header_timeout = Duration::from_millis(300);
+    let srv = start(cfg).await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    sock.write_all(b"POST /respond HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // The rest of the headers never come: the server closes the connection.
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), sock.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the connection was closed by the server");
+    let (status, _) = post(&format!("{}/respond", srv.url), r#"{"text":"still here"}"#).await;
+    assert_eq!(status, 200);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_finishes_gets_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.body_timeout = Duration::from_millis(300);
+    let srv = start(cfg).await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    sock.write_all(b"POST /respond HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\":")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
+        .await
+        .expect("an answer before the test's timeout")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&buf[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+    srv.stop().await;
+}

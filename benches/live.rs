@@ -1,0 +1,127 @@
+//! The live state on a large log: what a server request costs after a small
+//! append, against building the state (a full replay) from scratch.
+//!
+//! `cargo bench --bench live` (size: `WMREPLAY_LIVE_SIZE`, default 1GiB). The
+//! log is generated with seed 1 into `target/bench-data/`, then copied to a
+//! scratch file that the benchmark appends to.
+//!
+//! - `live/build`: a fresh `LiveReplay` reads, parses, orders and renders the
+//!   whole log (what a server pays once at start, or after a rotation).
+//! - `live/append-1-record`: append one in-order record, `refresh`, and build
+//!   the request body's pieces (head, the rendered `Bytes` chunks, tail).
+//! - `live/append-1-late-record`: the same with a record whose `ts_ms` lands
+//!   in the middle of the log (a segment is split).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use wmreplay::corpus::{GenOptions, generate, parse_size};
+use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions, request_envelope};
+
+fn scratch_log() -> (PathBuf, u64) {
+    let spec = std::env::var("WMREPLAY_LIVE_SIZE").unwrap_or_else(|_| "1GiB".into());
+    let size = parse_size(&spec).expect("a size like 1GiB");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join(format!("bench-{spec}-seed1.log"));
+    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
+        let options = GenOptions {
+            size,
+            seed: 1,
+            ..GenOptions::default()
+        };
+        generate(&options, &mut f, &|_| {}).unwrap();
+        f.flush().unwrap();
+    }
+    let scratch = dir.join(format!("live-{spec}.log"));
+    std::fs::copy(&source, &scratch).unwrap();
+    (scratch, size)
+}
+
+fn body_parts(live: &LiveReplay) -> Vec<bytes::Bytes> {
+    let current = CurrentRequest {
+        text: "what next?",
+        session_id: Some("s-1"),
+    };
+    let fields = r#""model":"m","max_tokens":1024"#;
+    let system = wmreplay::system_prompt(None);
+    let (head, tail) = request_envelope(live.format(), fields, &system, &current);
+    let mut parts = vec![bytes::Bytes::from(head)];
+    parts.extend(live.chunks());
+    parts.push(bytes::Bytes::from(tail));
+    parts
+}
+
+fn benches(c: &mut Criterion) {
+    let (path, size) = scratch_log();
+    let mut g = c.benchmark_group("live");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    g.throughput(criterion::Throughput::Bytes(size));
+    g.bench_function("build", |b| {
+        b.iter(|| {
+            let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+            live.refresh().unwrap();
+            assert!(live.info().records > 0);
+            live.info().records
+        })
+    });
+    g.finish();
+
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut g = c.benchmark_group("live");
+    g.sample_size(200);
+    // Far past the corpus's timestamps: every append is in order.
+    let mut ts = 4_000_000_000_000u64;
+    g.bench_function("append-1-record", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                ts += 1;
+                let line = format!("{{\"type\":\"text_input\",\"ts_ms\":{ts},\"session_id\":\"s-1\",\"text\":\"one more \\\"turn\\\"\"}}\n");
+                file.write_all(line.as_bytes()).unwrap();
+                let t = Instant::now();
+                let r = live.refresh().unwrap();
+                let parts = body_parts(&live);
+                total += t.elapsed();
+                assert_eq!((r.records_added, r.late_records), (1, 0));
+                assert!(parts.len() >= 3);
+            }
+            total
+        })
+    });
+    let middle = 1_763_700_000_000u64 + 1_000_000;
+    g.bench_function("append-1-late-record", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for i in 0..iters {
+                let line = format!(
+                    "{{\"type\":\"wm_event\",\"ts_ms\":{},\"late\":true}}\n",
+                    middle + i
+                );
+                file.write_all(line.as_bytes()).unwrap();
+                let t = Instant::now();
+                let r = live.refresh().unwrap();
+                let parts = body_parts(&live);
+                total += t.elapsed();
+                assert_eq!((r.records_added, r.late_records), (1, 1));
+                assert!(parts.len() >= 3);
+            }
+            total
+        })
+    });
+    g.finish();
+    drop(live);
+    let _ = std::fs::remove_file(&path);
+}
+
+criterion_group!(live_benches, benches);
+criterion_main!(live_benches);
