@@ -18,6 +18,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The file shrank or was rewritten while it was being read: what was
+    /// read may mix old and new bytes, so the result is withheld. Replaying
+    /// again reads the file as it is now.
+    #[error("{}: the file changed while it was being read ({what}); replay it again", path.display())]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// What was noticed.
+        what: &'static str,
+    },
     /// Writing the rendered output failed.
     #[error("cannot write output: {0}")]
     Write(#[source] std::io::Error),

@@ -215,8 +215,6 @@ impl LiveReplay {
         if self.identity != Some(id) || meta.len() < self.committed {
             if self.identity.is_some() {
                 self.reset();
-            } else {
-                self.rebuilds = 0;
             }
             report.rebuilt = true;
             self.identity = Some(id);
@@ -233,7 +231,14 @@ impl LiveReplay {
             .map_err(|e| Error::io(&self.path, "cannot read", e))?;
         report.bytes_read = buf.len() as u64;
         self.file_len = base + buf.len() as u64;
-        self.absorb(&buf, 0, base, &mut report);
+        // Nothing committed yet: the file's start, where a byte-order mark
+        // is dropped (it may have been written before the first line ended).
+        let start = if base == 0 {
+            crate::lines::content_start(&buf)
+        } else {
+            0
+        };
+        self.absorb(&buf, start, base, &mut report);
         Ok(report)
     }
 
@@ -248,6 +253,12 @@ impl LiveReplay {
         self.file_len = bytes.len() as u64;
         let start = crate::lines::content_start(bytes);
         self.absorb(bytes, start, 0, &mut report);
+        if let Err(e) = log.verify() {
+            // Read from a file that changed under the map: start over on the
+            // next call rather than keep a mix.
+            self.reset();
+            return Err(e);
+        }
         Ok(report)
     }
 

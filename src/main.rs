@@ -2,7 +2,8 @@
 //! body, the messages alone, or stats.
 //!
 //! Exit codes: 0 success (also when the reader of stdout goes away early),
-//! 1 an I/O error (one line on stderr naming the path), 2 bad usage.
+//! 1 an I/O error (one line on stderr naming the path; also when the log was
+//! truncated or replaced while it was read), 2 bad usage.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -251,6 +252,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             let bytes = open(&log, &engine)?;
             let replayed = replay(&bytes, &engine, 0);
+            bytes.verify()?;
             let system = wmreplay::system_prompt(system.as_deref());
             let current = CurrentRequest {
                 text: &text,
@@ -258,6 +260,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             };
             let t = std::time::Instant::now();
             write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+            bytes.verify()?;
             report_timings(&engine, &bytes, &replayed, t.elapsed());
             Ok(())
         }
@@ -268,8 +271,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             let bytes = open(&log, &engine)?;
             let replayed = replay(&bytes, &engine, 0);
+            bytes.verify()?;
             let t = std::time::Instant::now();
             write_stdout(|w| replayed.write_messages(format, w))?;
+            bytes.verify()?;
             report_timings(&engine, &bytes, &replayed, t.elapsed());
             Ok(())
         }
@@ -293,6 +298,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let bytes = open(&log, &engine)?;
             let n = skips.unwrap_or(0);
             let replayed = replay(&bytes, &engine, n);
+            bytes.verify()?;
             let json = replayed.stats().to_json(n);
             write_stdout(|w| writeln!(w, "{json}"))?;
             report_timings(&engine, &bytes, &replayed, std::time::Duration::ZERO);

@@ -5,7 +5,21 @@
 //! failure is an [`Error`] naming the path. The engine itself only ever sees
 //! `&[u8]`: mapping and reading are just two ways to get that slice.
 //!
-//! All of the crate's `unsafe` for the map lives in `LogBytes::map`, in this file.
+//! All of the crate's `unsafe` for the map lives in this file: taking the map
+//! (`LogBytes::map`) and the guard that keeps a truncation under the map from
+//! killing the process (`guard`).
+//!
+//! **Truncation under a map.** A mapped page past a file's new end raises
+//! SIGBUS when touched. The map is therefore registered with a SIGBUS handler
+//! for its lifetime: a fault inside a registered map replaces that page with a
+//! page of zeros (so the replay goes on, seeing NUL bytes, which are invalid
+//! JSON) and marks the map as faulted; any other SIGBUS goes to the handler
+//! that was there before (Rust's own, or the default). [`LogBytes::verify`]
+//! then reports [`Error::Changed`] when the map faulted or the file is now
+//! shorter than the map, so a caller never presents a result read from a file
+//! that changed under it. (A same-length rewrite in place cannot be noticed by
+//! any reader without locking; append-only logs never do that.) The live
+//! state reads appended bytes with `read()`, which never faults.
 
 use std::fs::File;
 use std::io::Read;
@@ -37,7 +51,50 @@ pub struct FileIdentity {
 enum Bytes {
     Empty,
     Owned(Vec<u8>),
-    Mapped(memmap2::Mmap),
+    Mapped(Guarded),
+}
+
+/// A map registered with the SIGBUS guard for as long as it lives.
+struct Guarded {
+    map: memmap2::Mmap,
+    /// The file's modification time when mapped.
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    slot: Option<usize>,
+}
+
+impl Guarded {
+    fn new(map: memmap2::Mmap, modified: Option<std::time::SystemTime>) -> Guarded {
+        #[cfg(unix)]
+        {
+            let slot = guard::register(map.as_ptr() as usize, map.len());
+            Guarded {
+                map,
+                modified,
+                slot,
+            }
+        }
+        #[cfg(not(unix))]
+        Guarded { map, modified }
+    }
+
+    fn faulted(&self) -> bool {
+        #[cfg(unix)]
+        {
+            self.slot.is_some_and(guard::faulted)
+        }
+        #[cfg(not(unix))]
+        false
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(slot) = self.slot.take() {
+            guard::unregister(slot);
+        }
+    }
 }
 
 /// The bytes of an opened log.
@@ -75,7 +132,7 @@ impl LogBytes {
         let identity = Some(identity_of(&meta));
         let bytes = if mode == ReadMode::Auto && meta.is_file() && meta.len() > 0 {
             match Self::map(&file) {
-                Ok(m) => Bytes::Mapped(m),
+                Ok(m) => Bytes::Mapped(Guarded::new(m, meta.modified().ok())),
                 Err(_) => Bytes::Owned(read_all(&file, path, meta.len())?),
             }
         } else {
@@ -85,6 +142,19 @@ impl LogBytes {
             path: path.to_path_buf(),
             bytes,
             identity,
+        })
+    }
+
+    /// Reads a log from any reader (a pipe, a socket, a decompressor), as
+    /// `ReadMode::Read` reads a file: interrupted reads are retried, and any
+    /// other error is an [`Error::Io`] naming `path`.
+    pub fn from_reader(path: impl Into<PathBuf>, reader: impl Read) -> Result<LogBytes, Error> {
+        let path = path.into();
+        let bytes = read_to_end(reader, &path, 0)?;
+        Ok(LogBytes {
+            path,
+            bytes: Bytes::Owned(bytes),
+            identity: None,
         })
     }
 
@@ -101,13 +171,13 @@ impl LogBytes {
         // SAFETY: the map is read-only and private to this value. What can go
         // wrong is outside the process: if another process truncates the file
         // while it is mapped, touching the pages past the new end raises
-        // SIGBUS, and if it rewrites bytes in place the slice changes under
-        // us. Working-memory logs are append-only by contract (appends never
-        // disturb mapped bytes: the map covers only the length at open time);
-        // callers that must survive truncation under them use
-        // `ReadMode::Read`. Rust's aliasing rules are not at risk because the
-        // engine only reads the bytes and never keeps references across calls
-        // that might observe a change.
+        // SIGBUS, which the guard below turns into zero pages and a
+        // `Changed` error from `verify`; if it rewrites bytes in place the
+        // slice changes under us. Working-memory logs are append-only by
+        // contract (appends never disturb mapped bytes: the map covers only
+        // the length at open time). The engine only reads the bytes, as
+        // plain bytes with no invariants, so a change cannot break memory
+        // safety, only the meaning of the result.
         let map = unsafe { memmap2::Mmap::map(file)? };
         #[cfg(unix)]
         {
@@ -122,7 +192,42 @@ impl LogBytes {
         match &self.bytes {
             Bytes::Empty => &[],
             Bytes::Owned(v) => v,
-            Bytes::Mapped(m) => m,
+            Bytes::Mapped(m) => &m.map,
+        }
+    }
+
+    /// Checks that the bytes handed out were the file's: an error if the
+    /// map hit a truncated page, or the file is now shorter than what was
+    /// read. Call it after using [`bytes`](Self::bytes) and before trusting
+    /// the result. Bytes that were read (not mapped) are always intact.
+    pub fn verify(&self) -> Result<(), Error> {
+        let Bytes::Mapped(m) = &self.bytes else {
+            return Ok(());
+        };
+        if m.faulted() {
+            return Err(Error::Changed {
+                path: self.path.clone(),
+                what: "it was truncated",
+            });
+        }
+        let changed = |what| {
+            Err(Error::Changed {
+                path: self.path.clone(),
+                what,
+            })
+        };
+        match std::fs::metadata(&self.path) {
+            Ok(now) if now.len() < m.map.len() as u64 => changed("it is now shorter"),
+            // Same length but modified: not an append, so a rewrite.
+            Ok(now)
+                if now.len() == m.map.len() as u64
+                    && m.modified.is_some()
+                    && now.modified().ok() != m.modified =>
+            {
+                changed("it was rewritten")
+            }
+            Ok(_) => Ok(()),
+            Err(_) => changed("it was removed or replaced"),
         }
     }
 
@@ -142,11 +247,23 @@ impl LogBytes {
     }
 }
 
-fn read_all(mut file: &File, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
-    let mut v = Vec::with_capacity(hint as usize);
-    file.read_to_end(&mut v)
-        .map_err(|e| Error::io(path, "cannot read", e))?;
-    Ok(v)
+fn read_all(file: &File, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
+    read_to_end(file, path, hint)
+}
+
+/// Reads everything from `reader`: an interrupted read is retried, any other
+/// error ends the read as an [`Error::Io`] naming `path`.
+fn read_to_end(mut reader: impl Read, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
+    let mut v = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => return Ok(v),
+            Ok(n) => v.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Error::io(path, "cannot read", e)),
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -165,5 +282,136 @@ pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
         dev: 0,
         inode: 0,
         len: meta.len(),
+    }
+}
+
+/// The SIGBUS guard for maps (see the module docs).
+#[cfg(unix)]
+mod guard {
+    use std::sync::Once;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const SLOTS: usize = 64;
+    static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+    static ENDS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+    static FAULTED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+    static PAGE: AtomicUsize = AtomicUsize::new(4096);
+    static INSTALL: Once = Once::new();
+    /// The handler that was installed before ours, written once before ours
+    /// is installed and only read afterwards.
+    static mut PREVIOUS: Option<libc::sigaction> = None;
+
+    /// Registers `[start, start + len)`; `None` when every slot is taken (the
+    /// map is then unguarded, as maps were before the guard).
+    pub fn register(start: usize, len: usize) -> Option<usize> {
+        if len == 0 {
+            return None;
+        }
+        install();
+        for i in 0..SLOTS {
+            if STARTS[i]
+                .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                FAULTED[i].store(false, Ordering::Relaxed);
+                ENDS[i].store(start + len, Ordering::Release);
+                STARTS[i].store(start, Ordering::Release);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    pub fn faulted(slot: usize) -> bool {
+        FAULTED[slot].load(Ordering::Acquire)
+    }
+
+    pub fn unregister(slot: usize) {
+        ENDS[slot].store(0, Ordering::Release);
+        STARTS[slot].store(0, Ordering::Release);
+    }
+
+    fn install() {
+        INSTALL.call_once(|| {
+            // SAFETY: sysconf has no preconditions.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if page > 0 {
+                PAGE.store(page as usize, Ordering::Relaxed);
+            }
+            // SAFETY: `sigaction` structs are plain data, zero is a valid
+            // (empty) value for every field; the call reads `action` and
+            // writes `old`, both valid for the call. `PREVIOUS` is written
+            // here, inside `call_once`, before our handler can run, and only
+            // read by the handler afterwards.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = handler as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) == 0 {
+                    PREVIOUS = Some(old);
+                    libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+                }
+            }
+        });
+    }
+
+    extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        for i in 0..SLOTS {
+            let start = STARTS[i].load(Ordering::Acquire);
+            if start == 0 || start == usize::MAX {
+                continue;
+            }
+            if addr >= start && addr < ENDS[i].load(Ordering::Acquire) {
+                let page = addr & !(PAGE.load(Ordering::Relaxed) - 1);
+                // SAFETY: the page lies inside a live read-only map this
+                // process owns (registered for the map's lifetime); replacing
+                // it with a private zero page keeps the range mapped, and the
+                // map's owner unmaps the whole range, this page included.
+                let r = unsafe {
+                    libc::mmap(
+                        page as *mut libc::c_void,
+                        PAGE.load(Ordering::Relaxed),
+                        libc::PROT_READ,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                        -1,
+                        0,
+                    )
+                };
+                if r != libc::MAP_FAILED {
+                    FAULTED[i].store(true, Ordering::Release);
+                    return;
+                }
+            }
+        }
+        // Not ours: hand it to the previous handler, or to the default
+        // action (re-raised when the faulting instruction runs again).
+        // SAFETY: PREVIOUS was written before this handler was installed.
+        let previous = unsafe { *std::ptr::addr_of!(PREVIOUS) };
+        match previous {
+            Some(old) if old.sa_sigaction == libc::SIG_IGN => {}
+            Some(old) if old.sa_sigaction != libc::SIG_DFL => {
+                if old.sa_flags & libc::SA_SIGINFO != 0 {
+                    // SAFETY: an SA_SIGINFO handler has this signature.
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        unsafe { std::mem::transmute(old.sa_sigaction) };
+                    f(sig, info, ctx);
+                } else {
+                    // SAFETY: a plain handler has this signature.
+                    let f: extern "C" fn(libc::c_int) =
+                        unsafe { std::mem::transmute(old.sa_sigaction) };
+                    f(sig);
+                }
+            }
+            _ => {
+                // SAFETY: resetting to the default action is always valid.
+                unsafe {
+                    libc::signal(libc::SIGBUS, libc::SIG_DFL);
+                }
+            }
+        }
     }
 }

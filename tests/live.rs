@@ -193,3 +193,17 @@ fn appends_cost_only_what_was_appended() {
     assert!(live.info().segments < 10, "{:?}", live.info());
     check(&mut live, &path, "after many appends");
 }
+
+/// Found by the `live` fuzz target: a byte-order mark written before the
+/// first line was complete was kept as part of the first line.
+#[test]
+fn bom_before_the_first_newline_of_a_live_log_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    append(&path, b"\xef\xbb\xbf{\"type\":\"k\",");
+    check(&mut live, &path, "BOM and half a line");
+    append(&path, b"\"ts_ms\":1}\n");
+    check(&mut live, &path, "the line completed");
+    assert_eq!(live.info().records, 1);
+}

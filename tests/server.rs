@@ -170,6 +170,15 @@ async fn start(cfg: Config) -> Running {
     let done = tokio::spawn(server::serve(cfg, listener, async {
         let _ = rx.await;
     }));
+    // Up once it answers (the first replay happens before it serves).
+    for _ in 0..400 {
+        if let Ok(r) = client().get(format!("{url}/healthz")).send().await
+            && r.status() == 200
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     Running {
         url,
         stop: Some(tx),
@@ -743,4 +752,206 @@ async fn a_body_that_never_finishes_gets_408() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("\"request_timeout\""), "{answer}");
     srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_fault_is_a_json_500_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let ctx = format!("{}/v1/context", srv.url);
+    // The log's path becomes a directory: reading it fails.
+    let aside = dir.path().join("aside.log");
+    std::fs::rename(&log, &aside).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    let (status, body) = post(&ctx, r#"{"text":"x"}"#).await;
+    assert_eq!(status, 500, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["code"], "replay_failed");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("wm.log"),
+        "{body}"
+    );
+    let r = client()
+        .get(format!("{}/healthz", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "still serving");
+    // Back in place: served again, and a turn goes to the file now there.
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::rename(&aside, &log).unwrap();
+    let (status, _) = post(&ctx, r#"{"text":"x"}"#).await;
+    assert_eq!(status, 200);
+    // Rotated: the writer follows the path to the new file.
+    std::fs::rename(&log, dir.path().join("old.log")).unwrap();
+    let (status, body) = post(
+        &format!("{}/respond", srv.url),
+        r#"{"text":"after rotation"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let now = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(now.lines().count(), 2, "the turn is in the new file: {now}");
+    assert!(now.contains("after rotation"));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_idle_connections_do_not_take_the_server_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.max_connections = 50;
+    cfg.header_timeout = Duration::from_millis(500);
+    let srv = start(cfg).await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    // Three times the bound in idle connections that say nothing (within
+    // the listen backlog, so the connects themselves complete).
+    let mut idle = Vec::new();
+    for _ in 0..150 {
+        let c = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::net::TcpStream::connect(&addr),
+        )
+        .await;
+        if let Ok(Ok(s)) = c {
+            idle.push(s);
+        }
+    }
+    assert!(idle.len() > 100, "{} idle connections opened", idle.len());
+    // Idle ones are cut off by the header timeout; requests get through.
+    let (status, _) = tokio::time::timeout(
+        Duration::from_secs(20),
+        post(&format!("{}/respond", srv.url), r#"{"text":"hi"}"#),
+    )
+    .await
+    .expect("served despite the idle connections");
+    assert_eq!(status, 200);
+    drop(idle);
+    let (status, _) = post(&format!("{}/respond", srv.url), r#"{"text":"hi"}"#).await;
+    assert_eq!(status, 200);
+    srv.stop().await;
+}
+
+/// `kill -9` of the server binary while turns are being appended, then a
+/// restart: the log replays cleanly and every acknowledged turn is in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_appends_then_restart_loses_no_acknowledged_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+            .args(["serve", "--log"])
+            .arg(&log)
+            .args([
+                "--addr",
+                &format!("127.0.0.1:{port}"),
+                "--upstream",
+                &up,
+                "--max-concurrent",
+                "512",
+            ])
+            .env("ANTHROPIC_API_KEY", KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let wait_up = || async {
+        for _ in 0..200 {
+            if let Ok(r) = client().get(format!("{url}/healthz")).send().await
+                && r.status() == 200
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the server did not come up");
+    };
+    let mut server = spawn();
+    wait_up().await;
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..150u64 {
+        let url = format!("{url}/respond");
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(i * 2)).await;
+            let r = client()
+                .post(url)
+                .body(json!({"text": format!("turn {i}")}).to_string())
+                .send()
+                .await;
+            match r {
+                Ok(r) if r.status() == 200 => {
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Some(i)
+                }
+                _ => None,
+            }
+        }));
+    }
+    // Kill once some turns are acknowledged and others are still running.
+    for _ in 0..500 {
+        if done.load(std::sync::atomic::Ordering::SeqCst) >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.kill().unwrap(); // SIGKILL
+    server.wait().unwrap();
+    let mut acked = Vec::new();
+    for t in tasks {
+        if let Some(i) = t.await.unwrap() {
+            acked.push(i);
+        }
+    }
+    // Every line of the log parses, every acknowledged turn has its input
+    // and its answer.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let r = replay(text.as_bytes(), &ReplayOptions::default());
+    assert_eq!(
+        r.stats().skipped_invalid_json,
+        1,
+        "only the example's own bad line"
+    );
+    for i in &acked {
+        let t = format!("turn {i}");
+        assert!(
+            turns(&log, "text_input")
+                .iter()
+                .any(|v| v["text"] == t.as_str()),
+            "{t}"
+        );
+        assert!(
+            turns(&log, "text_output")
+                .iter()
+                .any(|v| v["text"].as_str().unwrap().contains(&format!("«{t}»"))),
+            "{t}"
+        );
+    }
+    // Restarted on the same log, it serves, and its replay holds them all.
+    let mut server = spawn();
+    wait_up().await;
+    let (status, body) = post(&format!("{url}/v1/context"), r#"{"text":"after"}"#).await;
+    assert_eq!(status, 200);
+    for i in &acked {
+        assert!(body.contains(&format!("turn {i}")));
+    }
+    server.kill().unwrap();
+    server.wait().unwrap();
+    eprintln!("{} of 150 turns acknowledged before the kill", acked.len());
+    assert!(
+        acked.len() >= 20,
+        "the kill came after some acknowledged turns"
+    );
 }

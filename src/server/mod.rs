@@ -727,11 +727,26 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let conn =
-            builder.serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service);
-        let conn = graceful.watch(conn.into_owned());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let header_timeout = state.cfg.header_timeout;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            // A connection that sends nothing at all is dropped after the
+            // header timeout too (hyper's timer covers headers once they
+            // start), so silent connections cannot hold every slot.
+            // (`peek` waits for a byte; `readable` may report readiness
+            // before any arrives.)
+            let mut first = [0u8; 1];
+            match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => {
+                    tracing::debug!(%peer, "connection sent nothing in time; closed");
+                    return;
+                }
+            }
+            let conn = builder
+                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service);
+            if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
             drop(permit);

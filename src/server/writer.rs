@@ -102,6 +102,23 @@ pub fn line(kind: &str, ts_ms: u64, session_id: Option<&str>, text: &str) -> Str
     s
 }
 
+/// Whether `path` no longer names the open `file` (rotated, replaced or
+/// removed).
+fn moved(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() != b.dev() || a.ino() != b.ino(),
+            _ => true,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        !path.exists()
+    }
+}
+
 fn run(mut file: File, path: PathBuf, fsync: bool, mut rx: mpsc::Receiver<Job>) {
     let mut last_ts = 0u64;
     while let Some(job) = rx.blocking_recv() {
@@ -114,6 +131,11 @@ fn run(mut file: File, path: PathBuf, fsync: bool, mut rx: mpsc::Receiver<Job>) 
         );
         bytes.push('\n');
         let result = (|| {
+            // A rotated or removed log: append to the file now at the path.
+            if moved(&file, &path) {
+                tracing::info!(path = %path.display(), "the log was replaced; reopening it");
+                file = OpenOptions::new().create(true).append(true).open(&path)?;
+            }
             let offset = file.metadata()?.len();
             // One write call for the whole line: the file is opened for
             // append, so it lands at the end in one piece.

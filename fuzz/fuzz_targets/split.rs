@@ -1,0 +1,9 @@
+//! Fuzz target `split`: see `check_split` in `fuzz/checks.rs`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../checks.rs"]
+mod checks;
+
+fuzz_target!(|data: &[u8]| checks::check_split(data));
