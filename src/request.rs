@@ -61,29 +61,31 @@ pub fn request_envelope(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> (Vec<u8>, Vec<u8>) {
-    let mut env = envelope(format, system, current);
-    if !fields.is_empty() && format != Format::Ndjson {
-        let mut head = Vec::with_capacity(env.head.len() + fields.len() + 1);
-        head.push(b'{');
-        head.extend_from_slice(fields.as_bytes());
-        head.push(b',');
-        head.extend_from_slice(&env.head[1..]);
-        env.head = head;
-    }
+    let env = envelope(format, fields, system, current);
     (env.head, env.tail)
 }
 
-fn envelope(format: Format, system: &str, current: &CurrentRequest<'_>) -> Envelope {
+fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest<'_>) -> Envelope {
     let mut head = Vec::new();
+    // The object's leading members, if any (`ndjson` has no object).
+    let open = |head: &mut Vec<u8>| {
+        head.push(b'{');
+        if !fields.is_empty() {
+            head.extend_from_slice(fields.as_bytes());
+            head.push(b',');
+        }
+    };
     match format {
         Format::Anthropic => {
-            head.extend_from_slice(b"{\"system\":\"");
+            open(&mut head);
+            head.extend_from_slice(b"\"system\":\"");
             head.extend_from_slice(&escaped(system));
             head.extend_from_slice(b"\",\"messages\":[");
         }
         Format::OpenAi | Format::Ndjson => {
             if format == Format::OpenAi {
-                head.extend_from_slice(b"{\"messages\":[");
+                open(&mut head);
+                head.extend_from_slice(b"\"messages\":[");
             }
             head.extend_from_slice(format.open(Role::System));
             head.extend_from_slice(&escaped(system));
@@ -112,7 +114,7 @@ pub fn render_request(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
-    let env = envelope(format, system, current);
+    let env = envelope(format, "", system, current);
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
     let total = env.head.len() + body + env.tail.len();
@@ -132,7 +134,7 @@ pub fn write_request(
     current: &CurrentRequest<'_>,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let env = envelope(format, system, current);
+    let env = envelope(format, "", system, current);
     w.write_all(&env.head)?;
     render::stream_messages(records, log, format, false, render::STREAM_BATCH, w)?;
     w.write_all(&env.tail)

@@ -133,10 +133,10 @@ impl LogBytes {
         let bytes = if mode == ReadMode::Auto && meta.is_file() && meta.len() > 0 {
             match Self::map(&file) {
                 Ok(m) => Bytes::Mapped(Guarded::new(m, meta.modified().ok())),
-                Err(_) => Bytes::Owned(read_all(&file, path, meta.len())?),
+                Err(_) => Bytes::Owned(read_to_end(&file, path, meta.len())?),
             }
         } else {
-            Bytes::Owned(read_all(&file, path, meta.len())?)
+            Bytes::Owned(read_to_end(&file, path, meta.len())?)
         };
         Ok(LogBytes {
             path: path.to_path_buf(),
@@ -245,10 +245,6 @@ impl LogBytes {
     pub fn is_mapped(&self) -> bool {
         matches!(self.bytes, Bytes::Mapped(_))
     }
-}
-
-fn read_all(file: &File, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
-    read_to_end(file, path, hint)
 }
 
 /// Reads everything from `reader`: an interrupted read is retried, any other
