@@ -533,11 +533,24 @@ pub fn number_value(raw: &[u8]) -> f64 {
         Some(b'-') => (true, &raw[1..]),
         _ => (false, raw),
     };
-    if digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
-        let v = digits
-            .iter()
-            .fold(0u64, |acc, &d| acc * 10 + (d - b'0') as u64) as f64;
-        return if neg { -v } else { v };
+    // Each byte is read once (checked and added in the same step): a mapped
+    // log can change under the replay, and a second read must not be able to
+    // disagree with the check.
+    if digits.len() <= 15 {
+        let mut v = 0u64;
+        let mut plain = !digits.is_empty();
+        for &d in digits {
+            let x = d.wrapping_sub(b'0');
+            if x > 9 {
+                plain = false;
+                break;
+            }
+            v = v * 10 + x as u64;
+        }
+        if plain {
+            let v = v as f64;
+            return if neg { -v } else { v };
+        }
     }
     // The grammar's number text is a subset of what Rust's correctly
     // rounded parser accepts.
