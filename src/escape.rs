@@ -52,6 +52,11 @@ pub fn escaped_extra(src: &[u8]) -> usize {
 /// Returns the number of bytes written. Bytes of `out` past that count may
 /// be overwritten (whole 32-byte blocks are stored): pass an exactly-sized
 /// slice, or write what follows afterwards, as the renderer does.
+///
+/// If `out` is too short (which happens only when `src` changed after it was
+/// measured: a log rewritten or truncated under its memory map), the output
+/// is cut where `out` ends instead of panicking; the caller learns of the
+/// change from [`crate::LogBytes::verify`].
 pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
     const B: usize = simd::BLOCK;
     let mut w = 0;
@@ -72,7 +77,7 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
         if simd::control_mask(block) != 0 {
             // Rare (raw tabs and newlines): this block a byte at a time.
             for &b in block {
-                w += write_escaped_unit(b as u16, &mut out[w..]);
+                w += write_unit_clipped(b, &mut out[w..]);
             }
             i += B;
             continue;
@@ -107,14 +112,27 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
     while i < src.len() {
         let b = src[i];
         if needs_escape(b) {
-            w += write_escaped_unit(b as u16, &mut out[w..]);
+            w += write_unit_clipped(b, &mut out[w..]);
         } else {
-            out[w] = b;
+            let Some(slot) = out.get_mut(w) else { break };
+            *slot = b;
             w += 1;
         }
         i += 1;
     }
     w
+}
+
+/// Writes one byte escaped, cut short if `out` ends first.
+#[inline]
+fn write_unit_clipped(b: u8, out: &mut [u8]) -> usize {
+    if out.len() >= 6 {
+        return write_escaped_unit(b as u16, out);
+    }
+    let mut buf = [0u8; 6];
+    let n = write_escaped_unit(b as u16, &mut buf).min(out.len());
+    out[..n].copy_from_slice(&buf[..n]);
+    n
 }
 
 /// Writes one code unit below 0x80, or one raw UTF-8 byte, escaped.
@@ -165,9 +183,13 @@ struct SliceSink<'a> {
     w: usize,
 }
 impl Sink for SliceSink<'_> {
+    /// Writes what fits: the slice was sized from the same input, so only a
+    /// source changed under a memory map can make it short (see
+    /// [`write_escaped`]).
     fn put(&mut self, bytes: &[u8]) {
-        self.out[self.w..self.w + bytes.len()].copy_from_slice(bytes);
-        self.w += bytes.len();
+        let n = bytes.len().min(self.out.len() - self.w);
+        self.out[self.w..self.w + n].copy_from_slice(&bytes[..n]);
+        self.w += n;
     }
 }
 
@@ -190,9 +212,9 @@ fn transcode(raw: &[u8], sink: &mut impl Sink) {
         let esc_end = {
             let mut j = i;
             while j < raw.len() && raw[j] == b'\\' {
-                j += if raw[j + 1] == b'u' { 6 } else { 2 };
+                j += if raw.get(j + 1) == Some(&b'u') { 6 } else { 2 };
             }
-            j
+            j.min(raw.len())
         };
         let mut units = StringUnits::new(&raw[i..esc_end]).peekable();
         while let Some(u) = units.next() {
@@ -241,8 +263,9 @@ pub fn transcoded_len(raw: &[u8]) -> usize {
 /// [`transcoded_len`] bytes. Returns the number of bytes written.
 pub fn write_transcoded(raw: &[u8], out: &mut [u8]) -> usize {
     if memchr::memchr(b'\\', raw).is_none() {
-        out[..raw.len()].copy_from_slice(raw);
-        return raw.len();
+        let n = raw.len().min(out.len());
+        out[..n].copy_from_slice(&raw[..n]);
+        return n;
     }
     let mut s = SliceSink { out, w: 0 };
     transcode(raw, &mut s);

@@ -147,10 +147,13 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
     put(out, w, format.separator())
 }
 
+/// Writes `bytes` at `at`, cut short where `out` ends (only a log changed
+/// under its memory map makes a message outgrow the size measured for it).
 #[inline]
 pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
-    out[at..at + bytes.len()].copy_from_slice(bytes);
-    at + bytes.len()
+    let n = bytes.len().min(out.len() - at);
+    out[at..at + n].copy_from_slice(&bytes[..n]);
+    at + n
 }
 
 /// Records per parallel group: small enough to balance, large enough that
@@ -173,6 +176,11 @@ pub(crate) fn message_lens(records: &[Record], log: &[u8], format: Format) -> Ve
 /// Writes the messages of `records` (each followed by its separator) into
 /// `out`, in parallel groups at offsets taken from `lens` (each message's
 /// length, from [`message_lens`]); `out` must be exactly their sum.
+///
+/// Never panics when `log` changed after `lens` were measured (a file
+/// truncated or rewritten under its memory map): a message that no longer
+/// fits is cut, and a group that comes out short is padded with spaces. The
+/// output is then meaningless, and the map's `verify` reports the change.
 pub(crate) fn write_with_lens(
     records: &[Record],
     lens: &[u64],
@@ -197,7 +205,7 @@ pub(crate) fn write_with_lens(
             for r in group {
                 w += write_message(r, log, format, &mut slice[w..]);
             }
-            debug_assert_eq!(w, slice.len());
+            slice[w..].fill(b' ');
         });
 }
 
@@ -246,4 +254,80 @@ pub fn stream_messages(
         start = end;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ReplayOptions, replay};
+
+    /// A log whose messages have escapes in the kind and the line.
+    fn log() -> Vec<u8> {
+        let mut log = Vec::new();
+        for i in 0..3000 {
+            let line = format!(
+                "{{\"type\":\"k\\u00e9\\\\{i}\",\"ts_ms\":{},\"t\":\"a\\\"b\\\\c\\td {}\"}}\n",
+                i % 7,
+                "x".repeat(i % 90)
+            );
+            log.extend_from_slice(line.as_bytes());
+        }
+        log
+    }
+
+    /// Measures the messages on `log`, then writes them from `changed`: what a
+    /// file rewritten under its memory map between the two looks like.
+    fn render_changed(log: &[u8], changed: &[u8], format: Format) -> Vec<u8> {
+        let r = replay(log, &ReplayOptions::default());
+        assert_eq!(r.records().len(), 3000);
+        let lens = message_lens(r.records(), log, format);
+        let mut out = vec![0u8; lens.iter().sum::<u64>() as usize];
+        write_with_lens(r.records(), &lens, changed, format, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_source_changed_after_measuring_never_panics() {
+        let log = log();
+        let n = log.len();
+        let variants: Vec<(&str, Vec<u8>)> = vec![
+            // The tail truncated under the map: the zero page's NULs escape
+            // to six bytes each.
+            ("zeroed tail", {
+                let mut c = log.clone();
+                c[n / 2..].fill(0);
+                c
+            }),
+            ("all NULs", vec![0u8; n]),
+            // Every byte a quote, or a backslash (a kind ending in `\`).
+            ("all quotes", vec![b'"'; n]),
+            ("all backslashes", vec![b'\\'; n]),
+            // Fewer escapes than measured: the output comes out short.
+            (
+                "no escapes",
+                log.iter()
+                    .map(|&b| if b == b'\\' || b == b'"' { b'a' } else { b })
+                    .collect(),
+            ),
+        ];
+        for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+            let same = render_changed(&log, &log, format);
+            for (name, changed) in &variants {
+                let out = render_changed(&log, changed, format);
+                assert_eq!(out.len(), same.len(), "{name}, {format:?}");
+                assert_ne!(out, same, "{name}, {format:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_unchanged_source_fills_the_buffer_exactly() {
+        let log = log();
+        let out = render_changed(&log, &log, Format::OpenAi);
+        // Messages joined by their separators, no padding anywhere.
+        let body = format!("[{}]", std::str::from_utf8(&out[..out.len() - 1]).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 3000);
+        assert!(!out.ends_with(b" "));
+    }
 }

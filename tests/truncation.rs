@@ -1,7 +1,8 @@
 //! Truncation under a reader: another process keeps truncating and rewriting
 //! the log while this one replays it through a memory map, thousands of
 //! times. No replay may crash (a SIGBUS on a truncated page would kill the
-//! test); each either returns a consistent result or `Error::Changed`.
+//! test); each either returns a consistent result or `Error::Changed`, and
+//! rendering the request body from the changed map never panics.
 //!
 //! The other process is this test binary, re-run as the ignored test
 //! `truncating_child` (it does nothing unless the parent sets its variable).
@@ -12,7 +13,7 @@ use std::collections::HashSet;
 use std::io::{Seek, SeekFrom, Write};
 use std::process::{Command, Stdio};
 
-use wmreplay::{Error, LogBytes, ReadMode, ReplayOptions, replay};
+use wmreplay::{CurrentRequest, Error, Format, LogBytes, ReadMode, ReplayOptions, replay};
 
 const VAR: &str = "WMREPLAY_TRUNCATE_LOG";
 
@@ -82,7 +83,7 @@ fn replays_survive_truncation_under_them() {
             lines.insert(l.to_vec());
         }
     }
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "truncating_child",
@@ -94,6 +95,8 @@ fn replays_survive_truncation_under_them() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // Killed however this test ends, a failed assertion included.
+    let _child = KillOnDrop(child);
     // Outcomes: consistent, hit a truncated page, otherwise found changed.
     let (mut ok, mut truncated, mut shorter) = (0, 0, 0);
     for round in 0..3000 {
@@ -114,9 +117,25 @@ fn replays_survive_truncation_under_them() {
             .map(|rec| rec.line(log.bytes()).to_vec())
             .filter(|l| !lines.contains(l))
             .collect();
+        // Rendering reads the lines again, after they were measured: a change
+        // in between must not panic either.
+        let body = r.render_request(
+            Format::Anthropic,
+            "system",
+            &CurrentRequest {
+                text: "now",
+                session_id: None,
+            },
+        );
         match log.verify() {
             Ok(()) => {
                 ok += 1;
+                let v: serde_json::Value = serde_json::from_slice(&body)
+                    .unwrap_or_else(|e| panic!("round {round}: body is not JSON: {e}"));
+                assert_eq!(
+                    v["messages"].as_array().unwrap().len(),
+                    r.records().len() + 1
+                );
                 assert!(
                     strays.is_empty(),
                     "round {round}: records no version had: {:?}",
@@ -136,8 +155,6 @@ fn replays_survive_truncation_under_them() {
             Err(e) => panic!("round {round}: unexpected error {e}"),
         }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
     eprintln!(
         "{ok} consistent, {truncated} hit a truncated page, {shorter} found changed otherwise"
     );
@@ -145,4 +162,13 @@ fn replays_survive_truncation_under_them() {
         ok > 0 && truncated + shorter > 0,
         "both outcomes happen: {ok} / {truncated} / {shorter}"
     );
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
