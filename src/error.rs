@@ -31,6 +31,18 @@ pub enum Error {
     /// Writing the rendered output failed.
     #[error("cannot write output: {0}")]
     Write(#[source] std::io::Error),
+    /// The state store next to a log (session positions, window starts)
+    /// could not be opened, read or written.
+    #[error("{}: state store: {message}", path.display())]
+    State {
+        /// The store's file.
+        path: PathBuf,
+        /// What went wrong (SQLite's message).
+        message: String,
+    },
+    /// An ack named a prepare id the store has never issued.
+    #[error("unknown prepare_id {0:?}")]
+    UnknownPrepare(String),
 }
 
 impl Error {

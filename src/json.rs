@@ -325,11 +325,62 @@ pub fn scan_fields(s: &[u8]) -> Fields {
         kind: Member::Absent,
         ts_ms: Member::Absent,
     };
+    fields.is_object = for_each_member(s, |key, value| {
+        if key_is(key, b"type") {
+            fields.kind = member(s, value);
+        } else if key_is(key, b"ts_ms") {
+            fields.ts_ms = member(s, value);
+        }
+    });
+    fields
+}
+
+/// The last top-level member of `s` named `name` (ASCII, compared after
+/// unescaping the key), under the same terms as [`scan_fields`]; `Absent`
+/// when `s` is not an object or has no such member.
+pub fn top_level_member(s: &[u8], name: &[u8]) -> Member {
+    let mut found = Member::Absent;
+    for_each_member(s, |key, value| {
+        if key_is(key, name) {
+            found = member(s, value);
+        }
+    });
+    found
+}
+
+/// The raw text of the last top-level member of `s` named `name`, under the
+/// same terms as [`scan_fields`].
+pub fn top_level_value<'a>(s: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let mut found = None;
+    for_each_member(s, |key, value| {
+        if key_is(key, name) {
+            found = Some(value);
+        }
+    });
+    found.map(|v| &s[v])
+}
+
+fn member(s: &[u8], value: std::ops::Range<usize>) -> Member {
+    match s[value.start] {
+        b'"' => Member::String {
+            start: (value.start + 1) as u32,
+            len: value.end.saturating_sub(value.start + 2) as u32,
+        },
+        b'-' | b'0'..=b'9' => Member::Number {
+            start: value.start as u32,
+            len: value.len() as u32,
+        },
+        _ => Member::Other,
+    }
+}
+
+/// Calls `f(raw key, value range)` for each top-level member of `s` (a valid
+/// JSON value), in order; returns whether `s` is an object.
+fn for_each_member(s: &[u8], mut f: impl FnMut(&[u8], std::ops::Range<usize>)) -> bool {
     let mut i = skip_ws(s, 0);
     if s.get(i) != Some(&b'{') {
-        return fields;
+        return false;
     }
-    fields.is_object = true;
     i = skip_ws(s, i + 1);
     while i < s.len() && s[i] == b'"' {
         let key_end = skip_string(s, i);
@@ -341,26 +392,7 @@ pub fn scan_fields(s: &[u8]) -> Fields {
             break;
         }
         let value_end = skip_value(s, i);
-        let target = if key_is(key, b"type") {
-            Some(&mut fields.kind)
-        } else if key_is(key, b"ts_ms") {
-            Some(&mut fields.ts_ms)
-        } else {
-            None
-        };
-        if let Some(slot) = target {
-            *slot = match s[value_start] {
-                b'"' => Member::String {
-                    start: (value_start + 1) as u32,
-                    len: value_end.saturating_sub(value_start + 2) as u32,
-                },
-                b'-' | b'0'..=b'9' => Member::Number {
-                    start: value_start as u32,
-                    len: (value_end - value_start) as u32,
-                },
-                _ => Member::Other,
-            };
-        }
+        f(key, value_start..value_end);
         i = skip_ws(s, value_end);
         if i < s.len() && s[i] == b',' {
             i = skip_ws(s, i + 1);
@@ -368,7 +400,7 @@ pub fn scan_fields(s: &[u8]) -> Fields {
             break;
         }
     }
-    fields
+    true
 }
 
 /// Skips a valid string starting at the quote; returns the index past it.
@@ -424,8 +456,27 @@ fn skip_value(s: &[u8], i: usize) -> usize {
     }
 }
 
+/// Whether the raw content of a valid JSON string (escapes kept) decodes to
+/// `target`, compared as `JSON.parse`'s strings are: by UTF-16 code units.
+pub fn string_equals(raw: &[u8], target: &str) -> bool {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return raw == target.as_bytes();
+    }
+    StringUnits::new(raw).eq(target.encode_utf16())
+}
+
+/// The decoded value of the raw content of a valid JSON string, with
+/// unpaired surrogates replaced by U+FFFD.
+pub fn decode_string(raw: &[u8], out: &mut String) {
+    if memchr::memchr(b'\\', raw).is_none() {
+        out.push_str(&String::from_utf8_lossy(raw));
+        return;
+    }
+    out.extend(char::decode_utf16(StringUnits::new(raw)).map(|c| c.unwrap_or('\u{FFFD}')));
+}
+
 /// Compares a raw (possibly escaped) key with an ASCII target.
-fn key_is(raw: &[u8], target: &[u8]) -> bool {
+pub(crate) fn key_is(raw: &[u8], target: &[u8]) -> bool {
     if memchr::memchr(b'\\', raw).is_none() {
         return raw == target;
     }

@@ -47,10 +47,15 @@ pub mod render;
 mod replay;
 pub mod request;
 pub mod scan;
+pub mod select;
 #[cfg(feature = "server")]
 pub mod server;
 mod simd;
 pub mod source;
+#[cfg(feature = "state")]
+pub mod state;
+pub mod tokens;
+pub mod xml;
 
 pub use error::Error;
 pub use live::{LiveInfo, LiveReplay, Refresh};
@@ -63,4 +68,6 @@ pub use replay::{
 pub use request::{
     CurrentRequest, SYSTEM_RULE, current_user_request_text, request_envelope, system_prompt,
 };
+pub use select::{Pending, SelectReport, Selection, WindowStart};
 pub use source::{FileIdentity, LogBytes, ReadMode};
+pub use tokens::Tokenizer;

@@ -436,7 +436,12 @@ impl LiveReplay {
 }
 
 /// Reads `len` bytes at `offset` (fewer if the file is shorter by then).
-fn read_from(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+pub(crate) fn read_from(
+    file: &File,
+    offset: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom};
     let mut f = file;
     f.seek(SeekFrom::Start(offset))?;

@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 success (also when the reader of stdout goes away early),
 //! 1 an I/O error (one line on stderr naming the path; also when the log was
-//! truncated or replaced while it was read), 2 bad usage.
+//! truncated or replaced while it was read, or the state store failed),
+//! 2 bad usage, 3 an unknown prepare_id given to `ack`.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -19,7 +20,7 @@ use wmreplay::{CurrentRequest, Format, LogBytes, ReadMode, Replay, ReplayOptions
 /// counted, never fatal. A missing log is an empty log.
 ///
 /// Exit status: 0 success, 1 I/O error (the message names the file), 2 bad
-/// usage.
+/// usage, 3 `ack` of an unknown prepare_id.
 #[derive(Parser, Debug)]
 #[command(name = "wmreplay", version, about, long_about)]
 struct Cli {
@@ -39,25 +40,79 @@ enum Command {
         /// The session id written in CURRENT_USER_REQUEST ("none" when absent).
         #[arg(long)]
         session: Option<String>,
+        /// Replay only the records of --session (and records with no
+        /// session_id).
+        #[arg(long, requires = "session")]
+        session_only: bool,
         /// Text placed before the system rule in the system prompt (persona, tone).
         #[arg(long, value_name = "TEXT")]
         system: Option<String>,
-        /// Body format: anthropic (Messages API), openai (Chat Completions) or
-        /// ndjson (one message per line, system first, request last).
+        /// Body format: anthropic (Messages API), openai (Chat Completions),
+        /// ndjson (one message per line, system first, request last), or xml
+        /// (a prompt: the <memory_context> document, then the
+        /// CURRENT_USER_REQUEST text; no system rule).
         #[arg(long, default_value = "anthropic", value_parser = parse_format)]
         format: Format,
+        #[command(flatten)]
+        select: SelectArgs,
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Print the replayed messages alone: a JSON array, or NDJSON.
+    /// Print the replayed messages alone: a JSON array, NDJSON, or an XML
+    /// <memory_context> document.
     Replay {
         /// The working-memory log (JSONL). A missing file is an empty log.
         log: PathBuf,
-        /// Message shape: anthropic or openai (a JSON array), or ndjson.
+        /// Message shape: anthropic or openai (a JSON array), ndjson, or xml.
         #[arg(long, default_value = "anthropic", value_parser = parse_format)]
         format: Format,
+        /// Keep only records whose session_id is ID, and records with none.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        #[command(flatten)]
+        select: SelectArgs,
         #[command(flatten)]
         engine: EngineArgs,
+    },
+    /// Prepare a turn for a session key (seed 003's delta injection): prints
+    /// {"prepare_id","mode","from","to","records","body"}. The first prepare
+    /// of a key (or after the log was replaced) is "full", the whole replay;
+    /// later ones are "delta", only the records appended since the key's last
+    /// acknowledged position, or "none" with an empty body. Acknowledge it
+    /// with `wmreplay ack`; until then the same delta comes back.
+    Prepare {
+        /// The working-memory log (JSONL). A missing file is an empty log.
+        log: PathBuf,
+        /// The conversation whose position is used.
+        #[arg(long, value_name = "K")]
+        session_key: String,
+        /// Body format: xml (<memory_context> or <memory_delta>), or the
+        /// messages alone as anthropic, openai or ndjson.
+        #[arg(long, default_value = "xml", value_parser = parse_format)]
+        format: Format,
+        /// Keep only records whose session_id is ID, and records with none.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        #[command(flatten)]
+        select: SelectArgs,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Acknowledge a prepared turn: with --status success the session key's
+    /// position moves past that prepare's records; with failed it stays, so
+    /// the next prepare returns the same delta. Prints {"ok":true,...}. An
+    /// unknown prepare_id exits with status 3.
+    Ack {
+        /// The working-memory log the prepare was made on.
+        log: PathBuf,
+        /// The id `wmreplay prepare` printed.
+        prepare_id: String,
+        /// How the turn went.
+        #[arg(long, value_parser = ["success", "failed"])]
+        status: String,
+        /// The state store [default: LOG.wmreplay.db].
+        #[arg(long, value_name = "PATH")]
+        state: Option<PathBuf>,
     },
     /// Write a deterministic, realistic working-memory log (for benchmarks and tests).
     Gen {
@@ -90,9 +145,78 @@ enum Command {
         /// Also list the first N skipped lines (line number, byte offset, reason).
         #[arg(long, value_name = "N")]
         skips: Option<usize>,
+        /// Keep only records whose session_id is ID, and records with none.
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        #[command(flatten)]
+        select: SelectArgs,
         #[command(flatten)]
         engine: EngineArgs,
     },
+}
+
+/// Which records to replay: filters, then windows (applied after ordering).
+#[derive(Args, Debug, Clone)]
+struct SelectArgs {
+    /// Keep only records whose type is one of these (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
+    kinds: Option<Vec<String>>,
+    /// Keep only records with ts_ms >= MS.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    since: Option<f64>,
+    /// Keep only records with ts_ms <= MS.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    until: Option<f64>,
+    /// Keep only the last N records (after the filters).
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Keep the newest records whose message texts fit T tokens (the system
+    /// prompt and the current request are not counted).
+    #[arg(long, value_name = "T")]
+    max_tokens: Option<u64>,
+    /// How --max-tokens counts: o200k_base or cl100k_base (exact, built in,
+    /// nothing downloaded) or bytes (bytes/4, fast).
+    #[arg(long, default_value = "o200k_base", value_parser = parse_tokenizer)]
+    tokenizer: wmreplay::Tokenizer,
+    /// Cache-stable trimming: when the window overflows --max-tokens, move its
+    /// start so it holds F x T tokens, and keep that start on later turns
+    /// until it overflows again. The start is remembered in the state store.
+    #[arg(long, value_name = "F", requires = "max_tokens")]
+    trim_to: Option<f64>,
+    /// Render the latest text_input that has no later text_output with a
+    /// first line PENDING_USER_INPUT.
+    #[arg(long)]
+    mark_pending: bool,
+    /// The state store for --trim-to and prepare/ack [default: LOG.wmreplay.db].
+    #[arg(long, value_name = "PATH")]
+    state: Option<PathBuf>,
+}
+
+impl SelectArgs {
+    fn selection(&self, session: Option<String>) -> Result<wmreplay::Selection, Failure> {
+        let sel = wmreplay::Selection {
+            session,
+            kinds: self.kinds.clone(),
+            since: self.since,
+            until: self.until,
+            tail: self.tail,
+            max_tokens: self.max_tokens,
+            tokenizer: self.tokenizer,
+            trim_to: self.trim_to,
+            mark_pending: self.mark_pending,
+        };
+        sel.validate().map_err(Failure::Usage)?;
+        if sel.max_tokens.is_some() {
+            sel.tokenizer.warm_up();
+        }
+        Ok(sel)
+    }
+
+    fn store_path(&self, log: &std::path::Path) -> PathBuf {
+        self.state
+            .clone()
+            .unwrap_or_else(|| wmreplay::state::Store::path_for(log))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +308,10 @@ fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
     s.parse()
 }
 
+fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {
+    s.parse()
+}
+
 fn parse_validator(s: &str) -> Result<wmreplay::Validator, String> {
     s.parse()
 }
@@ -211,6 +339,14 @@ fn main() -> ExitCode {
             eprintln!("wmreplay: {msg}");
             ExitCode::from(1)
         }
+        Err(Failure::Usage(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::NotFound(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(3)
+        }
     }
 }
 
@@ -219,12 +355,17 @@ enum Failure {
     BrokenPipe,
     /// An I/O error, already worded with its path.
     Io(String),
+    /// Settings that do not go together (exit 2, like clap's own errors).
+    Usage(String),
+    /// What was asked for does not exist (an unknown prepare_id).
+    NotFound(String),
 }
 
 impl From<wmreplay::Error> for Failure {
     fn from(e: wmreplay::Error) -> Self {
         match e {
             wmreplay::Error::Write(io) => io.into(),
+            e @ wmreplay::Error::UnknownPrepare(_) => Failure::NotFound(e.to_string()),
             other => Failure::Io(other.to_string()),
         }
     }
@@ -246,13 +387,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
             log,
             text,
             session,
+            session_only,
             system,
             format,
+            select,
             engine,
         } => {
+            let filter = if session_only { session.clone() } else { None };
+            let sel = select.selection(filter)?;
             let bytes = open(&log, &engine)?;
-            let replayed = replay(&bytes, &engine, 0);
+            let mut replayed = replay(&bytes, &engine, 0);
             bytes.verify()?;
+            apply_selection(&mut replayed, &sel, &select, &log)?;
             let system = wmreplay::system_prompt(system.as_deref());
             let current = CurrentRequest {
                 text: &text,
@@ -267,16 +413,67 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Replay {
             log,
             format,
+            session,
+            select,
             engine,
         } => {
+            let sel = select.selection(session)?;
             let bytes = open(&log, &engine)?;
-            let replayed = replay(&bytes, &engine, 0);
+            let mut replayed = replay(&bytes, &engine, 0);
             bytes.verify()?;
+            apply_selection(&mut replayed, &sel, &select, &log)?;
             let t = std::time::Instant::now();
             write_stdout(|w| replayed.write_messages(format, w))?;
             bytes.verify()?;
             report_timings(&engine, &bytes, &replayed, t.elapsed());
             Ok(())
+        }
+        Command::Prepare {
+            log,
+            session_key,
+            format,
+            session,
+            select,
+            engine,
+        } => {
+            let sel = select.selection(session)?;
+            let store =
+                std::sync::Mutex::new(wmreplay::state::Store::open(select.store_path(&log))?);
+            let options = replay_options(&engine, 0);
+            let prepared = wmreplay::state::prepare(
+                &store,
+                &wmreplay::state::PrepareRequest {
+                    log: &log,
+                    session_key: &session_key,
+                    format,
+                    selection: &sel,
+                    options: &options,
+                },
+            )?;
+            write_stdout(|w| {
+                w.write_all(&prepared.to_json())?;
+                w.write_all(b"\n")
+            })
+        }
+        Command::Ack {
+            log,
+            prepare_id,
+            status,
+            state,
+        } => {
+            let path = state.unwrap_or_else(|| wmreplay::state::Store::path_for(&log));
+            let mut store = wmreplay::state::Store::open(path)?;
+            let acked = store.ack(&prepare_id, status == "success")?;
+            let position = acked
+                .position
+                .map_or_else(|| "null".to_string(), |p| p.to_string());
+            write_stdout(|w| {
+                writeln!(
+                    w,
+                    "{{\"ok\":true,\"status\":\"{status}\",\"position\":{position},\"repeated\":{}}}",
+                    acked.repeated
+                )
+            })
         }
         Command::Gen {
             out,
@@ -294,12 +491,24 @@ fn run(cli: Cli) -> Result<(), Failure> {
             generate(&out, &options)
         }
         Command::Serve(args) => serve(*args),
-        Command::Stats { log, skips, engine } => {
+        Command::Stats {
+            log,
+            skips,
+            session,
+            select,
+            engine,
+        } => {
+            let sel = select.selection(session)?;
             let bytes = open(&log, &engine)?;
             let n = skips.unwrap_or(0);
-            let replayed = replay(&bytes, &engine, n);
+            let mut replayed = replay(&bytes, &engine, n);
             bytes.verify()?;
-            let json = replayed.stats().to_json(n);
+            let report = select_with_state(&mut replayed, &sel, &select, &log)?;
+            let mut json = replayed.stats().to_json(n);
+            json.pop();
+            json.push(',');
+            json.push_str(&report.json_members());
+            json.push('}');
             write_stdout(|w| writeln!(w, "{json}"))?;
             report_timings(&engine, &bytes, &replayed, std::time::Duration::ZERO);
             Ok(())
@@ -420,14 +629,52 @@ fn open(path: &std::path::Path, engine: &EngineArgs) -> Result<LogBytes, Failure
     Ok(LogBytes::open(path, mode)?)
 }
 
-fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Replay<'a> {
-    let options = ReplayOptions {
+/// Applies the selection (when it changes anything).
+fn apply_selection(
+    replayed: &mut Replay<'_>,
+    sel: &wmreplay::Selection,
+    args: &SelectArgs,
+    log: &std::path::Path,
+) -> Result<(), Failure> {
+    if !sel.is_everything() {
+        select_with_state(replayed, sel, args, log)?;
+    }
+    Ok(())
+}
+
+/// Applies the selection; with --trim-to, the window start comes from and
+/// goes back to the state store.
+fn select_with_state(
+    replayed: &mut Replay<'_>,
+    sel: &wmreplay::Selection,
+    args: &SelectArgs,
+    log: &std::path::Path,
+) -> Result<wmreplay::SelectReport, Failure> {
+    if sel.trim_to.is_none() {
+        return Ok(replayed.select(sel, None));
+    }
+    let store = wmreplay::state::Store::open(args.store_path(log))?;
+    let spec = sel.window_key();
+    let prev = store.window_start(log, &spec)?;
+    let report = replayed.select(sel, prev);
+    if report.window_start != prev {
+        store.set_window_start(log, &spec, report.window_start)?;
+    }
+    Ok(report)
+}
+
+fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
+    ReplayOptions {
         threads: engine.threads,
         max_depth: engine.max_depth.max(1),
         max_skips,
         validator: engine.validator,
         ..ReplayOptions::default()
-    };
+    }
+}
+
+fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Replay<'a> {
+    let options = replay_options(engine, max_skips);
     let data = bytes.bytes();
     let message = format!("replaying {}", bytes.path().display());
     if let Some(bar) = progress_bar(data.len() as u64, message) {

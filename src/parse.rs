@@ -66,11 +66,31 @@ impl Record {
     pub const OUTPUT: u32 = 1;
     /// Flag: the raw `type` contains backslash escapes.
     pub const KIND_ESCAPED: u32 = 2;
+    /// Flag: the latest `text_input`, unanswered, rendered with a first line
+    /// `PENDING_USER_INPUT` (set by a [`crate::Selection`] with
+    /// `mark_pending`, never by parsing).
+    pub const PENDING: u32 = 4;
 
     /// Whether the record is an assistant message (`type` is `text_output`).
     #[inline]
     pub fn is_output(&self) -> bool {
         self.flags & Record::OUTPUT != 0
+    }
+
+    /// Whether the record is marked as the pending user input.
+    #[inline]
+    pub fn is_pending(&self) -> bool {
+        self.flags & Record::PENDING != 0
+    }
+
+    /// Whether the `type` is `name` (after unescaping).
+    pub fn kind_is(&self, log: &[u8], name: &str) -> bool {
+        let raw = self.kind_raw(log);
+        if self.kind_escaped() {
+            crate::json::string_equals(raw, name)
+        } else {
+            raw == name.as_bytes()
+        }
     }
 
     /// Whether the raw `type` has escapes to decode.

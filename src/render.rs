@@ -28,6 +28,11 @@ pub enum Format {
     OpenAi,
     /// One `{"role":…,"content":…}` object per line, no envelope.
     Ndjson,
+    /// Seed 003's injection format: a `<memory_context>` (or, for a session
+    /// delta, `<memory_delta>`) document with one
+    /// `<record kind="…" ts_ms="…">line</record>` element per record, the
+    /// line being the record's JSON (see [`crate::xml`]).
+    Xml,
 }
 
 impl Format {
@@ -37,6 +42,7 @@ impl Format {
             Format::Anthropic => "anthropic",
             Format::OpenAi => "openai",
             Format::Ndjson => "ndjson",
+            Format::Xml => "xml",
         }
     }
 
@@ -49,6 +55,7 @@ impl Format {
                 br#"{"role":"assistant","content":[{"type":"text","text":""#
             }
             (Format::Anthropic, Role::System) => unreachable!("system is not a message"),
+            (Format::Xml, _) => unreachable!("xml messages are elements"),
             (_, Role::User) => br#"{"role":"user","content":""#,
             (_, Role::Assistant) => br#"{"role":"assistant","content":""#,
             (_, Role::System) => br#"{"role":"system","content":""#,
@@ -60,12 +67,13 @@ impl Format {
             Format::Anthropic => b"\"}]}",
             Format::OpenAi => b"\"}",
             Format::Ndjson => b"\"}\n",
+            Format::Xml => b"</record>\n",
         }
     }
 
     pub(crate) fn separator(self) -> &'static [u8] {
         match self {
-            Format::Ndjson => b"",
+            Format::Ndjson | Format::Xml => b"",
             _ => b",",
         }
     }
@@ -78,8 +86,9 @@ impl std::str::FromStr for Format {
             "anthropic" => Ok(Format::Anthropic),
             "openai" => Ok(Format::OpenAi),
             "ndjson" => Ok(Format::Ndjson),
+            "xml" => Ok(Format::Xml),
             _ => Err(format!(
-                "unknown format {s:?} (expected anthropic, openai or ndjson)"
+                "unknown format {s:?} (expected anthropic, openai, ndjson or xml)"
             )),
         }
     }
@@ -96,6 +105,7 @@ pub enum Role {
     System,
 }
 
+const PENDING_PREFIX: &[u8] = b"PENDING_USER_INPUT\\n";
 const KIND_PREFIX: &[u8] = b"WM_KIND=";
 const TS_PREFIX: &[u8] = b"\\nts_ms: ";
 const JSON_PREFIX: &[u8] = b"\\nWM_JSON: ";
@@ -112,12 +122,21 @@ fn role(r: &Record) -> Role {
 /// Bytes of one record's message, separator included.
 #[inline]
 pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
+    if format == Format::Xml {
+        return crate::xml::element_len(r, log);
+    }
+    let pending = if r.is_pending() {
+        PENDING_PREFIX.len()
+    } else {
+        0
+    };
     let kind_len = if r.kind_escaped() {
         escape::transcoded_len(r.kind_raw(log))
     } else {
         r.kind_len as usize
     };
     format.open(role(r)).len()
+        + pending
         + KIND_PREFIX.len()
         + kind_len
         + TS_PREFIX.len()
@@ -132,7 +151,13 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
 /// Writes one record's message and separator; returns bytes written.
 #[inline]
 fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usize {
+    if format == Format::Xml {
+        return crate::xml::write_element(r, log, out);
+    }
     let mut w = put(out, 0, format.open(role(r)));
+    if r.is_pending() {
+        w = put(out, w, PENDING_PREFIX);
+    }
     w = put(out, w, KIND_PREFIX);
     if r.kind_escaped() {
         w += escape::write_transcoded(r.kind_raw(log), &mut out[w..]);
@@ -154,6 +179,21 @@ pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
     let n = bytes.len().min(out.len() - at);
     out[at..at + n].copy_from_slice(&bytes[..n]);
     at + n
+}
+
+/// A record's message text as the model reads it (unescaped):
+/// `[PENDING_USER_INPUT\n]WM_KIND=<type>\nts_ms: <ts>\nWM_JSON: <line>`,
+/// appended to `out` (what token windows count).
+pub fn message_text(r: &Record, log: &[u8], out: &mut String) {
+    if r.is_pending() {
+        out.push_str("PENDING_USER_INPUT\n");
+    }
+    out.push_str("WM_KIND=");
+    crate::json::decode_string(r.kind_raw(log), out);
+    out.push_str("\nts_ms: ");
+    out.push_str(std::str::from_utf8(JsNumber::new(r.ts).as_bytes()).unwrap_or("0"));
+    out.push_str("\nWM_JSON: ");
+    out.push_str(&String::from_utf8_lossy(r.line(log)));
 }
 
 /// Records per parallel group: small enough to balance, large enough that

@@ -15,6 +15,7 @@ use crate::order;
 use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason, Validator};
 use crate::render::Format;
 use crate::request::{self, CurrentRequest};
+use crate::select::{self, SelectReport, Selection, WindowStart};
 
 /// Settings of a replay, with documented defaults.
 #[derive(Debug, Clone)]
@@ -135,6 +136,8 @@ pub struct StageTimings {
 /// A replayed log: records in `ts_ms` order, borrowing the log's bytes.
 pub struct Replay<'a> {
     log: &'a [u8],
+    /// `\n` bytes in the log (for line numbers).
+    newlines: u64,
     records: Vec<Record>,
     stats: ReplayStats,
     timings: StageTimings,
@@ -149,6 +152,22 @@ impl<'a> Replay<'a> {
     /// The stats.
     pub fn stats(&self) -> &ReplayStats {
         &self.stats
+    }
+
+    /// Keeps only the records `sel` selects (filters, then windows), marks
+    /// the pending prompt if asked, and reports what it did. `prev` is the
+    /// window start remembered from the last turn, for cache-stable trimming
+    /// (see [`crate::select`]).
+    pub fn select(&mut self, sel: &Selection, prev: Option<WindowStart>) -> SelectReport {
+        let (log, newlines) = (self.log, self.newlines);
+        select::apply(&mut self.records, log, sel, prev, |o| {
+            select::line_number(log, o, newlines)
+        })
+    }
+
+    /// The 1-based line number of a byte offset of the log.
+    pub fn line_number(&self, offset: u64) -> u64 {
+        select::line_number(self.log, offset, self.newlines)
     }
 
     /// The log's bytes.
@@ -215,6 +234,7 @@ pub fn replay_with_progress<'a>(
     let mut records = parsed.records;
     let mut stats = parsed.stats;
     stats.bytes = log.len() as u64;
+    let newlines = parsed.lines - stats.unterminated_tail as u64;
     let t1 = Instant::now();
     stats.already_ordered = run_in_pool(options.threads, || {
         order::sort_records(&mut records, options.threads != 1)
@@ -225,6 +245,7 @@ pub fn replay_with_progress<'a>(
     };
     Replay {
         log,
+        newlines,
         records,
         stats,
         timings,

@@ -67,6 +67,19 @@ pub fn request_envelope(
 
 fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest<'_>) -> Envelope {
     let mut head = Vec::new();
+    if format == Format::Xml {
+        // A prompt, not a provider request: the memory document, then the
+        // current request's text (seed 003 prepends the one to the other).
+        let doc = crate::xml::Document::Context;
+        let mut tail = doc.tail().as_bytes().to_vec();
+        tail.extend_from_slice(
+            current_user_request_text(current.text, current.session_id).as_bytes(),
+        );
+        return Envelope {
+            head: doc.head().into_bytes(),
+            tail,
+        };
+    }
     // The object's leading members, if any (`ndjson` has no object).
     let open = |head: &mut Vec<u8>| {
         head.push(b'{');
@@ -82,7 +95,7 @@ fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest
             head.extend_from_slice(&escaped(system));
             head.extend_from_slice(b"\",\"messages\":[");
         }
-        Format::OpenAi | Format::Ndjson => {
+        Format::OpenAi | Format::Ndjson | Format::Xml => {
             if format == Format::OpenAi {
                 open(&mut head);
                 head.extend_from_slice(b"\"messages\":[");
@@ -100,7 +113,7 @@ fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest
         current.session_id,
     )));
     tail.extend_from_slice(format.close());
-    if format != Format::Ndjson {
+    if format != Format::Ndjson && format != Format::Xml {
         tail.extend_from_slice(b"]}");
     }
     Envelope { head, tail }
@@ -143,12 +156,14 @@ pub fn write_request(
 fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
     match format {
         Format::Ndjson => (b"", b""),
+        Format::Xml => (b"<memory_context>\n", b"</memory_context>\n"),
         _ => (b"[", b"]"),
     }
 }
 
 /// The replayed messages alone: a JSON array (`anthropic`, `openai` message
-/// shapes) or NDJSON, in one exactly-sized buffer.
+/// shapes), NDJSON, or an XML `<memory_context>` document, in one
+/// exactly-sized buffer.
 pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8> {
     let (open, close) = replay_brackets(format);
     let lens = render::message_lens(records, log, format);
@@ -164,6 +179,18 @@ pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8
     render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
     out.truncate(w + kept);
     out.extend_from_slice(close);
+    out
+}
+
+/// The records as an XML document (`<memory_context>` or `<memory_delta>`).
+pub fn render_xml(records: &[Record], log: &[u8], doc: crate::xml::Document) -> Vec<u8> {
+    let lens = render::message_lens(records, log, Format::Xml);
+    let body = lens.iter().sum::<u64>() as usize;
+    let head = doc.head();
+    let mut out = vec![0u8; head.len() + body];
+    let w = put(&mut out, 0, head.as_bytes());
+    render::write_with_lens(records, &lens, log, Format::Xml, &mut out[w..]);
+    out.extend_from_slice(doc.tail().as_bytes());
     out
 }
 
@@ -196,7 +223,12 @@ mod tests {
             ));
         }
         let r = replay(log.as_bytes(), &ReplayOptions::default());
-        for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+        for format in [
+            Format::Anthropic,
+            Format::OpenAi,
+            Format::Ndjson,
+            Format::Xml,
+        ] {
             let whole = render_messages(r.records(), log.as_bytes(), format);
             for batch in [1, 100, 5000] {
                 let (open, close) = replay_brackets(format);

@@ -1,0 +1,498 @@
+//! Choosing which records to replay: filters, the pending prompt, and
+//! windows (seeds 001, 002 and 004 on wmreplay's engine).
+//!
+//! A [`Selection`] is applied to the records after ordering, in this order:
+//! 1. **Filters** keep records by session, kind and time.
+//! 2. The **pending prompt** is found among the kept records: the latest
+//!    `text_input` with no `text_output` after it in replay order.
+//! 3. **Windows** keep the newest records: `tail` the last N, then
+//!    `max_tokens` the newest whose message texts fit T tokens. With
+//!    `trim_to` F the window is *cache-stable*: it starts where it started
+//!    last time ([`WindowStart`]) as long as the records from there fit T;
+//!    when they overflow, the start jumps forward so the window holds at most
+//!    F × T, and stays there on later turns. The replayed prefix, and so a
+//!    provider's prompt cache, survives many turns instead of shifting on
+//!    every one.
+//!
+//! Tokens are counted only from the newest record backwards, until the
+//! budget is spent: a window on a huge log costs no more than its size.
+
+use std::ops::Range;
+
+use crate::json::{self, Member};
+use crate::order::ts_key;
+use crate::parse::Record;
+use crate::render;
+use crate::tokens::Tokenizer;
+
+/// Which records to replay. The default keeps everything.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    /// Keep records whose `session_id` is this string, and records without a
+    /// `session_id` (absent or `null`). A `session_id` of another type never
+    /// matches.
+    pub session: Option<String>,
+    /// Keep records whose `type` is one of these.
+    pub kinds: Option<Vec<String>>,
+    /// Keep records with `ts_ms` at least this.
+    pub since: Option<f64>,
+    /// Keep records with `ts_ms` at most this.
+    pub until: Option<f64>,
+    /// Keep only the last N records (after the filters).
+    pub tail: Option<usize>,
+    /// Keep the newest records whose message texts fit this many tokens.
+    pub max_tokens: Option<u64>,
+    /// How tokens are counted.
+    pub tokenizer: Tokenizer,
+    /// Cache-stable trimming: on overflow, shrink the window to this share
+    /// of `max_tokens` (0 < F ≤ 1) and keep its start until the next one.
+    pub trim_to: Option<f64>,
+    /// Render the pending `text_input` with a first line
+    /// `PENDING_USER_INPUT`.
+    pub mark_pending: bool,
+}
+
+impl Selection {
+    /// Whether any filter is set.
+    pub fn has_filters(&self) -> bool {
+        self.session.is_some()
+            || self.kinds.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+
+    /// Whether any window is set.
+    pub fn has_window(&self) -> bool {
+        self.tail.is_some() || self.max_tokens.is_some()
+    }
+
+    /// Whether the selection keeps every record as it is.
+    pub fn is_everything(&self) -> bool {
+        !self.has_filters() && !self.has_window() && !self.mark_pending
+    }
+
+    /// Checks the settings: `trim_to` needs `max_tokens` and lies in (0, 1].
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(f) = self.trim_to {
+            if self.max_tokens.is_none() {
+                return Err("--trim-to needs --max-tokens".into());
+            }
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(format!("--trim-to must be in (0, 1], not {f}"));
+            }
+        }
+        if let (Some(a), Some(b)) = (self.since, self.until)
+            && a > b
+        {
+            return Err(format!("--since {a} is after --until {b}"));
+        }
+        Ok(())
+    }
+
+    /// A stable description of what decides a window's start (filters,
+    /// budget, share, tokenizer): the key a remembered [`WindowStart`] is
+    /// stored under.
+    pub fn window_key(&self) -> String {
+        format!(
+            "session={:?};kinds={:?};since={:?};until={:?};tail={:?};max_tokens={:?};trim_to={:?};tokenizer={}",
+            self.session,
+            self.kinds,
+            self.since,
+            self.until,
+            self.tail,
+            self.max_tokens,
+            self.trim_to,
+            self.tokenizer.name()
+        )
+    }
+
+    /// Whether `r` passes the filters.
+    pub fn matches(&self, r: &Record, log: &[u8]) -> bool {
+        if let Some(since) = self.since
+            && r.ts < since
+        {
+            return false;
+        }
+        if let Some(until) = self.until
+            && r.ts > until
+        {
+            return false;
+        }
+        if let Some(kinds) = &self.kinds
+            && !kinds.iter().any(|k| r.kind_is(log, k))
+        {
+            return false;
+        }
+        if let Some(session) = &self.session {
+            let line = r.line(log);
+            match json::top_level_member(line, b"session_id") {
+                Member::Absent => {}
+                Member::String { start, len } => {
+                    let raw = &line[start as usize..(start + len) as usize];
+                    if !json::string_equals(raw, session) {
+                        return false;
+                    }
+                }
+                Member::Other => {
+                    // `null` counts as no session; other types never match.
+                    if !null_member(line) {
+                        return false;
+                    }
+                }
+                Member::Number { .. } => return false,
+            }
+        }
+        true
+    }
+}
+
+/// Whether the last top-level `session_id` of `line` is `null`.
+fn null_member(line: &[u8]) -> bool {
+    json::top_level_value(line, b"session_id").is_some_and(|v| v == b"null")
+}
+
+/// Where a window starts: its first record's sort key and file offset, which
+/// find it again among later appends (late records included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowStart {
+    /// `ts_key` of the record's `ts_ms`.
+    pub key: u64,
+    /// The record's byte offset in the log.
+    pub offset: u64,
+}
+
+/// The unanswered prompt: the latest `text_input` with no later
+/// `text_output`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pending {
+    /// 1-based line number in the log.
+    pub line: u64,
+    /// Byte offset of the line.
+    pub offset: u64,
+    /// Its `ts_ms`.
+    pub ts_ms: f64,
+}
+
+/// What a selection did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SelectReport {
+    /// Records that passed the filters.
+    pub matched: u64,
+    /// Records in the window (what is replayed).
+    pub selected: u64,
+    /// Tokens of the window's message texts, when `max_tokens` is set.
+    pub tokens: Option<u64>,
+    /// Where the window starts (with `max_tokens`).
+    pub window_start: Option<WindowStart>,
+    /// Whether the window's start moved forward because the budget
+    /// overflowed (or was set for the first time on an overflowing log).
+    pub trimmed: bool,
+    /// The pending prompt, if any.
+    pub pending: Option<Pending>,
+}
+
+impl SelectReport {
+    /// The report as compact JSON members (no braces), for stats output.
+    pub fn json_members(&self) -> String {
+        let pending = match self.pending {
+            Some(p) => format!(
+                "{{\"line\":{},\"offset\":{},\"ts_ms\":{}}}",
+                p.line,
+                p.offset,
+                String::from_utf8_lossy(crate::escape::JsNumber::new(p.ts_ms).as_bytes())
+            ),
+            None => "null".into(),
+        };
+        let tokens = self.tokens.map_or("null".into(), |t| t.to_string());
+        let start = match self.window_start {
+            Some(s) => format!("{{\"offset\":{}}}", s.offset),
+            None => "null".into(),
+        };
+        format!(
+            "\"matched_records\":{},\"selected_records\":{},\"window_tokens\":{tokens},\"window_start\":{start},\"window_trimmed\":{},\"pending_input\":{pending}",
+            self.matched, self.selected, self.trimmed
+        )
+    }
+}
+
+/// The latest `text_input` in `records` (replay order) with no
+/// `text_output` after it: its index.
+pub fn pending_index(records: &[Record], log: &[u8]) -> Option<usize> {
+    for (i, r) in records.iter().enumerate().rev() {
+        if r.is_output() {
+            return None;
+        }
+        if r.kind_is(log, "text_input") {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// The window over `n` items in replay order: `key_of(i)` is item i's
+/// (`ts_key`, offset) and `tokens_of(i)` its message's tokens (called only
+/// for items from the newest back, each at most once). `prev` is the start
+/// remembered from the last turn (used with `trim_to`). Returns the range
+/// kept, its tokens (with `max_tokens`) and whether the start jumped.
+pub fn window(
+    n: usize,
+    sel: &Selection,
+    prev: Option<WindowStart>,
+    key_of: impl Fn(usize) -> (u64, u64),
+    mut tokens_of: impl FnMut(usize) -> u64,
+) -> (Range<usize>, Option<u64>, bool) {
+    let lo = n - sel.tail.unwrap_or(n).min(n);
+    let Some(budget) = sel.max_tokens else {
+        return (lo..n, None, false);
+    };
+    // Tokens of items from the newest back, counted once each.
+    let mut counted: Vec<u64> = Vec::new();
+    let mut tokens = |i: usize, counted: &mut Vec<u64>| -> u64 {
+        let back = n - 1 - i;
+        while counted.len() <= back {
+            let j = n - 1 - counted.len();
+            counted.push(tokens_of(j));
+        }
+        counted[back]
+    };
+    // The newest items fitting `limit`, not before `from`.
+    let mut fit = |limit: u64, from: usize, counted: &mut Vec<u64>| -> (usize, u64) {
+        let mut start = n;
+        let mut sum = 0u64;
+        while start > from {
+            let t = tokens(start - 1, counted);
+            if sum + t > limit {
+                break;
+            }
+            sum += t;
+            start -= 1;
+        }
+        (start, sum)
+    };
+    match sel.trim_to {
+        None => {
+            let (start, sum) = fit(budget, lo, &mut counted);
+            (start..n, Some(sum), false)
+        }
+        Some(share) => {
+            let from = match prev {
+                Some(p) => {
+                    let s = partition(n, &key_of, (p.key, p.offset));
+                    s.max(lo)
+                }
+                None => lo,
+            };
+            let (start, sum) = fit(budget, from, &mut counted);
+            if start == from {
+                return (from..n, Some(sum), false);
+            }
+            let limit = (budget as f64 * share).floor() as u64;
+            let (start, sum) = fit(limit, lo, &mut counted);
+            (start..n, Some(sum), true)
+        }
+    }
+}
+
+/// The first index whose key is at least `target`.
+fn partition(n: usize, key_of: &impl Fn(usize) -> (u64, u64), target: (u64, u64)) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if key_of(mid) < target {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Applies `sel` to `records` (in replay order) in place. `line_of(offset)`
+/// gives the 1-based line number of a record's offset (for the pending
+/// prompt); `prev` is the window start remembered from the last turn.
+pub fn apply(
+    records: &mut Vec<Record>,
+    log: &[u8],
+    sel: &Selection,
+    prev: Option<WindowStart>,
+    line_of: impl Fn(u64) -> u64,
+) -> SelectReport {
+    use rayon::prelude::*;
+    if sel.has_filters() {
+        let kept: Vec<Record> = if records.len() > 65_536 {
+            records
+                .par_iter()
+                .filter(|r| sel.matches(r, log))
+                .copied()
+                .collect()
+        } else {
+            records
+                .iter()
+                .filter(|r| sel.matches(r, log))
+                .copied()
+                .collect()
+        };
+        *records = kept;
+    }
+    let mut report = SelectReport {
+        matched: records.len() as u64,
+        ..SelectReport::default()
+    };
+    let pending = pending_index(records, log);
+    if let Some(i) = pending {
+        let r = &records[i];
+        report.pending = Some(Pending {
+            line: line_of(r.offset),
+            offset: r.offset,
+            ts_ms: r.ts,
+        });
+        if sel.mark_pending {
+            records[i].flags |= Record::PENDING;
+        }
+    }
+    let mut text = String::new();
+    let (range, tokens, trimmed) = window(
+        records.len(),
+        sel,
+        prev,
+        |i| (ts_key(records[i].ts), records[i].offset),
+        |i| {
+            text.clear();
+            render::message_text(&records[i], log, &mut text);
+            sel.tokenizer.count(&text)
+        },
+    );
+    if range.start > 0 || range.end < records.len() {
+        records.drain(range.end..);
+        records.drain(..range.start);
+    }
+    report.selected = records.len() as u64;
+    report.tokens = tokens;
+    report.trimmed = trimmed;
+    if sel.max_tokens.is_some() {
+        report.window_start = records.first().map(|r| WindowStart {
+            key: ts_key(r.ts),
+            offset: r.offset,
+        });
+        if report.window_start.is_none() && !trimmed {
+            report.window_start = prev;
+        }
+    }
+    report
+}
+
+/// The 1-based line number of byte `offset` of `log`, counting newlines from
+/// whichever end is nearer: `newlines` is the total count of `\n` in `log`.
+pub fn line_number(log: &[u8], offset: u64, newlines: u64) -> u64 {
+    let offset = (offset as usize).min(log.len());
+    if offset <= log.len() / 2 {
+        count_newlines(&log[..offset]) + 1
+    } else {
+        newlines - count_newlines(&log[offset..]) + 1
+    }
+}
+
+/// `\n` bytes in `s`.
+pub fn count_newlines(s: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', s).count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(tail: Option<usize>, max: Option<u64>, trim: Option<f64>) -> Selection {
+        Selection {
+            tail,
+            max_tokens: max,
+            trim_to: trim,
+            tokenizer: Tokenizer::Bytes,
+            ..Selection::default()
+        }
+    }
+
+    /// Items with the given token counts; keys are their indices.
+    fn win(
+        tokens: &[u64],
+        s: &Selection,
+        prev: Option<WindowStart>,
+    ) -> (Range<usize>, Option<u64>, bool) {
+        window(
+            tokens.len(),
+            s,
+            prev,
+            |i| (i as u64, i as u64),
+            |i| tokens[i],
+        )
+    }
+
+    #[test]
+    fn tail_keeps_the_last_n() {
+        let t = [1; 10];
+        assert_eq!(win(&t, &sel(Some(3), None, None), None).0, 7..10);
+        assert_eq!(win(&t, &sel(Some(0), None, None), None).0, 10..10);
+        assert_eq!(win(&t, &sel(Some(99), None, None), None).0, 0..10);
+    }
+
+    #[test]
+    fn max_tokens_keeps_the_newest_that_fit() {
+        let t = [5, 5, 5, 5];
+        assert_eq!(
+            win(&t, &sel(None, Some(12), None), None),
+            (2..4, Some(10), false)
+        );
+        // A budget smaller than the newest message keeps nothing.
+        assert_eq!(
+            win(&t, &sel(None, Some(4), None), None),
+            (4..4, Some(0), false)
+        );
+        // Contiguous: an old small message does not sneak in past a big one.
+        let t = [1, 100, 5];
+        assert_eq!(win(&t, &sel(None, Some(50), None), None).0, 2..3);
+    }
+
+    #[test]
+    fn only_the_tail_is_tokenized() {
+        let mut calls = 0;
+        let n = 1_000_000;
+        let (r, _, _) = window(
+            n,
+            &sel(None, Some(100), None),
+            None,
+            |i| (i as u64, i as u64),
+            |_| {
+                calls += 1;
+                10
+            },
+        );
+        assert_eq!(r, n - 10..n);
+        assert_eq!(calls, 11);
+    }
+
+    #[test]
+    fn trimming_keeps_its_start_until_overflow() {
+        let s = sel(None, Some(100), Some(0.5));
+        let mut tokens = vec![10u64; 8]; // 80: fits
+        let (r, _, trimmed) = win(&tokens, &s, None);
+        assert_eq!((r.clone(), trimmed), (0..8, false));
+        let mut prev = Some(WindowStart { key: 0, offset: 0 });
+        // Appends up to the budget keep the start.
+        tokens.extend([10, 10]); // 100
+        let (r, _, trimmed) = win(&tokens, &s, prev);
+        assert_eq!((r, trimmed), (0..10, false));
+        // One more overflows: the window shrinks to 50 tokens.
+        tokens.push(10);
+        let (r, t, trimmed) = win(&tokens, &s, prev);
+        assert_eq!((r.clone(), t, trimmed), (6..11, Some(50), true));
+        prev = Some(WindowStart {
+            key: r.start as u64,
+            offset: r.start as u64,
+        });
+        // And stays there while later appends fit.
+        for k in 0..5 {
+            tokens.push(10);
+            let (r, _, trimmed) = win(&tokens, &s, prev);
+            assert_eq!((r.start, trimmed), (6, false), "append {k}");
+        }
+    }
+}

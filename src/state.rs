@@ -1,0 +1,559 @@
+//! State kept durably next to a log: session positions for prepare/ack
+//! deltas (seed 003) and the starts of cache-stable windows.
+//!
+//! The store is one SQLite file, by default the log's path with
+//! `.wmreplay.db` appended, in WAL mode (`synchronous=NORMAL`: a crash of
+//! the process loses nothing committed; a power cut may lose the last few
+//! acks, which only means a delta is sent again).
+//!
+//! **Prepare/ack.** [`prepare`] answers a session key with
+//! - `full`: the key has no acknowledged position, or the log's identity
+//!   changed (another device or inode, shorter than the position, or the
+//!   bytes before the position differ): the whole log, replayed;
+//! - `delta`: only the records whose lines were appended since the key's
+//!   acknowledged position, ordered among themselves;
+//! - `none`: nothing new, an empty body.
+//!
+//! Positions are byte offsets just past a `\n`: a line still being written
+//! is never included, so it is sent whole once complete. Each prepare gets a
+//! `prepare_id`; [`ack`] with success moves the key's position to the end of
+//! that prepare (never backwards), a failed ack leaves it, so the next
+//! prepare returns the same delta again (plus anything newer).
+
+use std::fs::File;
+use std::hash::{BuildHasher, RandomState};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::Error;
+use crate::order;
+use crate::render::Format;
+use crate::replay::{ReplayOptions, parse_range};
+use crate::select::{self, Selection, WindowStart};
+use crate::source::{LogBytes, ReadMode};
+use crate::xml::Document;
+
+/// Bytes before a position that identify the log it was taken on.
+const FINGERPRINT_BYTES: u64 = 4096;
+
+/// The durable state of one log.
+pub struct Store {
+    path: PathBuf,
+    conn: Connection,
+}
+
+/// What a prepare returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The whole log.
+    Full,
+    /// The records appended since the last acknowledged position.
+    Delta,
+    /// Nothing new.
+    None,
+}
+
+impl Mode {
+    /// `full`, `delta` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Delta => "delta",
+            Mode::None => "none",
+        }
+    }
+}
+
+/// A prepared turn.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// The id to acknowledge.
+    pub prepare_id: String,
+    /// What the body holds.
+    pub mode: Mode,
+    /// Byte offset the body's records start at (0 for `full`).
+    pub from: u64,
+    /// Byte offset they end at: the position an ack with success records.
+    pub to: u64,
+    /// Records in the body.
+    pub records: u64,
+    /// The rendered records: an XML document, a JSON array of messages, or
+    /// NDJSON, per the format asked for; empty for `none`.
+    pub body: Vec<u8>,
+}
+
+impl Prepared {
+    /// The JSON answer of `POST /v1/turn/prepare` (and `wmreplay prepare`):
+    /// `{"prepare_id","mode","from","to","records","body"}`, the body as a
+    /// JSON string.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = format!(
+            "{{\"prepare_id\":\"{}\",\"mode\":\"{}\",\"from\":{},\"to\":{},\"records\":{},\"body\":\"",
+            self.prepare_id,
+            self.mode.name(),
+            self.from,
+            self.to,
+            self.records
+        )
+        .into_bytes();
+        let at = out.len();
+        out.resize(
+            at + self.body.len() + crate::escape::escaped_extra(&self.body),
+            0,
+        );
+        let n = crate::escape::write_escaped(&self.body, &mut out[at..]);
+        out.truncate(at + n);
+        out.extend_from_slice(b"\"}");
+        out
+    }
+}
+
+/// What an ack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acked {
+    /// The session key's acknowledged position afterwards.
+    pub position: Option<u64>,
+    /// Whether this prepare had already been acknowledged the same way.
+    pub repeated: bool,
+}
+
+/// Where a log is and what it is, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LogId {
+    dev: u64,
+    inode: u64,
+}
+
+impl Store {
+    /// The default store of a log: its path with `.wmreplay.db` appended.
+    pub fn path_for(log: &Path) -> PathBuf {
+        let mut p = log.as_os_str().to_os_string();
+        p.push(".wmreplay.db");
+        PathBuf::from(p)
+    }
+
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Store, Error> {
+        let path = path.into();
+        let conn = Connection::open(&path).map_err(|e| state_err(&path, e))?;
+        let store = Store { path, conn };
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA journal_mode=WAL;
+                 PRAGMA synchronous=NORMAL;
+                 PRAGMA busy_timeout=10000;
+                 CREATE TABLE IF NOT EXISTS sessions(
+                     session_key TEXT PRIMARY KEY,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     position INTEGER NOT NULL, fingerprint INTEGER NOT NULL,
+                     updated_ms INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS prepares(
+                     prepare_id TEXT PRIMARY KEY,
+                     session_key TEXT NOT NULL, mode TEXT NOT NULL,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     from_pos INTEGER NOT NULL, to_pos INTEGER NOT NULL,
+                     fingerprint INTEGER NOT NULL,
+                     status TEXT NOT NULL, created_ms INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS windows(
+                     spec TEXT PRIMARY KEY,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     key INTEGER NOT NULL, offset INTEGER NOT NULL,
+                     updated_ms INTEGER NOT NULL);",
+            )
+            .map_err(|e| state_err(&store.path, e))?;
+        Ok(store)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        state_err(&self.path, e)
+    }
+
+    /// The window start remembered for `spec` (see
+    /// [`Selection::window_key`]) on the log at `log`, if the log is still the
+    /// same file.
+    pub fn window_start(&self, log: &Path, spec: &str) -> Result<Option<WindowStart>, Error> {
+        let Some(id) = log_id(log)? else {
+            return Ok(None);
+        };
+        let row: Option<(i64, i64, i64, i64)> = self
+            .conn
+            .query_row(
+                "SELECT dev, inode, key, offset FROM windows WHERE spec = ?1",
+                params![spec],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|(dev, inode, key, offset)| {
+            (dev as u64 == id.dev && inode as u64 == id.inode).then_some(WindowStart {
+                key: key as u64,
+                offset: offset as u64,
+            })
+        }))
+    }
+
+    /// Remembers (or, with `None`, forgets) the window start for `spec`.
+    pub fn set_window_start(
+        &self,
+        log: &Path,
+        spec: &str,
+        start: Option<WindowStart>,
+    ) -> Result<(), Error> {
+        let id = log_id(log)?;
+        match (start, id) {
+            (Some(s), Some(id)) => self
+                .conn
+                .execute(
+                    "INSERT INTO windows(spec, dev, inode, key, offset, updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(spec) DO UPDATE SET dev = ?2, inode = ?3, key = ?4,
+                         offset = ?5, updated_ms = ?6",
+                    params![
+                        spec,
+                        id.dev as i64,
+                        id.inode as i64,
+                        s.key as i64,
+                        s.offset as i64,
+                        now_ms()
+                    ],
+                )
+                .map(|_| ()),
+            _ => self
+                .conn
+                .execute("DELETE FROM windows WHERE spec = ?1", params![spec])
+                .map(|_| ()),
+        }
+        .map_err(|e| self.err(e))
+    }
+
+    /// The acknowledged position of `key`: (identity, position, fingerprint).
+    fn session(&self, key: &str) -> Result<Option<(LogId, u64, u64)>, Error> {
+        self.conn
+            .query_row(
+                "SELECT dev, inode, position, fingerprint FROM sessions WHERE session_key = ?1",
+                params![key],
+                |r| {
+                    Ok((
+                        LogId {
+                            dev: r.get::<_, i64>(0)? as u64,
+                            inode: r.get::<_, i64>(1)? as u64,
+                        },
+                        r.get::<_, i64>(2)? as u64,
+                        r.get::<_, i64>(3)? as u64,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    fn record_prepare(&self, key: &str, p: &Prepared, id: LogId, fp: u64) -> Result<(), Error> {
+        self.conn
+            .execute(
+                "INSERT INTO prepares(prepare_id, session_key, mode, dev, inode, from_pos, to_pos,
+                     fingerprint, status, created_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9)",
+                params![
+                    p.prepare_id,
+                    key,
+                    p.mode.name(),
+                    id.dev as i64,
+                    id.inode as i64,
+                    p.from as i64,
+                    p.to as i64,
+                    fp as i64,
+                    now_ms()
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Acknowledges a prepare: with `success`, its session key's position
+    /// moves to the prepare's end (never backwards on the same log); without,
+    /// nothing moves. An id never issued is [`Error::UnknownPrepare`].
+    pub fn ack(&mut self, prepare_id: &str, success: bool) -> Result<Acked, Error> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| state_err(&path, e))?;
+        let row: Option<(String, i64, i64, i64, i64, String)> = tx
+            .query_row(
+                "SELECT session_key, dev, inode, to_pos, fingerprint, status FROM prepares
+                 WHERE prepare_id = ?1",
+                params![prepare_id],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| state_err(&path, e))?;
+        let Some((key, dev, inode, to, fp, status)) = row else {
+            return Err(Error::UnknownPrepare(prepare_id.to_string()));
+        };
+        let new_status = if success { "success" } else { "failed" };
+        let repeated = status == new_status;
+        if success {
+            let current: Option<(i64, i64, i64)> = tx
+                .query_row(
+                    "SELECT dev, inode, position FROM sessions WHERE session_key = ?1",
+                    params![key],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .optional()
+                .map_err(|e| state_err(&path, e))?;
+            let advance = match current {
+                Some((d, i, pos)) => d != dev || i != inode || (to as u64) > (pos as u64),
+                None => true,
+            };
+            if advance {
+                tx.execute(
+                    "INSERT INTO sessions(session_key, dev, inode, position, fingerprint, updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(session_key) DO UPDATE SET dev = ?2, inode = ?3, position = ?4,
+                         fingerprint = ?5, updated_ms = ?6",
+                    params![key, dev, inode, to, fp, now_ms()],
+                )
+                .map_err(|e| state_err(&path, e))?;
+            }
+        }
+        // A success is final: a late failure report does not undo it.
+        if status != "success" {
+            tx.execute(
+                "UPDATE prepares SET status = ?2 WHERE prepare_id = ?1",
+                params![prepare_id, new_status],
+            )
+            .map_err(|e| state_err(&path, e))?;
+        }
+        let position: Option<i64> = tx
+            .query_row(
+                "SELECT position FROM sessions WHERE session_key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| state_err(&path, e))?;
+        tx.commit().map_err(|e| state_err(&path, e))?;
+        Ok(Acked {
+            position: position.map(|p| p as u64),
+            repeated,
+        })
+    }
+}
+
+fn state_err(path: &Path, e: rusqlite::Error) -> Error {
+    Error::State {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A fresh, unguessable prepare id (128 bits, hex).
+fn new_prepare_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let a = RandomState::new().hash_one((t, n, std::process::id()));
+    let b = RandomState::new().hash_one((n, t, a));
+    format!("{a:016x}{b:016x}")
+}
+
+fn log_id(log: &Path) -> Result<Option<LogId>, Error> {
+    match std::fs::metadata(log) {
+        Ok(m) => {
+            let id = crate::source::identity_of(&m);
+            Ok(Some(LogId {
+                dev: id.dev,
+                inode: id.inode,
+            }))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(log, "cannot stat", e)),
+    }
+}
+
+/// FNV-1a of `bytes`: a cheap check that the bytes before a position are
+/// still the ones it was taken on.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The fingerprint of the bytes before `pos` in `file`.
+fn fingerprint(file: &File, path: &Path, pos: u64) -> Result<u64, Error> {
+    let start = pos.saturating_sub(FINGERPRINT_BYTES);
+    let mut buf = Vec::new();
+    crate::live::read_from(file, start, pos - start, &mut buf)
+        .map_err(|e| Error::io(path, "cannot read", e))?;
+    if (buf.len() as u64) < pos - start {
+        // The file is shorter than the position: it cannot match.
+        return Ok(!fnv1a(&buf));
+    }
+    Ok(fnv1a(&buf))
+}
+
+/// What to prepare.
+#[derive(Debug, Clone)]
+pub struct PrepareRequest<'a> {
+    /// The log.
+    pub log: &'a Path,
+    /// The session key whose position is used.
+    pub session_key: &'a str,
+    /// How the body is rendered: `xml` gives `<memory_context>` (full) or
+    /// `<memory_delta>` documents; the others the messages alone.
+    pub format: Format,
+    /// Filters apply to every mode; windows and the pending mark only to
+    /// `full` (a delta is everything new that passes the filters).
+    pub selection: &'a Selection,
+    /// How lines are parsed.
+    pub options: &'a ReplayOptions,
+}
+
+/// Prepares a turn for a session key (see the module documentation). The
+/// store is locked only to read the key's position and to record the
+/// prepare, not while the log is replayed.
+pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepared, Error> {
+    let lock = || store.lock().unwrap_or_else(|p| p.into_inner());
+    let path = req.log;
+    let file = match File::open(path) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(path, "cannot open", e)),
+    };
+    let (id, len) = match &file {
+        Some(f) => {
+            let m = f
+                .metadata()
+                .map_err(|e| Error::io(path, "cannot stat", e))?;
+            let i = crate::source::identity_of(&m);
+            (
+                LogId {
+                    dev: i.dev,
+                    inode: i.inode,
+                },
+                m.len(),
+            )
+        }
+        None => (LogId { dev: 0, inode: 0 }, 0),
+    };
+    let known = lock().session(req.session_key)?;
+    let from = match (known, &file) {
+        (Some((kid, pos, fp)), Some(f)) if kid == id && pos <= len => {
+            (fingerprint(f, path, pos)? == fp).then_some(pos)
+        }
+        _ => None,
+    };
+    let filters = Selection {
+        session: req.selection.session.clone(),
+        kinds: req.selection.kinds.clone(),
+        since: req.selection.since,
+        until: req.selection.until,
+        tokenizer: req.selection.tokenizer,
+        ..Selection::default()
+    };
+    let prepared = match (from, &file) {
+        (Some(from), Some(f)) => {
+            let mut buf = Vec::new();
+            crate::live::read_from(f, from, len - from, &mut buf)
+                .map_err(|e| Error::io(path, "cannot read", e))?;
+            let commit = memchr::memrchr(b'\n', &buf).map_or(0, |k| k + 1);
+            let parsed = parse_range(&buf, 0..commit, 1, req.options, &|_| {});
+            let mut records = parsed.records;
+            let parallel = records.len() > 4096;
+            order::sort_records(&mut records, parallel);
+            select::apply(&mut records, &buf, &filters, None, |_| 0);
+            let to = from + commit as u64;
+            let (mode, body) = if records.is_empty() {
+                (Mode::None, Vec::new())
+            } else {
+                (
+                    Mode::Delta,
+                    render_body(&records, &buf, req.format, Document::Delta { from, to }),
+                )
+            };
+            Prepared {
+                prepare_id: new_prepare_id(),
+                mode,
+                from,
+                to,
+                records: records.len() as u64,
+                body,
+            }
+        }
+        _ => {
+            let log = LogBytes::open(path, ReadMode::Auto)?;
+            let all = log.bytes();
+            let commit = memchr::memrchr(b'\n', all).map_or(0, |k| k + 1);
+            let mut r = crate::replay::replay(&all[..commit], req.options);
+            r.select(req.selection, None);
+            let body = render_body(r.records(), &all[..commit], req.format, Document::Context);
+            log.verify()?;
+            Prepared {
+                prepare_id: new_prepare_id(),
+                mode: Mode::Full,
+                from: 0,
+                to: commit as u64,
+                records: r.records().len() as u64,
+                body,
+            }
+        }
+    };
+    let fp = match &file {
+        Some(f) => fingerprint(f, path, prepared.to)?,
+        None => fnv1a(&[]),
+    };
+    lock().record_prepare(req.session_key, &prepared, id, fp)?;
+    Ok(prepared)
+}
+
+fn render_body(
+    records: &[crate::parse::Record],
+    log: &[u8],
+    format: Format,
+    doc: Document,
+) -> Vec<u8> {
+    match format {
+        Format::Xml => crate::request::render_xml(records, log, doc),
+        f => crate::request::render_messages(records, log, f),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_is_stable() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

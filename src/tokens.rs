@@ -1,0 +1,109 @@
+//! Counting tokens for `--max-tokens` windows.
+//!
+//! [`Tokenizer::Bytes`] approximates a token as four bytes of text and needs
+//! nothing. With the `tiktoken` feature, [`Tokenizer::O200k`] and
+//! [`Tokenizer::Cl100k`] count exactly with OpenAI's encodings through the
+//! `tiktoken-rs` crate, whose vocabulary files are compiled into the binary:
+//! nothing is downloaded at run time. Loading a vocabulary takes a moment
+//! (hundreds of milliseconds for `o200k_base`), so [`Tokenizer::warm_up`]
+//! starts it on another thread while the log is parsed.
+
+/// A way to count tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tokenizer {
+    /// `ceil(bytes / 4)`: fast, approximate.
+    Bytes,
+    /// tiktoken's `o200k_base` (GPT-4o and later).
+    #[cfg(feature = "tiktoken")]
+    #[default]
+    O200k,
+    /// tiktoken's `cl100k_base` (GPT-4, GPT-3.5).
+    #[cfg(feature = "tiktoken")]
+    Cl100k,
+}
+
+#[cfg(not(feature = "tiktoken"))]
+impl Default for Tokenizer {
+    fn default() -> Self {
+        Tokenizer::Bytes
+    }
+}
+
+impl Tokenizer {
+    /// The name the CLI spells it with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tokenizer::Bytes => "bytes",
+            #[cfg(feature = "tiktoken")]
+            Tokenizer::O200k => "o200k_base",
+            #[cfg(feature = "tiktoken")]
+            Tokenizer::Cl100k => "cl100k_base",
+        }
+    }
+
+    /// Tokens in `text`.
+    pub fn count(self, text: &str) -> u64 {
+        match self {
+            Tokenizer::Bytes => text.len().div_ceil(4) as u64,
+            #[cfg(feature = "tiktoken")]
+            Tokenizer::O200k => tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64,
+            #[cfg(feature = "tiktoken")]
+            Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton().count_ordinary(text) as u64,
+        }
+    }
+
+    /// Starts loading the vocabulary on another thread, so the first
+    /// [`count`](Self::count) does not wait for it (no-op for `bytes`).
+    pub fn warm_up(self) {
+        match self {
+            Tokenizer::Bytes => {}
+            #[cfg(feature = "tiktoken")]
+            _ => {
+                std::thread::spawn(move || self.count(""));
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Tokenizer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bytes" => Ok(Tokenizer::Bytes),
+            #[cfg(feature = "tiktoken")]
+            "o200k_base" | "o200k" => Ok(Tokenizer::O200k),
+            #[cfg(feature = "tiktoken")]
+            "cl100k_base" | "cl100k" => Ok(Tokenizer::Cl100k),
+            _ => Err(format!(
+                "unknown tokenizer {s:?} (expected {})",
+                if cfg!(feature = "tiktoken") {
+                    "o200k_base, cl100k_base or bytes"
+                } else {
+                    "bytes; build with the `tiktoken` feature for o200k_base and cl100k_base"
+                }
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_rounds_up() {
+        assert_eq!(Tokenizer::Bytes.count(""), 0);
+        assert_eq!(Tokenizer::Bytes.count("abcd"), 1);
+        assert_eq!(Tokenizer::Bytes.count("abcde"), 2);
+    }
+
+    #[cfg(feature = "tiktoken")]
+    #[test]
+    fn tiktoken_counts_known_strings() {
+        // Reference counts from OpenAI's tiktoken.
+        assert_eq!(Tokenizer::Cl100k.count("hello world"), 2);
+        assert_eq!(Tokenizer::O200k.count("hello world"), 2);
+        assert_eq!(Tokenizer::Cl100k.count("tiktoken is great!"), 6);
+        assert!(Tokenizer::O200k.count(&"lorem ipsum ".repeat(100)) > 100);
+    }
+}
