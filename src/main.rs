@@ -133,7 +133,7 @@ enum Command {
         bad: f64,
     },
     /// Run the respond server over one log (POST /respond, POST /v1/context,
-    /// GET /v1/stats, GET /healthz). Every flag can also be set through the
+    /// POST /v1/turn/prepare, POST /v1/turn/ack, GET /v1/stats, GET /healthz). Every flag can also be set through the
     /// environment variable shown. Stops cleanly on SIGINT or SIGTERM, after
     /// open requests and their appends finish. Logs go to stderr (RUST_LOG
     /// filters them, default "info").
@@ -277,6 +277,58 @@ struct ServeArgs {
     /// Deepest nesting accepted in a line; deeper lines are skipped.
     #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
+    /// Replay only records whose session_id is ID, and records with none.
+    #[arg(long, env = "WMREPLAY_SESSION", value_name = "ID")]
+    session: Option<String>,
+    /// Replay only records whose type is one of these (comma-separated).
+    #[arg(
+        long,
+        env = "WMREPLAY_KINDS",
+        value_delimiter = ',',
+        value_name = "KIND,..."
+    )]
+    kinds: Option<Vec<String>>,
+    /// Replay only records with ts_ms >= MS.
+    #[arg(
+        long,
+        env = "WMREPLAY_SINCE",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    since: Option<f64>,
+    /// Replay only records with ts_ms <= MS.
+    #[arg(
+        long,
+        env = "WMREPLAY_UNTIL",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    until: Option<f64>,
+    /// Replay only the last N records.
+    #[arg(long, env = "WMREPLAY_TAIL", value_name = "N")]
+    tail: Option<usize>,
+    /// Replay the newest records whose message texts fit T tokens.
+    #[arg(long, env = "WMREPLAY_MAX_TOKENS_WINDOW", value_name = "T")]
+    max_tokens_window: Option<u64>,
+    /// How the window counts tokens: o200k_base, cl100k_base or bytes.
+    #[arg(long, env = "WMREPLAY_TOKENIZER", default_value = "o200k_base", value_parser = parse_tokenizer)]
+    tokenizer: wmreplay::Tokenizer,
+    /// Cache-stable trimming of the token window (see `respond --help`); the
+    /// start is remembered per log, across restarts.
+    #[arg(
+        long,
+        env = "WMREPLAY_TRIM_TO",
+        value_name = "F",
+        requires = "max_tokens_window"
+    )]
+    trim_to: Option<f64>,
+    /// Mark the unanswered text_input with a first line PENDING_USER_INPUT.
+    #[arg(long, env = "WMREPLAY_MARK_PENDING")]
+    mark_pending: bool,
+    /// The state store for session deltas and window starts [default:
+    /// LOG.wmreplay.db].
+    #[arg(long, env = "WMREPLAY_STATE", value_name = "PATH")]
+    state: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -558,6 +610,22 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         max_depth: args.max_depth,
         ..ReplayOptions::default()
     };
+    cfg.selection = wmreplay::Selection {
+        session: args.session,
+        kinds: args.kinds,
+        since: args.since,
+        until: args.until,
+        tail: args.tail,
+        max_tokens: args.max_tokens_window,
+        tokenizer: args.tokenizer,
+        trim_to: args.trim_to,
+        mark_pending: args.mark_pending,
+    };
+    cfg.selection.validate().map_err(Failure::Usage)?;
+    if cfg.selection.max_tokens.is_some() {
+        cfg.selection.tokenizer.warm_up();
+    }
+    cfg.state = args.state;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

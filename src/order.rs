@@ -22,6 +22,17 @@ pub fn ts_key(ts: f64) -> u64 {
     }
 }
 
+/// The `ts_ms` whose [`ts_key`] is `key` (`-0` comes back as `0`).
+#[inline]
+pub fn key_ts(key: u64) -> f64 {
+    let bits = if key >> 63 == 1 {
+        key & !(1 << 63)
+    } else {
+        !key
+    };
+    f64::from_bits(bits)
+}
+
 /// Whether `records` is already in non-decreasing `ts_ms` order.
 pub fn is_ordered(records: &[Record]) -> bool {
     records

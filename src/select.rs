@@ -293,6 +293,11 @@ pub fn window(
     }
 }
 
+/// The `ts_ms` a `ts_key` was made from.
+pub fn key_ts(key: u64) -> f64 {
+    crate::order::key_ts(key)
+}
+
 /// The first index whose key is at least `target`.
 fn partition(n: usize, key_of: &impl Fn(usize) -> (u64, u64), target: (u64, u64)) -> usize {
     let (mut lo, mut hi) = (0, n);

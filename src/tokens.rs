@@ -9,22 +9,24 @@
 //! starts it on another thread while the log is parsed.
 
 /// A way to count tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tokenizer {
     /// `ceil(bytes / 4)`: fast, approximate.
     Bytes,
     /// tiktoken's `o200k_base` (GPT-4o and later).
     #[cfg(feature = "tiktoken")]
-    #[default]
     O200k,
     /// tiktoken's `cl100k_base` (GPT-4, GPT-3.5).
     #[cfg(feature = "tiktoken")]
     Cl100k,
 }
 
-#[cfg(not(feature = "tiktoken"))]
+/// `o200k_base` with the `tiktoken` feature, else `bytes`.
 impl Default for Tokenizer {
     fn default() -> Self {
+        #[cfg(feature = "tiktoken")]
+        return Tokenizer::O200k;
+        #[cfg(not(feature = "tiktoken"))]
         Tokenizer::Bytes
     }
 }

@@ -97,7 +97,9 @@ fn unreadable_file_exits_1_naming_the_path() {
 fn bad_usage_exits_2() {
     for args in [
         vec!["respond", "x.log"],
-        vec!["respond", "x.log", "--text", "t", "--format", "xml"],
+        vec!["respond", "x.log", "--text", "t", "--format", "yaml"],
+        vec!["replay", "x.log", "--tokenizer", "gpt2"],
+        vec!["replay", "x.log", "--max-tokens", "9", "--trim-to", "1.5"],
         vec!["frobnicate"],
         vec!["stats"],
         vec!["stats", "x.log", "--skips", "-1"],

@@ -955,3 +955,158 @@ async fn kill_9_during_appends_then_restart_loses_no_acknowledged_turn() {
         "the kill came after some acknowledged turns"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turn_prepare_and_ack_give_full_then_deltas() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let prepare = |body: Value| {
+        let url = format!("{}/v1/turn/prepare", srv.url);
+        async move { post(&url, body.to_string()).await }
+    };
+    let ack = |body: Value| {
+        let url = format!("{}/v1/turn/ack", srv.url);
+        async move { post(&url, body.to_string()).await }
+    };
+    let (status, body) = prepare(json!({"session_key": "chat-1"})).await;
+    assert_eq!(status, 200, "{body}");
+    let p: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(p["mode"], "full");
+    assert_eq!(p["records"], 9);
+    let xml = p["body"].as_str().unwrap();
+    assert!(roxmltree::Document::parse(xml).is_ok(), "{xml}");
+    // Unknown id: 404 with a JSON error.
+    let (status, body) = ack(json!({"prepare_id": "feed", "status": "success"})).await;
+    assert_eq!(status, 404, "{body}");
+    let e: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(e["error"]["code"], "unknown_prepare_id");
+    let (status, _) = ack(json!({"prepare_id": p["prepare_id"], "status": "success"})).await;
+    assert_eq!(status, 200);
+    let (_, body) = prepare(json!({"session_key": "chat-1"})).await;
+    let none: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (none["mode"].as_str(), none["body"].as_str()),
+        (Some("none"), Some(""))
+    );
+    // Appended by someone else: a delta of just that, in the format asked.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"{\"type\":\"wm_event\",\"ts_ms\":1,\"e\":\"new\"}\n",
+    )
+    .unwrap();
+    let (_, body) = prepare(json!({"session_key": "chat-1", "format": "openai"})).await;
+    let d: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(d["mode"], "delta");
+    assert_eq!(d["from"], p["to"]);
+    let msgs: Value = serde_json::from_str(d["body"].as_str().unwrap()).unwrap();
+    assert_eq!(msgs.as_array().unwrap().len(), 1);
+    // A failed turn keeps the delta.
+    let (status, _) = ack(json!({"prepare_id": d["prepare_id"], "status": "failed"})).await;
+    assert_eq!(status, 200);
+    let (_, body) = prepare(json!({"session_key": "chat-1", "format": "openai"})).await;
+    let again: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&again["from"], &again["body"]), (&d["from"], &d["body"]));
+    // Bad requests.
+    for (input, code) in [
+        (json!({}), "missing_session_key"),
+        (json!({"session_key": 5}), "invalid_session_key"),
+        (
+            json!({"session_key": "k", "format": "yaml"}),
+            "invalid_format",
+        ),
+    ] {
+        let (status, body) = prepare(input).await;
+        assert_eq!(status, 400, "{body}");
+        let e: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(e["error"]["code"], code);
+    }
+    for (input, code) in [
+        (json!({"status": "success"}), "missing_prepare_id"),
+        (
+            json!({"prepare_id": "x", "status": "maybe"}),
+            "invalid_status",
+        ),
+    ] {
+        let (status, body) = ack(input).await;
+        assert_eq!(status, 400, "{body}");
+        let e: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(e["error"]["code"], code);
+    }
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_windows_and_the_trimmed_start_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let mut content = String::new();
+    for i in 0..30 {
+        content.push_str(&format!(
+            "{{\"type\":\"{}\",\"ts_ms\":{i},\"text\":\"{}\"}}\n",
+            if i % 2 == 0 {
+                "text_input"
+            } else {
+                "text_output"
+            },
+            "w".repeat(60)
+        ));
+    }
+    content.push_str("{\"type\":\"text_input\",\"ts_ms\":99,\"text\":\"unanswered\"}\n");
+    std::fs::write(&log, &content).unwrap();
+    let mut cfg = config(&log, None, Provider::OpenAi);
+    cfg.selection = wmreplay::Selection {
+        max_tokens: Some(400),
+        tokenizer: wmreplay::Tokenizer::Bytes,
+        trim_to: Some(0.5),
+        mark_pending: true,
+        ..wmreplay::Selection::default()
+    };
+    let srv = start(cfg.clone()).await;
+    let context = |url: String| async move {
+        let (status, body) = post(&format!("{url}/v1/context"), r#"{"text":"q"}"#).await;
+        assert_eq!(status, 200, "{body}");
+        message_texts(&serde_json::from_str(&body).unwrap())
+    };
+    let texts = context(srv.url.clone()).await;
+    // System, the window, the current request.
+    let window = &texts[1..texts.len() - 1];
+    let tokens: u64 = window
+        .iter()
+        .map(|t| wmreplay::Tokenizer::Bytes.count(t))
+        .sum();
+    assert!(tokens <= 200, "{tokens}");
+    assert!(window.last().unwrap().starts_with("PENDING_USER_INPUT\n"));
+    let stats = client()
+        .get(format!("{}/v1/stats", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let start_offset = stats["selection"]["window_start"]["offset"].clone();
+    assert!(start_offset.as_u64().unwrap() > 0);
+    assert_eq!(stats["selection"]["pending_input"]["line"], 31);
+    srv.stop().await;
+    // Appends that fit, then a restart: the window starts where it did.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&log)
+        .and_then(|mut f| {
+            std::io::Write::write_all(
+                &mut f,
+                b"{\"type\":\"text_output\",\"ts_ms\":100,\"text\":\"ok\"}\n",
+            )
+        })
+        .unwrap();
+    let srv = start(cfg).await;
+    let after = context(srv.url.clone()).await;
+    assert_eq!(
+        after[1], window[0],
+        "the window's first message is the same"
+    );
+    assert!(!after.iter().any(|t| t.contains("PENDING")), "answered now");
+    srv.stop().await;
+}

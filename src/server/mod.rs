@@ -7,7 +7,15 @@
 //!   events. Without an upstream it answers with the request it would send,
 //!   and appends nothing.
 //! - `POST /v1/context` returns that request body as is.
+//! - `POST /v1/turn/prepare` `{"session_key", "format"?}` and
+//!   `POST /v1/turn/ack` `{"prepare_id", "status"}`: seed 003's session
+//!   deltas (see [`crate::state`]); an unknown `prepare_id` is a 404.
 //! - `GET /healthz`, `GET /v1/stats`.
+//!
+//! The configured [`Selection`] applies to every replay: its filters as
+//! records arrive, its windows and pending mark per request. With
+//! cache-stable trimming the window's start is kept in memory and in the
+//! state store next to the log, so it survives a restart.
 //!
 //! The replay is a [`LiveReplay`]: each request parses only what was appended
 //! since the last one, and the response body reuses the rendered messages as
@@ -35,7 +43,11 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::{CurrentRequest, LiveInfo, LiveReplay, ReplayOptions, ReplayStats};
+use crate::state::{self, Store};
+use crate::{
+    CurrentRequest, Format, LiveInfo, LiveReplay, ReplayOptions, ReplayStats, SelectReport,
+    Selection, WindowStart,
+};
 use upstream::StreamEvent;
 pub use upstream::{ApiKey, Provider};
 use writer::{Turn, Writer};
@@ -74,6 +86,11 @@ pub struct Config {
     pub upstream_timeout: Duration,
     /// Engine options for the replay.
     pub replay: ReplayOptions,
+    /// Filters, windows and the pending mark for every replay.
+    pub selection: Selection,
+    /// The state store (session positions, window starts) [default: the
+    /// log's path with `.wmreplay.db` appended]; opened on first use.
+    pub state: Option<PathBuf>,
 }
 
 impl Config {
@@ -95,6 +112,8 @@ impl Config {
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(300),
             replay: ReplayOptions::default(),
+            selection: Selection::default(),
+            state: None,
         }
     }
 }
@@ -106,6 +125,30 @@ struct AppState {
     writer: Writer,
     replays: Arc<Semaphore>,
     client: reqwest::Client,
+    /// The cache-stable window's start, as last replayed.
+    window: Mutex<Option<WindowStart>>,
+    /// The state store, once opened.
+    store: Mutex<Option<Arc<Mutex<Store>>>>,
+}
+
+impl AppState {
+    fn store_path(&self) -> PathBuf {
+        self.cfg
+            .state
+            .clone()
+            .unwrap_or_else(|| Store::path_for(&self.cfg.log))
+    }
+
+    /// The state store, opened on first use.
+    fn store(&self) -> Result<Arc<Mutex<Store>>, crate::Error> {
+        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(Mutex::new(Store::open(self.store_path())?));
+        *slot = Some(s.clone());
+        Ok(s)
+    }
 }
 
 /// An error answered as JSON with its status.
@@ -237,17 +280,35 @@ struct Snapshot {
     chunks: Vec<Bytes>,
     stats: ReplayStats,
     info: LiveInfo,
+    select: Option<SelectReport>,
 }
 
-async fn snapshot(state: &Arc<AppState>) -> Result<Snapshot, ApiError> {
-    let live = state.live.clone();
+/// `report`: also find the pending prompt (and report the selection) when
+/// the selection does not ask for it.
+async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
+    let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
-        let mut live = live.lock().unwrap_or_else(|p| p.into_inner());
+        let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
         live.refresh()?;
+        let sel = &st.cfg.selection;
+        let (chunks, select) = if sel.is_everything() && !report {
+            (live.chunks(), None)
+        } else {
+            let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
+            let (chunks, report) = live.select(sel, *window)?;
+            if sel.trim_to.is_some() && report.window_start != *window {
+                *window = report.window_start;
+                let store = st.store()?;
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
+            }
+            (chunks, Some(report))
+        };
         Ok::<_, crate::Error>(Snapshot {
-            chunks: live.chunks(),
+            chunks,
             stats: live.stats().clone(),
             info: live.info(),
+            select,
         })
     })
     .await;
@@ -334,7 +395,7 @@ async fn context(State(state): State<Arc<AppState>>, req: Request) -> Result<Res
     let body = read_body(&state, req).await?;
     let input = parse_input(&body)?;
     let _permit = state.permit()?;
-    let snap = snapshot(&state).await?;
+    let snap = snapshot(&state, false).await?;
     let parts = state.body_parts(&snap, &input, input.stream);
     Ok(json_response(StatusCode::OK, stream_body(parts)))
 }
@@ -345,7 +406,7 @@ async fn respond(State(state): State<Arc<AppState>>, req: Request) -> Result<Res
     let permit = state.permit()?;
     let Some(base) = state.cfg.upstream.clone() else {
         // No model to call: show the request, append nothing.
-        let snap = snapshot(&state).await?;
+        let snap = snapshot(&state, false).await?;
         let mut parts = vec![Bytes::from_static(b"{\"request\":")];
         parts.extend(state.body_parts(&snap, &input, input.stream));
         let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
@@ -359,7 +420,7 @@ async fn respond(State(state): State<Arc<AppState>>, req: Request) -> Result<Res
             text: input.text.clone(),
         })
         .await?;
-    let snap = snapshot(&state).await?;
+    let snap = snapshot(&state, false).await?;
     let parts = state.body_parts(&snap, &input, input.stream);
     let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
     let provider = state.cfg.provider;
@@ -571,12 +632,18 @@ async fn healthz() -> Response {
 
 async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
     let _permit = state.permit()?;
-    let snap = snapshot(&state).await?;
+    let snap = snapshot(&state, true).await?;
     let i = snap.info;
+    let selection = match &snap.select {
+        Some(r) => serde_json::from_str::<Value>(&format!("{{{}}}", r.json_members()))
+            .expect("the report is JSON"),
+        None => Value::Null,
+    };
     let body = json!({
         "log": state.cfg.log.display().to_string(),
         "log_bytes": i.file_len,
         "stats": stats_json(&snap.stats, state.cfg.replay.max_skips),
+        "selection": selection,
         "live": {
             "committed_bytes": i.committed_bytes,
             "pending_bytes": i.pending_bytes,
@@ -588,6 +655,126 @@ async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError>
         },
     });
     Ok(json_response(StatusCode::OK, body.to_string()))
+}
+
+fn internal(code: &'static str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code, e.to_string())
+}
+
+fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let bad = |msg: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", msg);
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(bad("the body must be a JSON object".into())),
+        Err(e) => Err(bad(format!("the body is not valid JSON: {e}"))),
+    }
+}
+
+fn string_field<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    name: &str,
+    code: &'static str,
+) -> Result<Option<&'a str>, ApiError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("`{name}` must be a string"),
+        )),
+    }
+}
+
+async fn turn_prepare(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let body = read_body(&state, req).await?;
+    let obj = json_object(&body)?;
+    let key = string_field(&obj, "session_key", "invalid_session_key")?
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "missing_session_key",
+                "`session_key` is required (a non-empty string)",
+            )
+        })?
+        .to_string();
+    let format = match string_field(&obj, "format", "invalid_format")? {
+        None => Format::Xml,
+        Some(f) => f
+            .parse::<Format>()
+            .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_format", m))?,
+    };
+    let _permit = state.permit()?;
+    let st = state.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let store = st.store()?;
+        state::prepare(
+            &store,
+            &state::PrepareRequest {
+                log: &st.cfg.log,
+                session_key: &key,
+                format,
+                selection: &st.cfg.selection,
+                options: &st.cfg.replay,
+            },
+        )
+    })
+    .await
+    .map_err(|e| internal("prepare_failed", e))?
+    .map_err(|e| {
+        tracing::error!(error = %e, "prepare failed");
+        internal("prepare_failed", e)
+    })?;
+    Ok(json_response(StatusCode::OK, prepared.to_json()))
+}
+
+async fn turn_ack(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
+    let body = read_body(&state, req).await?;
+    let obj = json_object(&body)?;
+    let id = string_field(&obj, "prepare_id", "invalid_prepare_id")?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "missing_prepare_id",
+                "`prepare_id` is required",
+            )
+        })?
+        .to_string();
+    let success = match string_field(&obj, "status", "invalid_status")? {
+        Some("success") => true,
+        Some("failed") => false,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_status",
+                "`status` must be \"success\" or \"failed\"",
+            ));
+        }
+    };
+    let st = state.clone();
+    let acked = tokio::task::spawn_blocking(move || {
+        let store = st.store()?;
+        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        store.ack(&id, success)
+    })
+    .await
+    .map_err(|e| internal("ack_failed", e))?;
+    match acked {
+        Ok(a) => Ok(json_response(
+            StatusCode::OK,
+            json!({"ok": true, "status": if success {"success"} else {"failed"}, "position": a.position, "repeated": a.repeated}).to_string(),
+        )),
+        Err(e @ crate::Error::UnknownPrepare(_)) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_prepare_id",
+            e.to_string(),
+        )),
+        Err(e) => Err(internal("ack_failed", e)),
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -607,6 +794,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/respond", post(respond))
         .route("/v1/context", post(context))
         .route("/v1/stats", get(stats))
+        .route("/v1/turn/prepare", post(turn_prepare))
+        .route("/v1/turn/ack", post(turn_ack))
         .route("/healthz", get(healthz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -676,7 +865,8 @@ pub async fn serve(
             path: cfg.log.clone(),
             source,
         })?;
-    let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone());
+    let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone())
+        .with_selection(cfg.selection.clone());
     let (live, first) = tokio::task::spawn_blocking(move || {
         let mut live = live;
         let r = live.refresh();
@@ -692,6 +882,8 @@ pub async fn serve(
         "log replayed"
     );
     let state = Arc::new(AppState {
+        window: Mutex::new(None),
+        store: Mutex::new(None),
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         live: Arc::new(Mutex::new(live)),
@@ -699,6 +891,18 @@ pub async fn serve(
         client,
         cfg,
     });
+    if state.cfg.selection.trim_to.is_some() {
+        // Resume the window where the last run left it.
+        let st = state.clone();
+        let start = tokio::task::spawn_blocking(move || {
+            let store = st.store()?;
+            let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            store.window_start(&st.cfg.log, &st.cfg.selection.window_key())
+        })
+        .await
+        .expect("reading the window start does not panic")?;
+        *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
+    }
     let app = router(state.clone());
     let connections = Arc::new(Semaphore::new(state.cfg.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
