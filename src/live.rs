@@ -269,34 +269,28 @@ impl LiveReplay {
             });
         }
         let mark = if sel.mark_pending { pending } else { None };
-        // Byte offset of each entry within its segment, for token counting.
         let format = self.format;
-        let segments = &mut self.segments;
-        let key_of = |i: usize| {
-            let (si, ei) = locate(i);
-            let e = &segments[si].entries[ei];
-            (e.key, e.offset)
-        };
-        let keys: Vec<(u64, u64)> = if sel.trim_to.is_some() {
-            (0..n).map(key_of).collect()
-        } else {
-            Vec::new()
-        };
+        let segments = &self.segments;
+        // Counts made this call, cached once the window is chosen.
+        let mut counted: Vec<(usize, usize, u32)> = Vec::new();
         let mut text = String::new();
         let (range, tokens, trimmed) = select::window(
             n,
             sel,
             prev,
-            |i| keys[i],
             |i| {
                 let (si, ei) = locate(i);
-                let seg = &mut segments[si];
-                let cached = seg.entries[ei].tokens;
-                if cached != NOT_COUNTED && mark != Some(i) {
-                    return cached as u64;
-                }
-                let at: u64 = seg.entries[..ei].iter().map(|e| e.len).sum();
+                let e = &segments[si].entries[ei];
+                (e.key, e.offset)
+            },
+            |i| {
+                let (si, ei) = locate(i);
+                let seg = &segments[si];
                 let e = seg.entries[ei];
+                if e.tokens != NOT_COUNTED && mark != Some(i) {
+                    return e.tokens as u64;
+                }
+                let at = entry_offset(seg, ei);
                 let msg = &seg.bytes[at as usize..(at + e.len) as usize];
                 text.clear();
                 if mark == Some(i) {
@@ -305,11 +299,14 @@ impl LiveReplay {
                 message_text_of(msg, format, e.flags & OUTPUT != 0, &mut text);
                 let t = sel.tokenizer.count(&text);
                 if mark != Some(i) {
-                    seg.entries[ei].tokens = t.min(NOT_COUNTED as u64 - 1) as u32;
+                    counted.push((si, ei, t.min(NOT_COUNTED as u64 - 1) as u32));
                 }
                 t
             },
         );
+        for (si, ei, t) in counted {
+            self.segments[si].entries[ei].tokens = t;
+        }
         report.selected = range.len() as u64;
         report.tokens = tokens;
         report.trimmed = trimmed;
@@ -335,11 +332,11 @@ impl LiveReplay {
         let mut global = starts[first_seg];
         for (si, s) in self.segments.iter().enumerate().skip(first_seg) {
             let skip = if si == first_seg { first_entry } else { 0 };
-            let from: u64 = s.entries[..skip].iter().map(|e| e.len).sum();
+            let from = entry_offset(s, skip);
             match mark {
                 Some(p) if p >= global + skip && p < global + s.entries.len() => {
                     let pi = p - global;
-                    let at: u64 = s.entries[..pi].iter().map(|e| e.len).sum();
+                    let at = entry_offset(s, pi);
                     let len = s.entries[pi].len;
                     let msg = s.bytes.slice(at as usize..(at + len) as usize);
                     if at > from {
@@ -660,6 +657,15 @@ pub(crate) fn read_from(
     f.seek(SeekFrom::Start(offset))?;
     f.take(len).read_to_end(buf)?;
     Ok(())
+}
+
+/// Byte offset of entry `idx` in its segment, summed from the nearer end.
+fn entry_offset(s: &Segment, idx: usize) -> u64 {
+    if idx <= s.entries.len() / 2 {
+        s.entries[..idx].iter().map(|e| e.len).sum()
+    } else {
+        s.bytes.len() as u64 - s.entries[idx..].iter().map(|e| e.len).sum::<u64>()
+    }
 }
 
 /// Appends a rendered message's text (its JSON string content, unescaped) to

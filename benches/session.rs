@@ -1,0 +1,112 @@
+//! Session deltas and token windows on a large log (issue 6).
+//!
+//! `cargo bench --bench session` (size: `WMREPLAY_LIVE_SIZE`, default 1GiB;
+//! the log is generated with seed 1 into `target/bench-data/` and copied to a
+//! scratch file the benchmark appends to).
+//!
+//! - `session/prepare-ack-small-delta`: append one record, prepare a turn for
+//!   a session key whose position is just before it (a one-record
+//!   `<memory_delta>`), and acknowledge it: the round trip an agent pays per
+//!   turn once its session has had its full replay.
+//! - `session/live-window-100k-tokens`: append one record, refresh the live
+//!   state, and select a `--max-tokens 100000` o200k window with
+//!   cache-stable trimming (token counts of older records are cached).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use wmreplay::corpus::{GenOptions, generate, parse_size};
+use wmreplay::state::{self, Mode, PrepareRequest, Store};
+use wmreplay::{Format, LiveReplay, ReplayOptions, Selection, Tokenizer};
+
+fn scratch_log(name: &str) -> PathBuf {
+    let spec = std::env::var("WMREPLAY_LIVE_SIZE").unwrap_or_else(|_| "1GiB".into());
+    let size = parse_size(&spec).expect("a size like 1GiB");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = dir.join(format!("bench-{spec}-seed1.log"));
+    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
+        let options = GenOptions {
+            size,
+            seed: 1,
+            ..GenOptions::default()
+        };
+        generate(&options, &mut f, &|_| {}).unwrap();
+        f.flush().unwrap();
+    }
+    let scratch = dir.join(format!("{name}-{spec}.log"));
+    std::fs::copy(&source, &scratch).unwrap();
+    let _ = std::fs::remove_file(Store::path_for(&scratch));
+    scratch
+}
+
+fn benches(c: &mut Criterion) {
+    let path = scratch_log("session");
+    let store = Mutex::new(Store::open(Store::path_for(&path)).unwrap());
+    let sel = Selection::default();
+    let options = ReplayOptions::default();
+    let req = PrepareRequest {
+        log: &path,
+        session_key: "bench",
+        format: Format::Xml,
+        selection: &sel,
+        options: &options,
+    };
+    // The session's first turn: the full replay, acknowledged.
+    let full = state::prepare(&store, &req).unwrap();
+    assert_eq!(full.mode, Mode::Full);
+    store.lock().unwrap().ack(&full.prepare_id, true).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    let mut ts = 4_000_000_000_000u64;
+    let mut g = c.benchmark_group("session");
+    g.sample_size(50);
+    g.measurement_time(Duration::from_secs(10));
+    g.bench_function("prepare-ack-small-delta", |b| {
+        b.iter(|| {
+            ts += 1;
+            writeln!(
+                file,
+                "{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"one more turn\"}}"
+            )
+            .unwrap();
+            let p = state::prepare(&store, &req).unwrap();
+            assert_eq!((p.mode, p.records), (Mode::Delta, 1));
+            store.lock().unwrap().ack(&p.prepare_id, true).unwrap();
+        })
+    });
+    let window = Selection {
+        max_tokens: Some(100_000),
+        tokenizer: Tokenizer::O200k,
+        trim_to: Some(0.8),
+        ..Selection::default()
+    };
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    let (_, first) = live.select(&window, None).unwrap();
+    let mut prev = first.window_start;
+    g.bench_function("live-window-100k-tokens", |b| {
+        b.iter(|| {
+            ts += 1;
+            writeln!(
+                file,
+                "{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"one more turn\"}}"
+            )
+            .unwrap();
+            live.refresh().unwrap();
+            let (chunks, report) = live.select(&window, prev).unwrap();
+            assert!(report.tokens.unwrap() <= 100_000 && !chunks.is_empty());
+            prev = report.window_start;
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(session, benches);
+criterion_main!(session);
