@@ -34,6 +34,7 @@ use std::ops::Range;
 
 use crate::escape::JsNumber;
 use crate::json::{JsonError, JsonErrorKind, literal, number_end, number_value};
+use crate::simd;
 
 /// Why a line is not one valid JSON value: its [`JsonErrorKind`] and the byte
 /// offset within the line (before trimming) where that was detected. Never
@@ -662,23 +663,21 @@ fn string(s: &[u8], i: usize, out: &mut Vec<u8>) -> Result<usize, JsError> {
     // A high surrogate escape waiting to see whether a low one follows.
     let mut high: Option<u16> = None;
     loop {
-        let Some(k) = memchr::memchr2(b'"', b'\\', &s[j..]) else {
-            if let Some(c) = s[j..].iter().position(|&b| b < 0x20) {
-                return Err(err(JsonErrorKind::ControlCharacterInString, j + c));
+        let k = stop(s, j);
+        match s.get(k) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, s.len())),
+            Some(0x00..=0x1F) => {
+                return Err(err(JsonErrorKind::ControlCharacterInString, k));
             }
-            return Err(err(JsonErrorKind::UnexpectedEnd, s.len()));
-        };
-        let run = &s[j..j + k];
-        if !run.is_empty() {
-            if let Some(c) = run.iter().position(|&b| b < 0x20) {
-                return Err(err(JsonErrorKind::ControlCharacterInString, j + c));
-            }
+            Some(_) => {}
+        }
+        if k > j {
             if let Some(h) = high.take() {
                 push_u_escape(out, h);
             }
-            push_lossy(out, run);
+            push_lossy(out, &s[j..k]);
         }
-        j += k;
+        j = k;
         if s[j] == b'"' {
             if let Some(h) = high.take() {
                 push_u_escape(out, h);
@@ -726,6 +725,23 @@ fn string(s: &[u8], i: usize, out: &mut Vec<u8>) -> Result<usize, JsError> {
     }
 }
 
+/// The index of the first `"`, `\` or control character in `s` from `j`,
+/// or `s.len()`: a block at a time while a whole block is left.
+#[inline]
+fn stop(s: &[u8], mut j: usize) -> usize {
+    while let Some(block) = s.get(j..j + simd::BLOCK) {
+        let m = simd::stop_mask(block.try_into().expect("a whole block"));
+        if m != 0 {
+            return j + m.trailing_zeros() as usize;
+        }
+        j += simd::BLOCK;
+    }
+    while j < s.len() && !matches!(s[j], b'"' | b'\\' | 0x00..=0x1F) {
+        j += 1;
+    }
+    j
+}
+
 /// The code unit of the `\uXXXX` escape at `s[j] == '\\'`.
 fn hex4(s: &[u8], j: usize) -> Result<u16, JsError> {
     let mut u = 0u16;
@@ -748,7 +764,7 @@ fn hex4(s: &[u8], j: usize) -> Result<u16, JsError> {
 /// with each maximal ill-formed UTF-8 subsequence replaced by U+FFFD.
 #[inline]
 fn push_lossy(out: &mut Vec<u8>, run: &[u8]) {
-    if simdutf8::basic::from_utf8(run).is_ok() {
+    if run.is_ascii() || simdutf8::basic::from_utf8(run).is_ok() {
         out.extend_from_slice(run);
         return;
     }
