@@ -72,11 +72,11 @@ pub enum JsValueKind {
 ///
 /// let mut js = JsStringifier::new(1000);
 /// let mut out = Vec::new();
-/// let line = br#"  {"b":1, "a":2e0, "1":"\u00e9", "0":-0, "b":[1e400]}\r"#;
-/// assert_eq!(js.stringify(line, &mut out), Ok(true));
+/// let line = "\u{feff} {\"b\":1, \"a\":2e0, \"1\":\"\\u00e9\", \"0\":-0, \"b\":[1e400]}\r";
+/// assert_eq!(js.stringify(line.as_bytes(), &mut out), Ok(true));
 /// assert_eq!(out, r#"{"0":0,"1":"é","b":[null],"a":2}"#.as_bytes());
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct JsStringifier {
     max_depth: usize,
     /// Containers open while parsing, innermost last.
@@ -101,8 +101,10 @@ pub struct JsStringifier {
     work: Vec<Task>,
     /// The top-level value of the last line written.
     top_kind: Option<JsValueKind>,
-    /// Numbers that are members of the top-level object: (member, value)
-    /// while parsing, then (key range in `top_key_bytes`, value).
+    /// Numbers that are members of the top-level object: (index in
+    /// `members`, which is also the index within the object since it is
+    /// the outermost, value) while parsing, then (key range in
+    /// `top_key_bytes`, value).
     top_members: Vec<(u32, f64)>,
     top_numbers: Vec<(usize, usize, f64)>,
     top_key_bytes: Vec<u8>,
@@ -175,7 +177,21 @@ impl JsStringifier {
     pub fn new(max_depth: usize) -> Self {
         JsStringifier {
             max_depth,
-            ..JsStringifier::default()
+            frames: Vec::new(),
+            members: Vec::new(),
+            fixups: Vec::new(),
+            entries: Vec::new(),
+            skip: Vec::new(),
+            order: Vec::new(),
+            first: Vec::new(),
+            last: Vec::new(),
+            indexed: Vec::new(),
+            text: Vec::new(),
+            work: Vec::new(),
+            top_kind: None,
+            top_members: Vec::new(),
+            top_numbers: Vec::new(),
+            top_key_bytes: Vec::new(),
         }
     }
 
@@ -232,6 +248,14 @@ impl JsStringifier {
             .iter()
             .find(|&&(a, b, _)| &self.top_key_bytes[a..b] == name)
             .map(|&(_, _, x)| x)
+    }
+}
+
+impl Default for JsStringifier {
+    /// A stringifier with the crate's usual depth limit,
+    /// [`crate::DEFAULT_MAX_DEPTH`].
+    fn default() -> Self {
+        JsStringifier::new(crate::DEFAULT_MAX_DEPTH)
     }
 }
 
