@@ -221,3 +221,155 @@ pub fn check_live(data: &[u8]) {
         assert_eq!(live.stats(), one.stats(), "{}", show(data));
     }
 }
+
+/// Lines nested at least this deep are not given to serde_json by
+/// `check_js` (its default recursion limit is 128).
+const SERDE_JS_DEPTH: usize = 120;
+
+/// JavaScript's `String.prototype.trim` whitespace, written out again here
+/// so the check does not trust the code it checks.
+const JS_WHITESPACE: &[char] = &[
+    '\t', '\n', '\u{b}', '\u{c}', '\r', ' ', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}',
+    '\u{2002}', '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}',
+    '\u{200a}', '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{feff}',
+];
+
+/// The js record mode (`wmreplay::js`): never panics; nothing is written
+/// unless a value is; a value is written exactly when the simple validator
+/// accepts the decoded, trimmed line; what is written is well-formed JSON
+/// that serde_json reads, equal under JavaScript's semantics to what
+/// serde_json reads from the line (numbers as doubles, ±Infinity written
+/// `null`, the last duplicate winning, keys in V8's order), and writing it
+/// again gives the same bytes.
+pub fn check_js(data: &[u8]) {
+    use wmreplay::js::{JsStringifier, JsValueKind};
+    let mut js = JsStringifier::new(DEFAULT_MAX_DEPTH);
+    let mut out = b"#".to_vec();
+    let result = js.stringify(data, &mut out);
+    let decoded = String::from_utf8_lossy(data);
+    let trimmed = decoded.trim_matches(|c| JS_WHITESPACE.contains(&c));
+    let simple = json::validate(trimmed.as_bytes(), DEFAULT_MAX_DEPTH, &mut Vec::new());
+    match result {
+        Ok(true) => assert!(simple.is_ok(), "written, but {simple:?}: {}", show(data)),
+        Ok(false) => {
+            assert!(trimmed.is_empty(), "blank, but not empty: {}", show(data));
+            assert_eq!(out, b"#", "wrote a blank line: {}", show(data));
+            return;
+        }
+        Err(e) => {
+            assert!(
+                simple.is_err(),
+                "{e:?}, but the validator accepts: {}",
+                show(data)
+            );
+            assert!(!trimmed.is_empty(), "{e:?} on a blank line: {}", show(data));
+            assert_eq!(out, b"#", "{e:?} left output behind: {}", show(data));
+            return;
+        }
+    }
+    let out = &out[1..];
+    let text = std::str::from_utf8(out)
+        .unwrap_or_else(|e| panic!("output not UTF-8 ({e}): {}", show(data)));
+    let kind = js.top_level_kind();
+    let want_kind = match out[0] {
+        b'{' => JsValueKind::Object,
+        b'[' => JsValueKind::Array,
+        b'"' => JsValueKind::String,
+        b't' | b'f' => JsValueKind::Boolean,
+        b'n' => kind
+            .filter(|&k| k == JsValueKind::Number)
+            .unwrap_or(JsValueKind::Null),
+        _ => JsValueKind::Number,
+    };
+    assert_eq!(kind, Some(want_kind), "{}", show(data));
+
+    // Idempotent: the output is its own JSON.stringify(JSON.parse(...)).
+    let mut again = Vec::new();
+    assert_eq!(js.stringify(out, &mut again), Ok(true), "{}", show(data));
+    assert!(
+        again == out,
+        "not idempotent: {} -> {}",
+        show(out),
+        show(&again)
+    );
+
+    if nesting(data) >= SERDE_JS_DEPTH {
+        return;
+    }
+    // serde_json reads the output (lone surrogates, which it refuses, made
+    // U+FFFD first)...
+    let ours: serde_json::Value = serde_json::from_slice(&defuse_lone_surrogates(out))
+        .unwrap_or_else(|e| panic!("output is not JSON ({e}): {text:?} from {}", show(data)));
+    // ...and, where it follows the grammar, the input; both agree.
+    if trimmed.contains("\\ud") || trimmed.contains("\\uD") {
+        return;
+    }
+    let theirs: serde_json::Value = serde_json::from_str(trimmed)
+        .unwrap_or_else(|e| panic!("serde_json rejects ({e}) what was written: {}", show(data)));
+    if let Err(why) = js_equal(&ours, &theirs) {
+        panic!("{why}: {text:?} from {}", show(data));
+    }
+}
+
+/// `out` (valid JSON as `JSON.stringify` writes it) with each `\udxxx`
+/// escape, always a lone surrogate there, replaced by `\ufffd`.
+fn defuse_lone_surrogates(out: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(out.len());
+    let mut i = 0;
+    while i < out.len() {
+        if out[i] != b'\\' {
+            v.push(out[i]);
+            i += 1;
+            continue;
+        }
+        let width = if out.get(i + 1) == Some(&b'u') { 6 } else { 2 };
+        let esc = &out[i..(i + width).min(out.len())];
+        if esc.len() == 6 && esc[2] == b'd' && matches!(esc[3], b'8'..=b'9' | b'a'..=b'f') {
+            v.extend_from_slice(b"\\ufffd");
+        } else {
+            v.extend_from_slice(esc);
+        }
+        i += width;
+    }
+    v
+}
+
+/// The double a JSON number text stands for (±Infinity on overflow).
+fn double(n: &serde_json::Number) -> f64 {
+    n.to_string().parse::<f64>().expect("a JSON number")
+}
+
+/// Whether `key` is a canonical array index (0 ..= 2^32 − 2), which V8
+/// lists first, in ascending order.
+fn index_key(key: &str) -> Option<u32> {
+    let n: u32 = key.parse().ok()?;
+    (n != u32::MAX && n.to_string() == key).then_some(n)
+}
+
+/// Whether `ours` (read from the output) is what JavaScript makes of
+/// `theirs` (read from the line; serde_json keeps a duplicate key's first
+/// place and its last value, as `JSON.parse` does).
+fn js_equal(ours: &serde_json::Value, theirs: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value as V;
+    match (ours, theirs) {
+        (V::Null, V::Number(n)) if double(n).is_infinite() => Ok(()),
+        (V::Number(a), V::Number(b)) if double(a) == double(b) && double(a).is_finite() => Ok(()),
+        (V::Null, V::Null) => Ok(()),
+        (V::Bool(a), V::Bool(b)) if a == b => Ok(()),
+        (V::String(a), V::String(b)) if a == b => Ok(()),
+        (V::Array(a), V::Array(b)) if a.len() == b.len() => {
+            a.iter().zip(b).try_for_each(|(x, y)| js_equal(x, y))
+        }
+        (V::Object(a), V::Object(b)) => {
+            let mut want: Vec<&String> = b.keys().collect();
+            // Stable: the other keys keep their order.
+            want.sort_by_key(|k| index_key(k).map_or((1, 0), |n| (0, n)));
+            let got: Vec<&String> = a.keys().collect();
+            if got != want {
+                return Err(format!("keys {got:?}, want {want:?}"));
+            }
+            a.iter().try_for_each(|(k, x)| js_equal(x, &b[k]))
+        }
+        _ => Err(format!("{ours} is not JavaScript's {theirs}")),
+    }
+}

@@ -38,6 +38,7 @@
 pub mod corpus;
 mod error;
 pub mod escape;
+pub mod js;
 pub mod json;
 pub mod lines;
 pub mod live;

@@ -59,3 +59,11 @@ fn fuzz_corpus_live() {
         "the live corpus is committed"
     );
 }
+
+#[test]
+fn fuzz_corpus_js() {
+    assert!(
+        replay_dir("js", checks::check_js) > 0,
+        "the js corpus is committed"
+    );
+}

@@ -1,0 +1,1302 @@
+//! JavaScript-exact record mode: one raw log line turned into exactly the
+//! bytes Node.js produces for `JSON.stringify(JSON.parse(line.trim()))`, where
+//! the line came from `fs.readFileSync(path, 'utf8').split('\n')`.
+//!
+//! That is, in order:
+//! - **decoding** as Node decodes a file read as UTF-8: each maximal ill-formed
+//!   subsequence becomes U+FFFD (the policy of [`String::from_utf8_lossy`]);
+//! - **trimming** with `String.prototype.trim`'s whitespace (ASCII space, TAB,
+//!   LF, VT, FF, CR, and U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029, U+202F,
+//!   U+205F, U+3000, U+FEFF);
+//! - **parsing** as `JSON.parse` parses (RFC 8259: numbers of any size,
+//!   unpaired surrogate escapes, duplicate keys with the last value winning);
+//! - **writing** what `JSON.stringify` writes for the result: compact, object
+//!   keys that are array indices first in ascending order and the others in
+//!   insertion order (a duplicate keeps its first key's place), numbers as
+//!   `String(x)` writes them (`-0` as `0`, ±Infinity as `null`), strings
+//!   escaped the well-formed way (lone surrogates as lowercase `\udxxx`).
+//!
+//! The work is done on the raw bytes, in one pass that writes the output as it
+//! parses: nothing is decoded up front (invalid UTF-8 can only be valid inside
+//! a string, where it is replaced as it is copied). An object whose keys need
+//! reordering or merging is only recorded during that pass; a second pass,
+//! over the output, rewrites such objects once the line is parsed. Both passes
+//! keep their own stack, so nesting is limited by the configured depth, never
+//! by the call stack. Scratch space lives in [`JsStringifier`] and is reused:
+//! once its buffers have grown, a line costs no allocation.
+//!
+//! This module does not check the record shape (a string `type`, a number
+//! `ts_ms`): the caller runs the ordinary line parser on the output, and takes
+//! numbers that JSON cannot express (±Infinity, written `null`) from
+//! [`JsStringifier::top_level_number`].
+
+use std::ops::Range;
+
+use crate::escape::JsNumber;
+use crate::json::{JsonError, JsonErrorKind, literal, number_end, number_value};
+use crate::simd;
+
+/// Why a line is not one valid JSON value: its [`JsonErrorKind`] and the byte
+/// offset within the line (before trimming) where that was detected. Never
+/// [`JsonErrorKind::InvalidUtf8`]: invalid UTF-8 is replaced, as Node replaces
+/// it, and is then either inside a string or an unexpected character.
+pub type JsError = JsonError;
+
+#[cold]
+fn err(kind: JsonErrorKind, column: usize) -> JsError {
+    JsError { kind, column }
+}
+
+/// The JSON type of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsValueKind {
+    /// `{...}`
+    Object,
+    /// `[...]`
+    Array,
+    /// `"..."`
+    String,
+    /// A number (written `null` when it is ±Infinity).
+    Number,
+    /// `true` or `false`.
+    Boolean,
+    /// `null`.
+    Null,
+}
+
+/// Turns lines into `JSON.stringify(JSON.parse(line.trim()))`, reusing its
+/// scratch buffers from one line to the next.
+///
+/// ```
+/// use wmreplay::js::JsStringifier;
+///
+/// let mut js = JsStringifier::new(1000);
+/// let mut out = Vec::new();
+/// let line = "\u{feff} {\"b\":1, \"a\":2e0, \"1\":\"\\u00e9\", \"0\":-0, \"b\":[1e400]}\r";
+/// assert_eq!(js.stringify(line.as_bytes(), &mut out), Ok(true));
+/// assert_eq!(out, r#"{"0":0,"1":"é","b":[null],"a":2}"#.as_bytes());
+/// ```
+#[derive(Debug)]
+pub struct JsStringifier {
+    max_depth: usize,
+    /// Containers open while parsing, innermost last.
+    frames: Vec<Frame>,
+    /// The members of the open objects, innermost object's last.
+    members: Vec<Member>,
+    /// Objects whose members must be reordered or merged, by closing order
+    /// (sorted by start before the rewrite).
+    fixups: Vec<Fixup>,
+    /// Each fixup's members in output order.
+    entries: Vec<Entry>,
+    /// For each fixup (sorted), the index of the next one after its end.
+    skip: Vec<usize>,
+    /// Scratch for one object's duplicate detection and ordering.
+    order: Vec<u32>,
+    first: Vec<u32>,
+    last: Vec<u32>,
+    indexed: Vec<(u32, u32)>,
+    /// The first pass's output while the second pass rewrites it.
+    text: Vec<u8>,
+    /// The second pass's stack.
+    work: Vec<Task>,
+    /// The top-level value of the last line written.
+    top_kind: Option<JsValueKind>,
+    /// Numbers that are members of the top-level object: (index in
+    /// `members`, which is also the index within the object since it is
+    /// the outermost, value) while parsing, then (key range in
+    /// `top_key_bytes`, value).
+    top_members: Vec<(u32, f64)>,
+    top_numbers: Vec<(usize, usize, f64)>,
+    top_key_bytes: Vec<u8>,
+}
+
+/// An open container. Offsets here and below are relative to where the
+/// line's output starts.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    object: bool,
+    /// Offset of the opening bracket.
+    start: usize,
+    /// Index of the object's first member in `members`.
+    members: usize,
+}
+
+/// One member of an object as first written: the key (quotes included) runs
+/// from `key_start` to `key_end`, a colon follows, then the value up to
+/// `value_end`.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    key_start: usize,
+    key_end: usize,
+    value_end: usize,
+}
+
+impl Member {
+    fn key(&self) -> (usize, usize) {
+        (self.key_start, self.key_end)
+    }
+    fn value(&self) -> (usize, usize) {
+        (self.key_end + 1, self.value_end)
+    }
+}
+
+/// An object to rewrite: its span in the first pass's output and its members
+/// in output order (`entries[entries.0..entries.1]`).
+#[derive(Debug, Clone, Copy)]
+struct Fixup {
+    start: usize,
+    end: usize,
+    entries: (usize, usize),
+}
+
+/// A member of a rewritten object: the key of its first occurrence and the
+/// value of its last.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: (usize, usize),
+    value: (usize, usize),
+}
+
+/// The second pass's work items.
+#[derive(Debug, Clone, Copy)]
+enum Task {
+    /// Copy `pos..end` of the first pass's output, rewriting the fixups in
+    /// it; `next` is the first fixup that may start in the range.
+    Copy { pos: usize, end: usize, next: usize },
+    /// Write entry `entry` of fixup `fixup` (or its closing brace).
+    Object { fixup: usize, entry: usize },
+}
+
+/// Objects with at most this many members look for duplicate keys by
+/// comparing every pair; larger ones sort their keys.
+const PAIRWISE_MAX: usize = 16;
+
+impl JsStringifier {
+    /// A stringifier that rejects lines nested more than `max_depth` arrays
+    /// and objects deep (with [`JsonErrorKind::TooDeep`]).
+    pub fn new(max_depth: usize) -> Self {
+        JsStringifier {
+            max_depth,
+            frames: Vec::new(),
+            members: Vec::new(),
+            fixups: Vec::new(),
+            entries: Vec::new(),
+            skip: Vec::new(),
+            order: Vec::new(),
+            first: Vec::new(),
+            last: Vec::new(),
+            indexed: Vec::new(),
+            text: Vec::new(),
+            work: Vec::new(),
+            top_kind: None,
+            top_members: Vec::new(),
+            top_numbers: Vec::new(),
+            top_key_bytes: Vec::new(),
+        }
+    }
+
+    /// Appends `JSON.stringify(JSON.parse(line.trim()))` to `out`, `line`
+    /// being one line of a file as Node reads it (any bytes except `\n`; a
+    /// `\r` or invalid UTF-8 is fine).
+    ///
+    /// Returns `Ok(false)` and writes nothing when the line is blank after
+    /// trimming; `Ok(true)` when the value was written; an error, with
+    /// nothing written, when `JSON.parse` would throw or the nesting is
+    /// deeper than the limit.
+    pub fn stringify(&mut self, line: &[u8], out: &mut Vec<u8>) -> Result<bool, JsError> {
+        let base = out.len();
+        self.top_kind = None;
+        self.top_members.clear();
+        self.top_numbers.clear();
+        self.top_key_bytes.clear();
+        let Range { start, end } = js_trim(line);
+        if start == end {
+            return Ok(false);
+        }
+        let kind = match self.parse(&line[..end], start, base, out) {
+            Ok(kind) => kind,
+            Err(e) => {
+                out.truncate(base);
+                return Err(e);
+            }
+        };
+        if !self.fixups.is_empty() {
+            self.rewrite(base, out);
+        }
+        self.top_kind = Some(kind);
+        Ok(true)
+    }
+
+    /// The type of the top-level value of the last line written, or `None`
+    /// when the last call wrote nothing. A record must be an
+    /// [`JsValueKind::Object`].
+    pub fn top_level_kind(&self) -> Option<JsValueKind> {
+        self.top_kind
+    }
+
+    /// The value of the top-level object's member `name` in the last line
+    /// written, when that value (the last one, for a duplicated key) is a
+    /// number; ±Infinity included, which the output can only write as
+    /// `null` but `JSON.parse` gives as a number, so a record whose `ts_ms`
+    /// overflows is still a record (ordered last, or first).
+    ///
+    /// `name` is compared with the key as written in the output, without
+    /// its quotes: for a name without `"`, `\`, control characters or lone
+    /// surrogates, that is the name itself.
+    pub fn top_level_number(&self, name: &[u8]) -> Option<f64> {
+        self.top_numbers
+            .iter()
+            .find(|&&(a, b, _)| &self.top_key_bytes[a..b] == name)
+            .map(|&(_, _, x)| x)
+    }
+}
+
+impl Default for JsStringifier {
+    /// A stringifier with the crate's usual depth limit,
+    /// [`crate::DEFAULT_MAX_DEPTH`].
+    fn default() -> Self {
+        JsStringifier::new(crate::DEFAULT_MAX_DEPTH)
+    }
+}
+
+impl JsStringifier {
+    /// The first pass: parses `s` from `i` (`s` ends where the value must
+    /// end) and writes the value to `out`, recording the objects to rewrite.
+    /// Returns the top-level value's kind.
+    fn parse(
+        &mut self,
+        s: &[u8],
+        mut i: usize,
+        base: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<JsValueKind, JsError> {
+        self.frames.clear();
+        self.members.clear();
+        self.fixups.clear();
+        self.entries.clear();
+        let n = s.len();
+        let mut top = None;
+        'value: loop {
+            // One value at `i`.
+            i = skip_ws(s, i);
+            if i >= n {
+                return Err(err(JsonErrorKind::UnexpectedEnd, i));
+            }
+            match s[i] {
+                open @ (b'{' | b'[') => {
+                    let object = open == b'{';
+                    if self.frames.len() >= self.max_depth {
+                        return Err(err(JsonErrorKind::TooDeep, i));
+                    }
+                    top.get_or_insert(if object {
+                        JsValueKind::Object
+                    } else {
+                        JsValueKind::Array
+                    });
+                    let start = out.len() - base;
+                    out.push(open);
+                    let close = if object { b'}' } else { b']' };
+                    i = skip_ws(s, i + 1);
+                    if i < n && s[i] == close {
+                        out.push(close);
+                        i += 1;
+                    } else {
+                        self.frames.push(Frame {
+                            object,
+                            start,
+                            members: self.members.len(),
+                        });
+                        if object {
+                            i = self.key(s, i, base, out)?;
+                        }
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    top.get_or_insert(JsValueKind::String);
+                    i = string(s, i, out)?;
+                }
+                b'-' | b'0'..=b'9' => {
+                    top.get_or_insert(JsValueKind::Number);
+                    i = self.number(s, i, out)?;
+                }
+                b't' | b'f' | b'n' => {
+                    let word: &[u8] = match s[i] {
+                        b't' => b"true",
+                        b'f' => b"false",
+                        _ => b"null",
+                    };
+                    top.get_or_insert(if s[i] == b'n' {
+                        JsValueKind::Null
+                    } else {
+                        JsValueKind::Boolean
+                    });
+                    i = literal(s, i, word)?;
+                    out.extend_from_slice(word);
+                }
+                _ => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+            }
+            // After a value: close containers or go on to the next element.
+            loop {
+                i = skip_ws(s, i);
+                let Some(&frame) = self.frames.last() else {
+                    return match top {
+                        Some(kind) if i == n => Ok(kind),
+                        _ => Err(err(JsonErrorKind::TrailingCharacters, i)),
+                    };
+                };
+                if i >= n {
+                    return Err(err(JsonErrorKind::UnexpectedEnd, i));
+                }
+                match (s[i], frame.object) {
+                    (b',', true) => {
+                        self.end_member(base, out);
+                        out.push(b',');
+                        i = self.key(s, skip_ws(s, i + 1), base, out)?;
+                        continue 'value;
+                    }
+                    (b',', false) => {
+                        out.push(b',');
+                        i += 1;
+                        continue 'value;
+                    }
+                    (b'}', true) => {
+                        self.end_member(base, out);
+                        self.close_object(base, out);
+                        i += 1;
+                    }
+                    (b']', false) => {
+                        self.frames.pop();
+                        out.push(b']');
+                        i += 1;
+                    }
+                    _ => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+                }
+            }
+        }
+    }
+
+    /// Parses `"key" :` at `i` (after whitespace), writes `"key":` and opens
+    /// a member; returns the index after the colon.
+    fn key(
+        &mut self,
+        s: &[u8],
+        i: usize,
+        base: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, JsError> {
+        match s.get(i) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+            Some(b'"') => {}
+            Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+        }
+        let key_start = out.len() - base;
+        let i = skip_ws(s, string(s, i, out)?);
+        match s.get(i) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, i)),
+            Some(b':') => {}
+            Some(_) => return Err(err(JsonErrorKind::UnexpectedByte, i)),
+        }
+        self.members.push(Member {
+            key_start,
+            key_end: out.len() - base,
+            value_end: 0,
+        });
+        out.push(b':');
+        Ok(i + 1)
+    }
+
+    #[inline]
+    fn end_member(&mut self, base: usize, out: &[u8]) {
+        if let Some(m) = self.members.last_mut() {
+            m.value_end = out.len() - base;
+        }
+    }
+
+    /// Parses the number at `i` and writes it as `JSON.stringify` does;
+    /// returns the index after it.
+    fn number(&mut self, s: &[u8], i: usize, out: &mut Vec<u8>) -> Result<usize, JsError> {
+        let end = number_end(s, i)?;
+        let text = &s[i..end];
+        // A short integer (not -0) is exact and already written as
+        // JavaScript writes it.
+        let digits = text.strip_prefix(b"-").unwrap_or(text);
+        let plain = digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) && text != b"-0";
+        let top_member = self.frames.len() == 1 && self.frames[0].object;
+        if plain && !top_member {
+            out.extend_from_slice(text);
+            return Ok(end);
+        }
+        let x = number_value(text);
+        if plain {
+            out.extend_from_slice(text);
+        } else if x.is_infinite() {
+            out.extend_from_slice(b"null");
+        } else {
+            out.extend_from_slice(JsNumber::new(x).as_bytes());
+        }
+        if top_member {
+            self.top_members.push(((self.members.len() - 1) as u32, x));
+        }
+        Ok(end)
+    }
+
+    /// Closes the innermost object (its last member already ended): records
+    /// it for the rewrite if its keys need reordering or merging.
+    fn close_object(&mut self, base: usize, out: &mut Vec<u8>) {
+        let Some(frame) = self.frames.pop() else {
+            return;
+        };
+        let text = &out[base..];
+        let from = frame.members;
+        let (indexed, duplicated) = self.analyse(text, from);
+        if self.frames.is_empty() {
+            self.keep_top_numbers(text, from, duplicated);
+        }
+        if indexed || duplicated {
+            let begin = self.entries.len();
+            self.plan(text, from, duplicated);
+            self.fixups.push(Fixup {
+                start: frame.start,
+                end: out.len() - base + 1,
+                entries: (begin, self.entries.len()),
+            });
+        }
+        self.members.truncate(from);
+        out.push(b'}');
+    }
+
+    /// Whether the object whose members start at `from` has array-index keys
+    /// and whether it has duplicate keys. Fills `first` (each member's first
+    /// occurrence) and, with duplicates, `last` (each first occurrence's
+    /// last one).
+    fn analyse(&mut self, text: &[u8], from: usize) -> (bool, bool) {
+        let ms = &self.members[from..];
+        let n = ms.len();
+        let key = |m: &Member| &text[m.key_start..m.key_end];
+        let indexed = ms.iter().any(|m| array_index(name(text, m)).is_some());
+        let first = &mut self.first;
+        first.clear();
+        let mut duplicated = false;
+        if n <= PAIRWISE_MAX {
+            for (i, m) in ms.iter().enumerate() {
+                let k = key(m);
+                let f = ms[..i].iter().position(|p| key(p) == k).unwrap_or(i);
+                duplicated |= f != i;
+                first.push(f as u32);
+            }
+        } else {
+            // Sorting by key (then position) puts each key's occurrences
+            // together, first one first: O(n log n) even for adversarial keys.
+            let order = &mut self.order;
+            order.clear();
+            order.extend(0..n as u32);
+            order.sort_unstable_by(|&a, &b| {
+                key(&ms[a as usize])
+                    .cmp(key(&ms[b as usize]))
+                    .then(a.cmp(&b))
+            });
+            first.resize(n, 0);
+            let mut g = 0;
+            while g < n {
+                let head = order[g];
+                let k = key(&ms[head as usize]);
+                let mut h = g;
+                while h < n && key(&ms[order[h] as usize]) == k {
+                    first[order[h] as usize] = head;
+                    h += 1;
+                }
+                duplicated |= h - g > 1;
+                g = h;
+            }
+        }
+        if duplicated {
+            let last = &mut self.last;
+            last.clear();
+            last.resize(n, 0);
+            for (i, &f) in first.iter().enumerate() {
+                last[f as usize] = i as u32;
+            }
+        }
+        (indexed, duplicated)
+    }
+
+    /// Appends the output order of the object whose members start at `from`
+    /// to `entries`: array-index keys ascending, then the others by first
+    /// occurrence, each with its last occurrence's value.
+    fn plan(&mut self, text: &[u8], from: usize, duplicated: bool) {
+        let ms = &self.members[from..];
+        let winner = |i: usize| {
+            if duplicated { self.last[i] as usize } else { i }
+        };
+        self.indexed.clear();
+        for (i, m) in ms.iter().enumerate() {
+            if self.first[i] as usize == i
+                && let Some(ix) = array_index(name(text, m))
+            {
+                self.indexed.push((ix, i as u32));
+            }
+        }
+        self.indexed.sort_unstable();
+        for &(_, i) in &self.indexed {
+            let i = i as usize;
+            self.entries.push(Entry {
+                key: ms[i].key(),
+                value: ms[winner(i)].value(),
+            });
+        }
+        for (i, m) in ms.iter().enumerate() {
+            if self.first[i] as usize == i && array_index(name(text, m)).is_none() {
+                self.entries.push(Entry {
+                    key: m.key(),
+                    value: ms[winner(i)].value(),
+                });
+            }
+        }
+    }
+
+    /// Keeps the top-level object's number members that no later duplicate
+    /// overrides, with their keys, for [`Self::top_level_number`].
+    fn keep_top_numbers(&mut self, text: &[u8], from: usize, duplicated: bool) {
+        for &(m, x) in &self.top_members {
+            let m = m as usize;
+            if duplicated && self.last[self.first[m] as usize] as usize != m {
+                continue;
+            }
+            let key = name(text, &self.members[from + m]);
+            let a = self.top_key_bytes.len();
+            self.top_key_bytes.extend_from_slice(key);
+            self.top_numbers.push((a, self.top_key_bytes.len(), x));
+        }
+    }
+
+    /// The second pass: rewrites the recorded objects of the line written at
+    /// `out[base..]`, each once, with an explicit stack.
+    fn rewrite(&mut self, base: usize, out: &mut Vec<u8>) {
+        let text = &mut self.text;
+        text.clear();
+        text.extend_from_slice(&out[base..]);
+        out.truncate(base);
+        out.reserve(text.len());
+        let fixups = &mut self.fixups;
+        fixups.sort_unstable_by_key(|f| f.start);
+        let nf = fixups.len();
+        // skip[j]: the first fixup starting after fixup j ends.
+        let skip = &mut self.skip;
+        skip.clear();
+        skip.resize(nf, nf);
+        let open = &mut self.order;
+        open.clear();
+        for j in 0..nf {
+            while let Some(&t) = open.last()
+                && fixups[t as usize].end <= fixups[j].start
+            {
+                skip[t as usize] = j;
+                open.pop();
+            }
+            open.push(j as u32);
+        }
+        let work = &mut self.work;
+        work.clear();
+        work.push(Task::Copy {
+            pos: 0,
+            end: text.len(),
+            next: 0,
+        });
+        while let Some(task) = work.pop() {
+            match task {
+                Task::Copy { pos, end, next } => {
+                    if next < nf && fixups[next].start < end {
+                        let f = fixups[next];
+                        out.extend_from_slice(&text[pos..f.start]);
+                        work.push(Task::Copy {
+                            pos: f.end,
+                            end,
+                            next: skip[next],
+                        });
+                        work.push(Task::Object {
+                            fixup: next,
+                            entry: 0,
+                        });
+                    } else {
+                        out.extend_from_slice(&text[pos..end]);
+                    }
+                }
+                Task::Object { fixup, entry } => {
+                    let (a, b) = fixups[fixup].entries;
+                    if a + entry == b {
+                        out.push(b'}');
+                        continue;
+                    }
+                    out.push(if entry == 0 { b'{' } else { b',' });
+                    let e = self.entries[a + entry];
+                    out.extend_from_slice(&text[e.key.0..e.key.1]);
+                    out.push(b':');
+                    work.push(Task::Object {
+                        fixup,
+                        entry: entry + 1,
+                    });
+                    let (pos, end) = e.value;
+                    work.push(Task::Copy {
+                        pos,
+                        end,
+                        next: fixups.partition_point(|f| f.start < pos),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// A member's key as written, without its quotes.
+#[inline]
+fn name<'a>(text: &'a [u8], m: &Member) -> &'a [u8] {
+    &text[m.key_start + 1..m.key_end - 1]
+}
+
+/// The array index a key (as written, without quotes) stands for: the
+/// canonical decimal form of an integer from 0 to 2^32 − 2. JavaScript lists
+/// such keys first, in ascending order.
+pub fn array_index(key: &[u8]) -> Option<u32> {
+    if key.is_empty() || key.len() > 10 || (key[0] == b'0' && key.len() > 1) {
+        return None;
+    }
+    let mut v = 0u64;
+    for &d in key {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (d - b'0') as u64;
+    }
+    (v <= 4_294_967_294).then_some(v as u32)
+}
+
+#[inline]
+fn skip_ws(s: &[u8], mut i: usize) -> usize {
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// Parses the string at `s[i] == '"'` and writes it as `JSON.stringify`
+/// writes its value; returns the index after the closing quote.
+fn string(s: &[u8], i: usize, out: &mut Vec<u8>) -> Result<usize, JsError> {
+    out.push(b'"');
+    let mut j = i + 1;
+    // A high surrogate escape waiting to see whether a low one follows.
+    let mut high: Option<u16> = None;
+    loop {
+        let k = stop(s, j);
+        match s.get(k) {
+            None => return Err(err(JsonErrorKind::UnexpectedEnd, s.len())),
+            Some(0x00..=0x1F) => {
+                return Err(err(JsonErrorKind::ControlCharacterInString, k));
+            }
+            Some(_) => {}
+        }
+        if k > j {
+            if let Some(h) = high.take() {
+                push_u_escape(out, h);
+            }
+            push_lossy(out, &s[j..k]);
+        }
+        j = k;
+        if s[j] == b'"' {
+            if let Some(h) = high.take() {
+                push_u_escape(out, h);
+            }
+            out.push(b'"');
+            return Ok(j + 1);
+        }
+        let Some(&e) = s.get(j + 1) else {
+            return Err(err(JsonErrorKind::UnexpectedEnd, s.len()));
+        };
+        if e == b'u' {
+            let u = hex4(s, j)?;
+            j += 6;
+            if let Some(h) = high.take() {
+                if (0xDC00..=0xDFFF).contains(&u) {
+                    let c = 0x10000 + (((h as u32) - 0xD800) << 10) + (u as u32 - 0xDC00);
+                    push_char(out, c);
+                    continue;
+                }
+                push_u_escape(out, h);
+            }
+            if (0xD800..=0xDBFF).contains(&u) {
+                high = Some(u);
+            } else {
+                push_unit(out, u);
+            }
+            continue;
+        }
+        if let Some(h) = high.take() {
+            push_u_escape(out, h);
+        }
+        let short: &[u8] = match e {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'/' => b"/",
+            b'b' => b"\\b",
+            b'f' => b"\\f",
+            b'n' => b"\\n",
+            b'r' => b"\\r",
+            b't' => b"\\t",
+            _ => return Err(err(JsonErrorKind::InvalidEscape, j)),
+        };
+        out.extend_from_slice(short);
+        j += 2;
+    }
+}
+
+/// The index of the first `"`, `\` or control character in `s` from `j`,
+/// or `s.len()`: a block at a time while a whole block is left.
+#[inline]
+fn stop(s: &[u8], mut j: usize) -> usize {
+    while let Some(block) = s.get(j..j + simd::BLOCK) {
+        let m = simd::stop_mask(block.try_into().expect("a whole block"));
+        if m != 0 {
+            return j + m.trailing_zeros() as usize;
+        }
+        j += simd::BLOCK;
+    }
+    while j < s.len() && !matches!(s[j], b'"' | b'\\' | 0x00..=0x1F) {
+        j += 1;
+    }
+    j
+}
+
+/// The code unit of the `\uXXXX` escape at `s[j] == '\\'`.
+fn hex4(s: &[u8], j: usize) -> Result<u16, JsError> {
+    let mut u = 0u16;
+    for d in 0..4 {
+        let Some(&h) = s.get(j + 2 + d) else {
+            return Err(err(JsonErrorKind::UnexpectedEnd, s.len()));
+        };
+        let v = match h {
+            b'0'..=b'9' => h - b'0',
+            b'a'..=b'f' => h - b'a' + 10,
+            b'A'..=b'F' => h - b'A' + 10,
+            _ => return Err(err(JsonErrorKind::InvalidEscape, j)),
+        };
+        u = (u << 4) | v as u16;
+    }
+    Ok(u)
+}
+
+/// Writes raw string content (no quotes, backslashes or control characters)
+/// with each maximal ill-formed UTF-8 subsequence replaced by U+FFFD.
+#[inline]
+fn push_lossy(out: &mut Vec<u8>, run: &[u8]) {
+    if run.is_ascii() || simdutf8::basic::from_utf8(run).is_ok() {
+        out.extend_from_slice(run);
+        return;
+    }
+    for chunk in run.utf8_chunks() {
+        out.extend_from_slice(chunk.valid().as_bytes());
+        if !chunk.invalid().is_empty() {
+            out.extend_from_slice("\u{FFFD}".as_bytes());
+        }
+    }
+}
+
+/// Writes one code unit from a `\u` escape (not a high surrogate awaiting
+/// its pair) as `JSON.stringify` writes it.
+fn push_unit(out: &mut Vec<u8>, u: u16) {
+    let short: &[u8] = match u {
+        0x22 => b"\\\"",
+        0x5C => b"\\\\",
+        0x08 => b"\\b",
+        0x0C => b"\\f",
+        0x0A => b"\\n",
+        0x0D => b"\\r",
+        0x09 => b"\\t",
+        0x00..=0x1F | 0xD800..=0xDFFF => return push_u_escape(out, u),
+        _ => return push_char(out, u as u32),
+    };
+    out.extend_from_slice(short);
+}
+
+/// Writes a Unicode scalar value as UTF-8.
+fn push_char(out: &mut Vec<u8>, c: u32) {
+    let c = char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER);
+    out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
+}
+
+/// Writes `\u` and four lowercase hex digits.
+fn push_u_escape(out: &mut Vec<u8>, u: u16) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(&[
+        b'\\',
+        b'u',
+        HEX[(u >> 12) as usize],
+        HEX[((u >> 8) & 0xF) as usize],
+        HEX[((u >> 4) & 0xF) as usize],
+        HEX[(u & 0xF) as usize],
+    ]);
+}
+
+/// Length of the `String.prototype.trim` whitespace character that starts at
+/// `s[i]`, or 0. `i` must be where a character starts (it is, for every
+/// position the trim reaches: a byte that is not a UTF-8 continuation byte
+/// always starts a character, or a replaced sequence, in Node's decoding).
+#[inline]
+fn ws_at(s: &[u8], i: usize) -> usize {
+    match s[i] {
+        b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => 1,
+        0xC2 if s.get(i + 1) == Some(&0xA0) => 2,
+        0xE1 if s.get(i + 1..i + 3) == Some(&[0x9A, 0x80]) => 3,
+        0xE2 => match s.get(i + 1..i + 3) {
+            Some([0x80, 0x80..=0x8A | 0xA8 | 0xA9 | 0xAF] | [0x81, 0x9F]) => 3,
+            _ => 0,
+        },
+        0xE3 if s.get(i + 1..i + 3) == Some(&[0x80, 0x80]) => 3,
+        0xEF if s.get(i + 1..i + 3) == Some(&[0xBB, 0xBF]) => 3,
+        _ => 0,
+    }
+}
+
+/// Length of the whitespace character that ends `s`, or 0.
+#[inline]
+fn ws_before(s: &[u8]) -> usize {
+    let n = s.len();
+    match s[n - 1] {
+        b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ' => 1,
+        0x00..=0x7F => 0,
+        _ if n >= 2 && s[n - 2] == 0xC2 && s[n - 1] == 0xA0 => 2,
+        _ if n >= 3 && ws_at(s, n - 3) == 3 => 3,
+        _ => 0,
+    }
+}
+
+/// The range of `line` left by JavaScript's `String.prototype.trim` on the
+/// line as Node decodes it (UTF-8, invalid sequences replaced): leading and
+/// trailing ASCII whitespace, U+00A0, U+1680, U+2000–U+200A, U+2028, U+2029,
+/// U+202F, U+205F, U+3000 and U+FEFF removed. Empty when the line is blank.
+pub fn js_trim(line: &[u8]) -> Range<usize> {
+    let mut start = 0;
+    let mut end = line.len();
+    while start < end {
+        match ws_at(line, start) {
+            0 => break,
+            w => start += w,
+        }
+    }
+    while end > start {
+        match ws_before(&line[start..end]) {
+            0 => break,
+            w => end -= w,
+        }
+    }
+    start..end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The output for `line`, `B` for a blank line or the error kind.
+    fn js(line: impl AsRef<[u8]>) -> Result<String, JsonErrorKind> {
+        let mut out = b"prefix".to_vec();
+        let r = JsStringifier::new(1000).stringify(line.as_ref(), &mut out);
+        match r {
+            Ok(true) => {}
+            Ok(false) => {
+                assert_eq!(out, b"prefix", "nothing written for a blank line");
+                return Ok("B".into());
+            }
+            Err(e) => {
+                assert_eq!(out, b"prefix", "nothing left behind by an error");
+                return Err(e.kind);
+            }
+        }
+        assert!(out.starts_with(b"prefix"));
+        Ok(String::from_utf8(out[6..].to_vec()).expect("the output is UTF-8"))
+    }
+
+    fn ok(line: impl AsRef<[u8]>) -> String {
+        let line = line.as_ref();
+        js(line).unwrap_or_else(|e| panic!("{:?}: {e:?}", String::from_utf8_lossy(line)))
+    }
+
+    #[test]
+    fn keys_are_ordered_and_merged_as_v8_orders_them() {
+        assert_eq!(
+            ok(r#"{"b":1,"a":2,"1":3,"0":4,"b":5}"#),
+            r#"{"0":4,"1":3,"b":5,"a":2}"#
+        );
+        assert_eq!(ok(r#"{"a":1,"b":2,"a":3}"#), r#"{"a":3,"b":2}"#);
+        assert_eq!(
+            ok(r#"{"4294967295":1,"4294967294":2,"01":3,"-1":4,"1.0":5,"0":6,"x":7,"10":8,"9":9}"#),
+            r#"{"0":6,"9":9,"10":8,"4294967294":2,"4294967295":1,"01":3,"-1":4,"1.0":5,"x":7}"#
+        );
+        // An escaped key is the key it decodes to.
+        assert_eq!(ok(r#"{"x":1,"\u0031":2,"1":3}"#), r#"{"1":3,"x":1}"#);
+        assert_eq!(ok(r#"{"a\u0062":1,"ab":2}"#), r#"{"ab":2}"#);
+        // __proto__ is an ordinary key for JSON.parse.
+        assert_eq!(
+            ok(r#"{"a":1,"__proto__":{"x":1},"a":{"b":2}}"#),
+            r#"{"a":{"b":2},"__proto__":{"x":1}}"#
+        );
+        // A merged duplicate whose values hold objects to reorder.
+        assert_eq!(
+            ok(r#"{"a":{"1":1,"0":0},"b":[{"2":2,"1":1}],"a":{"c":{"9":9,"8":8}}}"#),
+            r#"{"a":{"c":{"8":8,"9":9}},"b":[{"1":1,"2":2}]}"#
+        );
+        // Clean objects keep their order, inside and around rewritten ones.
+        assert_eq!(
+            ok(r#"[{"z":1,"y":{"b":1,"a":2}},{"1":{"z":[{"1":0,"0":1}]},"0":0},{}]"#),
+            r#"[{"z":1,"y":{"b":1,"a":2}},{"0":0,"1":{"z":[{"0":1,"1":0}]}},{}]"#
+        );
+        assert_eq!(ok(r#"{"":1,"":2}"#), r#"{"":2}"#);
+    }
+
+    #[test]
+    fn many_keys_with_duplicates_are_merged_without_quadratic_work() {
+        // 100,000 members, every key twice: the second value wins, in the
+        // first one's place (what Node gives, checked by hand).
+        let n = 100_000;
+        let mut line = String::from("{");
+        for i in 0..n {
+            line += &format!("{}\"k{}\":{i}", if i > 0 { "," } else { "" }, i % (n / 2));
+        }
+        line.push('}');
+        let mut want = String::from("{");
+        for i in 0..n / 2 {
+            want += &format!("{}\"k{i}\":{}", if i > 0 { "," } else { "" }, i + n / 2);
+        }
+        want.push('}');
+        let t = std::time::Instant::now();
+        assert_eq!(ok(&line), want);
+        // Generous: a quadratic pass would take minutes.
+        assert!(t.elapsed().as_secs() < 20, "{:?}", t.elapsed());
+        // Many distinct keys, some of them indices, in a large object.
+        let keys: Vec<String> = (0..40).map(|i| format!("\"{}\":{i}", 39 - i)).collect();
+        let want: Vec<String> = (0..40).map(|i| format!("\"{i}\":{}", 39 - i)).collect();
+        assert_eq!(
+            ok(format!("{{{}}}", keys.join(","))),
+            format!("{{{}}}", want.join(","))
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_as_javascript_writes_them() {
+        for (input, want) in [
+            ("1e21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("1e-7", "1e-7"),
+            ("0.000001", "0.000001"),
+            ("123456789012345678901234567890", "1.2345678901234568e+29"),
+            ("12345678901234567890", "12345678901234567000"),
+            ("9007199254740993", "9007199254740992"),
+            ("999999999999999", "999999999999999"),
+            ("-999999999999999", "-999999999999999"),
+            ("-0", "0"),
+            ("-0.0", "0"),
+            ("-0e5", "0"),
+            ("0", "0"),
+            ("1E2", "100"),
+            ("1.0", "1"),
+            ("1.50", "1.5"),
+            ("0.1", "0.1"),
+            ("-1.5e-10", "-1.5e-10"),
+            ("5e-324", "5e-324"),
+            ("2e-324", "0"),
+            ("-1e-400", "0"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("1e400", "null"),
+            ("-1e400", "null"),
+            ("1e99999999999999999999", "null"),
+            ("0e99999999999999999999", "0"),
+            ("0.30000000000000004441", "0.30000000000000004"),
+        ] {
+            assert_eq!(ok(input), want, "{input}");
+            assert_eq!(ok(format!("[{input}]")), format!("[{want}]"), "{input}");
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_json_stringify_escapes_them() {
+        for (input, want) in [
+            (r#""\ud800""#, r#""\ud800""#),
+            (r#""\uD800""#, r#""\ud800""#),
+            (r#""\ud83d\ude00""#, "\"😀\""),
+            (r#""\uD83D\uDE00""#, "\"😀\""),
+            (r#""\udc00\ud800""#, r#""\udc00\ud800""#),
+            (r#""\ud800\ud800\udc00""#, "\"\\ud800𐀀\""),
+            (r#""\ud800A""#, r#""\ud800A""#),
+            (r#""\ud800\u0041""#, r#""\ud800A""#),
+            (r#""\ud800\n""#, r#""\ud800\n""#),
+            (r#""x\ud83d""#, r#""x\ud83d""#),
+            (r#""\ud83d😀""#, "\"\\ud83d😀\""),
+            (r#""\/\"\\\b\f\n\r\t""#, r#""/\"\\\b\f\n\r\t""#),
+            (
+                r#""\u0000\u001F\u001f\u000b""#,
+                r#""\u0000\u001f\u001f\u000b""#,
+            ),
+            (r#""\u0022\u005c\u0008\u002F""#, r#""\"\\\b/""#),
+            (
+                r#""\u007f\u0080\u00e9\u2028\u2029\uFFFD\uffff""#,
+                "\"\u{7f}\u{80}é\u{2028}\u{2029}\u{fffd}\u{ffff}\"",
+            ),
+            (
+                "\"raw é \u{2028} \u{7f} / 😀\"",
+                "\"raw é \u{2028} \u{7f} / 😀\"",
+            ),
+            (r#""""#, r#""""#),
+        ] {
+            assert_eq!(ok(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced_as_node_replaces_it() {
+        // Each maximal ill-formed subsequence is one U+FFFD: a lone byte,
+        // an overlong (every byte), a surrogate encoded in UTF-8 (every
+        // byte), a truncated sequence (once).
+        for (input, replaced) in [
+            (&b"\"\xff\""[..], 1),
+            (b"\"\x80\x80\"", 2),
+            (b"\"\xc0\x80\"", 2),
+            (b"\"\xe0\x80\x80\"", 3),
+            (b"\"\xed\xa0\x80\"", 3),
+            (b"\"\xed\xa0\x80\xed\xb0\x80\"", 6),
+            (b"\"\xf0\x9f\x98\"", 1),
+            (b"\"\xe2\x82\"", 1),
+            (b"\"\xf4\x90\x80\x80\"", 4),
+            (b"\"\xf8\x88\x80\x80\x80\"", 5),
+            (b"\"\xe2\x82\\n\"", 1),
+        ] {
+            let got = ok(input);
+            let want = String::from_utf8_lossy(input).replace('\n', "\\n");
+            assert_eq!(got, want, "{input:?}");
+            assert_eq!(got.matches('\u{FFFD}').count(), replaced, "{input:?}");
+        }
+        // In a key, too, where the replaced keys are equal.
+        assert_eq!(ok(b"{\"\xff\":1,\"\xfe\":2}"), "{\"\u{FFFD}\":2}");
+        assert_eq!(ok(b"{\"\\ufffd\":1,\"\xc0\":2}"), "{\"\u{FFFD}\":2}");
+        // Outside a string it is a character JSON does not allow, even when
+        // truncated at the end of the line.
+        for input in [
+            &b"\xff"[..],
+            b"[1,\xff]",
+            b"{\"a\":1}\xe2\x82",
+            b"\xef\xbb{}",
+            b"[\xc2\xa0]",
+            b"\"a\"\xf0\x9f\x98",
+        ] {
+            assert!(js(input).is_err(), "{input:?}");
+        }
+        assert_eq!(js(b"[1,\xff]"), Err(JsonErrorKind::UnexpectedByte));
+        assert_eq!(js(b"1\xe2\x82"), Err(JsonErrorKind::TrailingCharacters));
+    }
+
+    #[test]
+    fn lines_are_trimmed_as_string_trim_trims() {
+        for ws in [
+            "\t", "\n", "\u{b}", "\u{c}", "\r", " ", "\u{a0}", "\u{1680}", "\u{2000}", "\u{2005}",
+            "\u{200a}", "\u{2028}", "\u{2029}", "\u{202f}", "\u{205f}", "\u{3000}", "\u{feff}",
+        ] {
+            assert_eq!(ok(format!("{ws}{{}}{ws}")), "{}", "{ws:?}");
+            assert_eq!(ok(format!("{ws}{ws}1{ws}{ws}")), "1", "{ws:?}");
+            assert_eq!(ok(ws), "B", "{ws:?}");
+        }
+        assert_eq!(ok("\u{feff}\u{a0} {\"a\":1}\u{3000}\r"), r#"{"a":1}"#);
+        assert_eq!(ok("[1]\r"), "[1]");
+        assert_eq!(ok(""), "B");
+        assert_eq!(ok(" \r\u{feff}\u{2029}"), "B");
+        // Not JavaScript whitespace: U+180E (no longer Zs), U+0085, U+200B.
+        for not_ws in ["\u{180e}", "\u{85}", "\u{200b}"] {
+            assert!(js(format!("{not_ws}1")).is_err(), "{not_ws:?}");
+            assert!(js(format!("1{not_ws}")).is_err(), "{not_ws:?}");
+        }
+        // Invalid UTF-8 is U+FFFD, not whitespace; a partial U+00A0 is not
+        // whitespace either.
+        assert!(js(b"1\xc2").is_err());
+        assert!(js(b"\xa01").is_err());
+        assert!(js(b"1 \xa0").is_err());
+        assert_eq!(js_trim(b"\xc2\xa0\xa0"), 2..3);
+        // Inside the value only JSON whitespace separates tokens.
+        assert_eq!(ok(" [ 1 ,\t2\r\n,\n3 ] "), "[1,2,3]");
+        for inner in [
+            "[1,\u{b}2]",
+            "[1,\u{a0}2]",
+            "[1,\u{feff}2]",
+            "{\"a\"\u{c}:1}",
+        ] {
+            assert!(js(inner).is_err(), "{inner:?}");
+        }
+    }
+
+    #[test]
+    fn what_json_parse_rejects_is_an_error_with_nothing_written() {
+        use JsonErrorKind::*;
+        for (input, kind) in [
+            ("{\"a\":1} x", TrailingCharacters),
+            ("{\"a\":1}{\"b\":2}", TrailingCharacters),
+            ("1 2", TrailingCharacters),
+            ("{\"a\":\"x\u{1}y\"}", ControlCharacterInString),
+            ("\"\t\"", ControlCharacterInString),
+            ("\"\u{1f}", ControlCharacterInString),
+            ("{\"a\":\"\\x\"}", InvalidEscape),
+            ("\"\\u12\"", InvalidEscape),
+            ("\"\\u12", UnexpectedEnd),
+            ("\"\\U0041\"", InvalidEscape),
+            ("\"\\", UnexpectedEnd),
+            ("{\"a\":01}", UnexpectedByte),
+            ("-", InvalidNumber),
+            ("-01", TrailingCharacters),
+            ("1.", InvalidNumber),
+            (".5", UnexpectedByte),
+            ("1e", InvalidNumber),
+            ("+1", UnexpectedByte),
+            ("NaN", UnexpectedByte),
+            ("Infinity", UnexpectedByte),
+            ("[1,]", UnexpectedByte),
+            ("{\"a\":1,}", UnexpectedByte),
+            ("{,}", UnexpectedByte),
+            ("{\"a\" 1}", UnexpectedByte),
+            ("{\"a\"", UnexpectedEnd),
+            ("{1:1}", UnexpectedByte),
+            ("tru", UnexpectedEnd),
+            ("nulL", UnexpectedByte),
+            ("{\"a\":1]", UnexpectedByte),
+            ("[\"a\"", UnexpectedEnd),
+            ("[", UnexpectedEnd),
+            ("'a'", UnexpectedByte),
+            ("\"abc", UnexpectedEnd),
+        ] {
+            assert_eq!(js(input), Err(kind), "{input:?}");
+        }
+        // The column is the byte offset in the untrimmed line.
+        let e = JsStringifier::new(10)
+            .stringify(b"\xc2\xa0 [1,x]", &mut Vec::new())
+            .unwrap_err();
+        assert_eq!(e.column, 6);
+    }
+
+    #[test]
+    fn nesting_is_limited_exactly_and_never_by_the_call_stack() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let mut js = JsStringifier::new(1000);
+        let mut out = Vec::new();
+        assert_eq!(js.stringify(deep(1000).as_bytes(), &mut out), Ok(true));
+        assert_eq!(out, deep(1000).as_bytes());
+        let e = js.stringify(deep(1001).as_bytes(), &mut out).unwrap_err();
+        assert_eq!(e.kind, JsonErrorKind::TooDeep);
+        assert_eq!(e.column, 1000);
+        // A million levels: an error under the usual limit, and written in
+        // full (two passes, both with their own stack) without one.
+        let million = format!("{}1{}", "{\"a\":[".repeat(500_000), "]}".repeat(500_000));
+        let mut js = JsStringifier::new(crate::DEFAULT_MAX_DEPTH);
+        let e = js.stringify(million.as_bytes(), &mut out).unwrap_err();
+        assert_eq!(e.kind, JsonErrorKind::TooDeep);
+        let mut js = JsStringifier::new(usize::MAX);
+        out.clear();
+        assert_eq!(js.stringify(million.as_bytes(), &mut out), Ok(true));
+        assert_eq!(out, million.as_bytes());
+        // Every level rewritten (index keys out of order), 100,000 deep.
+        let n = 100_000;
+        let line = format!("{}{{}}{}", "{\"1\":".repeat(n), ",\"0\":0}".repeat(n));
+        let want = format!("{}{{}}{}", "{\"0\":0,\"1\":".repeat(n), "}".repeat(n));
+        out.clear();
+        assert_eq!(js.stringify(line.as_bytes(), &mut out), Ok(true));
+        assert!(out == want.as_bytes());
+    }
+
+    #[test]
+    fn top_level_kind_and_numbers_for_the_record_shape() {
+        let mut js = JsStringifier::new(100);
+        let mut out = Vec::new();
+        for (line, kind) in [
+            ("{}", JsValueKind::Object),
+            ("[]", JsValueKind::Array),
+            ("\"x\"", JsValueKind::String),
+            ("1e400", JsValueKind::Number),
+            ("false", JsValueKind::Boolean),
+            ("null", JsValueKind::Null),
+        ] {
+            assert_eq!(js.stringify(line.as_bytes(), &mut out), Ok(true));
+            assert_eq!(js.top_level_kind(), Some(kind), "{line}");
+        }
+        assert!(js.stringify(b"  ", &mut out).is_ok());
+        assert_eq!(js.top_level_kind(), None);
+        assert!(js.stringify(b"{", &mut out).is_err());
+        assert_eq!(js.top_level_kind(), None);
+
+        let number = |js: &mut JsStringifier, line: &str, name: &str| {
+            let mut out = Vec::new();
+            assert_eq!(js.stringify(line.as_bytes(), &mut out), Ok(true), "{line}");
+            js.top_level_number(name.as_bytes())
+        };
+        // Overflow is written null but is a number to JSON.parse.
+        let line = r#"{"type":"x","ts_ms":1e400}"#;
+        assert_eq!(number(&mut js, line, "ts_ms"), Some(f64::INFINITY));
+        assert_eq!(
+            number(&mut js, r#"{"ts_ms":-1e400}"#, "ts_ms"),
+            Some(f64::NEG_INFINITY)
+        );
+        assert_eq!(number(&mut js, r#"{"ts_ms":12}"#, "ts_ms"), Some(12.0));
+        assert_eq!(number(&mut js, r#"{"ts_ms":1.5e3}"#, "ts_ms"), Some(1500.0));
+        let z = number(&mut js, r#"{"ts_ms":"x","ts_ms":-0}"#, "ts_ms").unwrap();
+        assert!(z == 0.0 && z.is_sign_negative());
+        // The last duplicate wins, whatever its type.
+        assert_eq!(number(&mut js, r#"{"ts_ms":1,"ts_ms":"x"}"#, "ts_ms"), None);
+        assert_eq!(
+            number(&mut js, r#"{"ts_ms":1,"ts_ms":2}"#, "ts_ms"),
+            Some(2.0)
+        );
+        assert_eq!(number(&mut js, r#"{"t\u0073_ms":3}"#, "ts_ms"), Some(3.0));
+        assert_eq!(number(&mut js, r#"{"a":{"ts_ms":1}}"#, "ts_ms"), None);
+        assert_eq!(number(&mut js, r#"[{"ts_ms":1}]"#, "ts_ms"), None);
+        assert_eq!(number(&mut js, r#"{"1":5,"0":4}"#, "1"), Some(5.0));
+        // In a large object (duplicates found by sorting).
+        let mut big: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        big.push("\"k3\":\"s\"".into());
+        big.push("\"k5\":1e999".into());
+        let line = format!("{{{}}}", big.join(","));
+        assert_eq!(number(&mut js, &line, "k3"), None);
+        assert_eq!(number(&mut js, &line, "k5"), Some(f64::INFINITY));
+        assert_eq!(number(&mut js, &line, "k7"), Some(7.0));
+    }
+
+    #[test]
+    fn a_stringifier_is_reused_across_lines() {
+        let mut js = JsStringifier::new(100);
+        let mut out = Vec::new();
+        let lines: [&[u8]; 5] = [
+            br#"{"b":1,"a":{"1":1,"0":0},"b":2}"#,
+            b"[1,",
+            br#"{"x":[1,2,{"2":2,"1":1}]}"#,
+            b"  ",
+            br#"{"y":"\ud800"}"#,
+        ];
+        for line in lines {
+            let _ = js.stringify(line, &mut out);
+            out.push(b'\n');
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"b\":2,\"a\":{\"0\":0,\"1\":1}}\n\n{\"x\":[1,2,{\"1\":1,\"2\":2}]}\n\n{\"y\":\"\\ud800\"}\n"
+        );
+    }
+
+    #[test]
+    fn array_index_is_the_canonical_form_below_2_pow_32_minus_1() {
+        assert_eq!(array_index(b"0"), Some(0));
+        assert_eq!(array_index(b"4294967294"), Some(4_294_967_294));
+        for no in [
+            &b""[..],
+            b"01",
+            b"00",
+            b"-1",
+            b"1.0",
+            b"4294967295",
+            b"99999999999",
+            b"1e3",
+            b" 1",
+        ] {
+            assert_eq!(array_index(no), None, "{no:?}");
+        }
+    }
+}
