@@ -63,8 +63,8 @@ pub use live::{LiveInfo, LiveReplay, Refresh};
 pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
 pub use replay::{
-    Parsed, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, parse_range, replay,
-    replay_with_progress,
+    Parsed, RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, arena_origin,
+    parse_range, replay, replay_with_progress,
 };
 pub use request::{
     CurrentRequest, SYSTEM_RULE, current_user_request_text, request_envelope, system_prompt,

@@ -491,8 +491,12 @@ impl LiveReplay {
             st.skips.push(s);
         }
         let mut records = parsed.records;
+        // Records point into the re-serialised buffer in js mode.
+        let arena = parsed.arena;
+        let js = arena.is_some();
+        let data: &[u8] = arena.as_deref().unwrap_or(buf);
         if self.selection.has_filters() {
-            records.retain(|r| self.selection.matches(r, buf));
+            records.retain(|r| self.selection.matches(r, data));
         }
         if records.is_empty() {
             return;
@@ -506,21 +510,26 @@ impl LiveReplay {
         }
         let parallel = records.len() > 4096 && self.options.threads != 1;
         order::sort_records(&mut records, parallel);
-        let lens = render::message_lens(&records, buf, self.format);
+        let lens = render::message_lens(&records, data, self.format);
         let total: u64 = lens.iter().sum();
         let mut out = vec![0u8; total as usize];
-        render::write_with_lens(&records, &lens, buf, self.format, &mut out);
+        render::write_with_lens(&records, &lens, data, self.format, &mut out);
         let rendered = Bytes::from(out);
         let entries: Vec<Entry> = records
             .iter()
             .zip(&lens)
             .map(|(r, &len)| Entry {
                 key: ts_key(r.ts),
-                offset: base + r.offset,
+                offset: base
+                    + if js {
+                        crate::replay::arena_origin(data, r.offset)
+                    } else {
+                        r.offset
+                    },
                 len,
                 flags: if r.is_output() {
                     OUTPUT
-                } else if r.kind_is(buf, "text_input") {
+                } else if r.kind_is(data, "text_input") {
                     INPUT
                 } else {
                     0

@@ -277,6 +277,10 @@ struct ServeArgs {
     /// Deepest nesting accepted in a line; deeper lines are skipped.
     #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
+    /// What WM_JSON holds: raw (the line as written) or js (as Node.js's
+    /// JSON.stringify writes the parsed record).
+    #[arg(long, env = "WMREPLAY_RECORD", default_value = "raw", value_parser = parse_record)]
+    record: wmreplay::RecordMode,
     /// Replay only records whose session_id is ID, and records with none.
     #[arg(long, env = "WMREPLAY_SESSION", value_name = "ID")]
     session: Option<String>,
@@ -347,6 +351,11 @@ struct EngineArgs {
     /// Both are exact; they differ in speed.
     #[arg(long, default_value = "scan", value_parser = parse_validator)]
     validator: wmreplay::Validator,
+    /// What WM_JSON holds: raw (the line as written: byte-stable) or js
+    /// (JSON.stringify(JSON.parse(line)) exactly as Node.js writes it, with
+    /// the file decoded and lines trimmed as Node does).
+    #[arg(long, default_value = "raw", value_parser = parse_record)]
+    record: wmreplay::RecordMode,
     /// Print how long each stage took to stderr when done.
     #[arg(long)]
     timings: bool,
@@ -361,6 +370,10 @@ fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
 }
 
 fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {
+    s.parse()
+}
+
+fn parse_record(s: &str) -> Result<wmreplay::RecordMode, String> {
     s.parse()
 }
 
@@ -608,6 +621,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.replay = ReplayOptions {
         threads: args.threads,
         max_depth: args.max_depth,
+        record: args.record,
         ..ReplayOptions::default()
     };
     cfg.selection = wmreplay::Selection {
@@ -737,6 +751,7 @@ fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
         max_depth: engine.max_depth.max(1),
         max_skips,
         validator: engine.validator,
+        record: engine.record,
         ..ReplayOptions::default()
     }
 }

@@ -227,6 +227,29 @@ impl LineParser {
         offset: u64,
         utf8_known_valid: bool,
     ) -> Result<Record, SkipReason> {
+        self.parse_inner(line, offset, utf8_known_valid, None)
+    }
+
+    /// Classifies a line written by [`crate::js::JsStringifier`] (valid
+    /// UTF-8). `ts_if_null`: the `ts_ms` `JSON.parse` read when it overflowed
+    /// to ±Infinity, which `JSON.stringify` writes as `null`; the record is
+    /// kept with that `ts_ms`, as Node keeps it.
+    pub fn parse_canonical(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        ts_if_null: Option<f64>,
+    ) -> Result<Record, SkipReason> {
+        self.parse_inner(line, offset, true, ts_if_null)
+    }
+
+    fn parse_inner(
+        &mut self,
+        line: &[u8],
+        offset: u64,
+        utf8_known_valid: bool,
+        ts_if_null: Option<f64>,
+    ) -> Result<Record, SkipReason> {
         let Ok(len) = u32::try_from(line.len()) else {
             return Err(SkipReason::LineTooLong);
         };
@@ -266,6 +289,7 @@ impl LineParser {
                 json::number_value(&line[start as usize..(start + len) as usize])
             }
             Member::Absent => return Err(SkipReason::MissingTsMs),
+            Member::Other if ts_if_null.is_some() => ts_if_null.unwrap_or(0.0),
             _ => return Err(SkipReason::TsMsNotNumber),
         };
         let kind = &line[kind_start as usize..(kind_start + kind_len) as usize];

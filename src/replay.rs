@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
+use crate::js::JsStringifier;
 use crate::lines::{self, Lines};
 use crate::order;
 use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason, Validator};
@@ -34,6 +35,45 @@ pub struct ReplayOptions {
     pub max_skips: usize,
     /// How lines are validated (both are exact). Default [`Validator::Scan`].
     pub validator: Validator,
+    /// What `WM_JSON` holds: the line as written, or the record re-serialised
+    /// as Node.js would. Default [`RecordMode::Raw`].
+    pub record: RecordMode,
+}
+
+/// What a message's `WM_JSON: <record>` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordMode {
+    /// The trimmed line exactly as written (contract item 6): byte-stable.
+    #[default]
+    Raw,
+    /// `JSON.stringify(JSON.parse(line.trim()))` exactly as Node.js writes it
+    /// for the file read with `fs.readFileSync(path, 'utf8')`: invalid UTF-8
+    /// decoded to U+FFFD and lines trimmed of JavaScript's whitespace (so the
+    /// lines Node accepts are the ones accepted), duplicate keys collapsed,
+    /// V8's key order, JavaScript's numbers (see [`crate::js`]). Records are
+    /// re-serialised into a buffer the replay owns.
+    Js,
+}
+
+impl RecordMode {
+    /// `raw` or `js`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordMode::Raw => "raw",
+            RecordMode::Js => "js",
+        }
+    }
+}
+
+impl std::str::FromStr for RecordMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "raw" => Ok(RecordMode::Raw),
+            "js" => Ok(RecordMode::Js),
+            _ => Err(format!("unknown record mode {s:?} (expected raw or js)")),
+        }
+    }
 }
 
 impl Default for ReplayOptions {
@@ -44,6 +84,7 @@ impl Default for ReplayOptions {
             max_depth: DEFAULT_MAX_DEPTH,
             max_skips: 16,
             validator: Validator::default(),
+            record: RecordMode::Raw,
         }
     }
 }
@@ -133,9 +174,13 @@ pub struct StageTimings {
     pub sort: Duration,
 }
 
-/// A replayed log: records in `ts_ms` order, borrowing the log's bytes.
+/// A replayed log: records in `ts_ms` order, borrowing the log's bytes (or,
+/// in [`RecordMode::Js`], pointing into the re-serialised records it owns).
 pub struct Replay<'a> {
     log: &'a [u8],
+    /// The re-serialised records ([`RecordMode::Js`]), each preceded by its
+    /// line's offset in the log (8 bytes, little-endian).
+    arena: Option<Vec<u8>>,
     /// `\n` bytes in the log (for line numbers).
     newlines: u64,
     records: Vec<Record>,
@@ -160,9 +205,31 @@ impl<'a> Replay<'a> {
     /// (see [`crate::select`]).
     pub fn select(&mut self, sel: &Selection, prev: Option<WindowStart>) -> SelectReport {
         let (log, newlines) = (self.log, self.newlines);
-        select::apply(&mut self.records, log, sel, prev, |o| {
+        let data = self.arena.as_deref().unwrap_or(log);
+        let js = self.arena.is_some();
+        let mut report = select::apply(&mut self.records, data, sel, prev, |o| {
+            let o = if js { arena_origin(data, o) } else { o };
             select::line_number(log, o, newlines)
-        })
+        });
+        if let (Some(p), true) = (report.pending.as_mut(), js) {
+            p.offset = arena_origin(data, p.offset);
+        }
+        report
+    }
+
+    /// The offset in the log of the line a record came from (its `offset`
+    /// points into the replay's own buffer in [`RecordMode::Js`]).
+    pub fn source_offset(&self, r: &Record) -> u64 {
+        match &self.arena {
+            Some(a) => arena_origin(a, r.offset),
+            None => r.offset,
+        }
+    }
+
+    /// The bytes records point into: the log, or in [`RecordMode::Js`] the
+    /// re-serialised records.
+    pub fn data(&self) -> &[u8] {
+        self.arena.as_deref().unwrap_or(self.log)
     }
 
     /// The 1-based line number of a byte offset of the log.
@@ -188,7 +255,7 @@ impl<'a> Replay<'a> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Vec<u8> {
-        request::render_request(&self.records, self.log, format, system, current)
+        request::render_request(&self.records, self.data(), format, system, current)
     }
 
     /// Streams the request body to `w` with bounded memory.
@@ -199,17 +266,17 @@ impl<'a> Replay<'a> {
         current: &CurrentRequest<'_>,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        request::write_request(&self.records, self.log, format, system, current, w)
+        request::write_request(&self.records, self.data(), format, system, current, w)
     }
 
     /// The replayed messages alone (JSON array or NDJSON).
     pub fn render_messages(&self, format: Format) -> Vec<u8> {
-        request::render_messages(&self.records, self.log, format)
+        request::render_messages(&self.records, self.data(), format)
     }
 
     /// Streams the replayed messages alone to `w`.
     pub fn write_messages(&self, format: Format, w: &mut dyn Write) -> std::io::Result<()> {
-        request::write_messages(&self.records, self.log, format, w)
+        request::write_messages(&self.records, self.data(), format, w)
     }
 }
 
@@ -232,6 +299,7 @@ pub fn replay_with_progress<'a>(
     }
     let parsed = parse_range(log, start..log.len(), 1, options, progress);
     let mut records = parsed.records;
+    let arena = parsed.arena;
     let mut stats = parsed.stats;
     stats.bytes = log.len() as u64;
     let newlines = parsed.lines - stats.unterminated_tail as u64;
@@ -245,6 +313,7 @@ pub fn replay_with_progress<'a>(
     };
     Replay {
         log,
+        arena,
         newlines,
         records,
         stats,
@@ -254,8 +323,13 @@ pub fn replay_with_progress<'a>(
 
 /// Records (in file order) and stats of a range of a log.
 pub struct Parsed {
-    /// Records in file order.
+    /// Records in file order. Their offsets point into the log, or into
+    /// [`Parsed::arena`] when it is set.
     pub records: Vec<Record>,
+    /// In [`RecordMode::Js`], the re-serialised records, each preceded by its
+    /// line's offset in the log (8 bytes, little-endian; see
+    /// [`arena_origin`]).
+    pub arena: Option<Vec<u8>>,
     /// Counts and skips (`bytes` and `already_ordered` are left to the caller).
     pub stats: ReplayStats,
     /// Physical lines seen (blank lines included).
@@ -281,22 +355,26 @@ pub fn parse_range(
         n => n,
     };
     let chunks = lines::chunks(log, range, chunk_size);
-    let work = |chunk: &Range<usize>, parser: &mut LineParser| {
-        let out = parse_chunk(log, chunk.clone(), parser, options.max_skips);
+    let work = |chunk: &Range<usize>, w: &mut Worker| {
+        let out = match &mut w.js {
+            Some(js) => parse_chunk_js(log, chunk.clone(), &mut w.parser, js, options.max_skips),
+            None => parse_chunk(log, chunk.clone(), &mut w.parser, options.max_skips),
+        };
         progress(chunk.len() as u64);
         out
     };
+    let worker = || Worker {
+        parser: LineParser::with_validator(options.max_depth, options.validator),
+        js: (options.record == RecordMode::Js).then(|| JsStringifier::new(options.max_depth)),
+    };
     let parts: Vec<ChunkResult> = if options.threads == 1 {
-        let mut parser = LineParser::with_validator(options.max_depth, options.validator);
-        chunks.iter().map(|c| work(c, &mut parser)).collect()
+        let mut w = worker();
+        chunks.iter().map(|c| work(c, &mut w)).collect()
     } else {
         run_in_pool(options.threads, || {
             chunks
                 .par_iter()
-                .map_init(
-                    || LineParser::with_validator(options.max_depth, options.validator),
-                    |p, c| work(c, p),
-                )
+                .map_init(worker, |w, c| work(c, w))
                 .collect()
         })
     };
@@ -313,11 +391,94 @@ fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
     }
 }
 
+/// A worker thread's reusable parsers.
+struct Worker {
+    parser: LineParser,
+    js: Option<JsStringifier>,
+}
+
 struct ChunkResult {
     records: Vec<Record>,
     stats: ReplayStats,
     /// Skips with line numbers relative to the chunk (0-based).
     lines: u64,
+    /// [`RecordMode::Js`]: the chunk's re-serialised records (record offsets
+    /// are relative to it).
+    arena: Option<Vec<u8>>,
+}
+
+/// The offset in the log of the line whose re-serialised record starts at
+/// `offset` of `arena`.
+pub fn arena_origin(arena: &[u8], offset: u64) -> u64 {
+    let o = offset as usize;
+    arena
+        .get(o.saturating_sub(8)..o)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// [`parse_chunk`] in [`RecordMode::Js`]: each line re-serialised as Node.js
+/// would (blank, invalid and valid decided as Node decides them), then
+/// classified by the line parser from the re-serialised bytes.
+fn parse_chunk_js(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    js: &mut JsStringifier,
+    max_skips: usize,
+) -> ChunkResult {
+    let mut records = Vec::with_capacity(range.len() / 256 + 1);
+    let mut stats = ReplayStats::default();
+    let mut arena = Vec::with_capacity(range.len() + range.len() / 16);
+    let mut line_no = 0u64;
+    for line in Lines::new(log, range) {
+        line_no += 1;
+        stats.unterminated_tail = !line.terminated;
+        let raw = &log[line.range.clone()];
+        let header = arena.len();
+        arena.extend_from_slice(&(line.range.start as u64).to_le_bytes());
+        let at = arena.len();
+        let outcome = match js.stringify(raw, &mut arena) {
+            Ok(false) => {
+                arena.truncate(header);
+                continue;
+            }
+            Err(e) => Err(SkipReason::InvalidJson {
+                kind: e.kind,
+                column: e.column as u32,
+            }),
+            Ok(true) => {
+                let ts_if_null = js.top_level_number(b"ts_ms").filter(|x| x.is_infinite());
+                parser.parse_canonical(&arena[at..], at as u64, ts_if_null)
+            }
+        };
+        stats.total_lines += 1;
+        match outcome {
+            Ok(r) => records.push(r),
+            Err(reason) => {
+                arena.truncate(header);
+                if reason.is_invalid_json() {
+                    stats.skipped_invalid_json += 1;
+                } else {
+                    stats.skipped_invalid_shape += 1;
+                }
+                if stats.skips.len() < max_skips {
+                    stats.skips.push(Skip {
+                        line: line_no - 1,
+                        offset: line.range.start as u64,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+    stats.parsed_entries = records.len() as u64;
+    ChunkResult {
+        records,
+        stats,
+        lines: line_no,
+        arena: Some(arena),
+    }
 }
 
 fn parse_chunk(
@@ -375,6 +536,7 @@ fn parse_chunk(
         records,
         stats,
         lines: line_no,
+        arena: None,
     }
 }
 
@@ -391,11 +553,32 @@ fn utf8_valid_prefix(s: &[u8]) -> usize {
 fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize) -> Parsed {
     let total: usize = parts.iter().map(|p| p.records.len()).sum();
     let mut records = Vec::with_capacity(total);
+    let js = parts.first().is_some_and(|p| p.arena.is_some());
+    let mut arena: Vec<u8> = if js {
+        Vec::with_capacity(
+            parts
+                .iter()
+                .map(|p| p.arena.as_ref().map_or(0, Vec::len))
+                .sum(),
+        )
+    } else {
+        Vec::new()
+    };
     let mut stats = ReplayStats::default();
     let mut base = first_line;
     let mut lines = 0;
     for p in parts {
-        records.extend_from_slice(&p.records);
+        match &p.arena {
+            Some(a) => {
+                let base = arena.len() as u64;
+                records.extend(p.records.iter().map(|r| Record {
+                    offset: r.offset + base,
+                    ..*r
+                }));
+                arena.extend_from_slice(a);
+            }
+            None => records.extend_from_slice(&p.records),
+        }
         stats.total_lines += p.stats.total_lines;
         stats.parsed_entries += p.stats.parsed_entries;
         stats.skipped_invalid_json += p.stats.skipped_invalid_json;
@@ -414,6 +597,7 @@ fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize) -> Parsed {
     }
     Parsed {
         records,
+        arena: js.then_some(arena),
         stats,
         lines,
     }

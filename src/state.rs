@@ -488,16 +488,17 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let commit = memchr::memrchr(b'\n', &buf).map_or(0, |k| k + 1);
             let parsed = parse_range(&buf, 0..commit, 1, req.options, &|_| {});
             let mut records = parsed.records;
+            let data: &[u8] = parsed.arena.as_deref().unwrap_or(&buf);
             let parallel = records.len() > 4096;
             order::sort_records(&mut records, parallel);
-            select::apply(&mut records, &buf, &filters, None, |_| 0);
+            select::apply(&mut records, data, &filters, None, |_| 0);
             let to = from + commit as u64;
             let (mode, body) = if records.is_empty() {
                 (Mode::None, Vec::new())
             } else {
                 (
                     Mode::Delta,
-                    render_body(&records, &buf, req.format, Document::Delta { from, to }),
+                    render_body(&records, data, req.format, Document::Delta { from, to }),
                 )
             };
             Prepared {
@@ -515,7 +516,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let commit = memchr::memrchr(b'\n', all).map_or(0, |k| k + 1);
             let mut r = crate::replay::replay(&all[..commit], req.options);
             r.select(req.selection, None);
-            let body = render_body(r.records(), &all[..commit], req.format, Document::Context);
+            let body = render_body(r.records(), r.data(), req.format, Document::Context);
             log.verify()?;
             Prepared {
                 prepare_id: new_prepare_id(),

@@ -2,6 +2,8 @@
 //! logs, and a runner for the Node.js oracle.
 #![allow(dead_code)]
 
+pub mod jsgen;
+
 use std::path::Path;
 use std::process::Command;
 

@@ -3,8 +3,9 @@
 // (shared/seeds/000, iterations 112-114) in plain Node.js, with the replay contract's
 // byte-level rules (DESIGN.md): a BOM at the start of the file is dropped, lines are
 // split on "\n" and trimmed of ASCII whitespace, a line that is not UTF-8 is invalid
-// JSON. WM_JSON is the trimmed line as written (the contract's default raw mode), or
-// JSON.stringify(entry) with --record js.
+// JSON. WM_JSON is the trimmed line as written (the contract's default raw mode). With
+// --record js it is the seed's code exactly: the file read as UTF-8 by Node (invalid
+// bytes replaced), lines trimmed by String.prototype.trim, JSON.stringify(entry).
 //
 // Usage:
 //   node replay.js respond LOG --text TEXT [--session ID] [--system PREAMBLE] [--format F] [--record raw|js]
@@ -21,7 +22,48 @@ const SYSTEM_RULE =
 // The ASCII characters String.prototype.trim removes.
 const TRIM = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
+// --record js: the seed's code as written, on the file as Node reads it
+// (readFileSync(path, 'utf8'): invalid UTF-8 becomes U+FFFD, a BOM stays and
+// is removed by trim(), which trims JavaScript's whole whitespace set).
+function replayJs(logPath) {
+  const stats = { total_lines: 0, parsed_entries: 0, skipped_invalid_json: 0, skipped_invalid_shape: 0 };
+  let content;
+  try {
+    content = fs.readFileSync(logPath, 'utf8');
+  } catch (e) {
+    if (e.code === 'ENOENT') return { messages: [], stats };
+    throw e;
+  }
+  const entries = [];
+  for (const raw of content.split('\n')) {
+    const line = raw.trim();
+    if (!line) continue;
+    stats.total_lines++;
+    let entry;
+    try {
+      entry = JSON.parse(line);
+    } catch (e) {
+      stats.skipped_invalid_json++;
+      continue;
+    }
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry) ||
+        typeof entry.type !== 'string' || typeof entry.ts_ms !== 'number') {
+      stats.skipped_invalid_shape++;
+      continue;
+    }
+    stats.parsed_entries++;
+    entries.push(entry);
+  }
+  entries.sort((x, y) => x.ts_ms - y.ts_ms);
+  const messages = entries.map((entry) => {
+    const text = `WM_KIND=${entry.type}\nts_ms: ${entry.ts_ms}\nWM_JSON: ${JSON.stringify(entry)}`;
+    return { role: entry.type === 'text_output' ? 'assistant' : 'user', text };
+  });
+  return { messages, stats };
+}
+
 function replayWorkingMemoryLog(logPath, record) {
+  if (record === 'js') return replayJs(logPath);
   const stats = { total_lines: 0, parsed_entries: 0, skipped_invalid_json: 0, skipped_invalid_shape: 0 };
   let buf;
   try {
