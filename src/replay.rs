@@ -207,14 +207,14 @@ impl<'a> Replay<'a> {
         let (log, newlines) = (self.log, self.newlines);
         let data = self.arena.as_deref().unwrap_or(log);
         let js = self.arena.is_some();
-        let mut report = select::apply(&mut self.records, data, sel, prev, |o| {
-            let o = if js { arena_origin(data, o) } else { o };
-            select::line_number(log, o, newlines)
-        });
-        if let (Some(p), true) = (report.pending.as_mut(), js) {
-            p.offset = arena_origin(data, p.offset);
-        }
-        report
+        select::apply(
+            &mut self.records,
+            data,
+            sel,
+            prev,
+            |o| if js { arena_origin(data, o) } else { o },
+            |o| select::line_number(log, o, newlines),
+        )
     }
 
     /// The offset in the log of the line a record came from (its `offset`

@@ -312,14 +312,18 @@ fn partition(n: usize, key_of: &impl Fn(usize) -> (u64, u64), target: (u64, u64)
     lo
 }
 
-/// Applies `sel` to `records` (in replay order) in place. `line_of(offset)`
-/// gives the 1-based line number of a record's offset (for the pending
-/// prompt); `prev` is the window start remembered from the last turn.
+/// Applies `sel` to `records` (in replay order) in place. `origin(offset)`
+/// gives the log offset a record's `offset` stands for (itself, or in
+/// [`crate::RecordMode::Js`] the source line's offset), and `line_of(origin)`
+/// that offset's 1-based line number (for the pending prompt); `prev` is the
+/// window start remembered from the last turn. Reported offsets are log
+/// offsets.
 pub fn apply(
     records: &mut Vec<Record>,
     log: &[u8],
     sel: &Selection,
     prev: Option<WindowStart>,
+    origin: impl Fn(u64) -> u64,
     line_of: impl Fn(u64) -> u64,
 ) -> SelectReport {
     use rayon::prelude::*;
@@ -347,8 +351,8 @@ pub fn apply(
     if let Some(i) = pending {
         let r = &records[i];
         report.pending = Some(Pending {
-            line: line_of(r.offset),
-            offset: r.offset,
+            line: line_of(origin(r.offset)),
+            offset: origin(r.offset),
             ts_ms: r.ts,
         });
         if sel.mark_pending {
@@ -360,7 +364,7 @@ pub fn apply(
         records.len(),
         sel,
         prev,
-        |i| (ts_key(records[i].ts), records[i].offset),
+        |i| (ts_key(records[i].ts), origin(records[i].offset)),
         |i| {
             text.clear();
             render::message_text(&records[i], log, &mut text);
@@ -377,7 +381,7 @@ pub fn apply(
     if sel.max_tokens.is_some() {
         report.window_start = records.first().map(|r| WindowStart {
             key: ts_key(r.ts),
-            offset: r.offset,
+            offset: origin(r.offset),
         });
         if report.window_start.is_none() && !trimmed {
             report.window_start = prev;

@@ -491,7 +491,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let data: &[u8] = parsed.arena.as_deref().unwrap_or(&buf);
             let parallel = records.len() > 4096;
             order::sort_records(&mut records, parallel);
-            select::apply(&mut records, data, &filters, None, |_| 0);
+            select::apply(&mut records, data, &filters, None, |o| o, |_| 0);
             let to = from + commit as u64;
             let (mode, body) = if records.is_empty() {
                 (Mode::None, Vec::new())
