@@ -129,6 +129,9 @@ pub struct LiveReplay {
     selection: Selection,
     /// The tokenizer the cached entry token counts are for.
     counted_with: Option<Tokenizer>,
+    /// Key of the last record parsed (filtered out or not), for
+    /// `already_ordered`.
+    last_key: Option<u64>,
 }
 
 impl LiveReplay {
@@ -154,6 +157,7 @@ impl LiveReplay {
             late: 0,
             selection: Selection::default(),
             counted_with: None,
+            last_key: None,
         }
     }
 
@@ -213,7 +217,10 @@ impl LiveReplay {
     /// filters were applied as they arrived, by
     /// [`with_selection`](Self::with_selection)). `prev` is the window start
     /// remembered from the last turn. Token counts are cached per record, so
-    /// a turn counts only records it has not counted before.
+    /// a turn counts only records it has not counted before. Tokens are those
+    /// of each message's text, as in a one-shot [`crate::Replay::select`];
+    /// for [`Format::Xml`] (not a server format) the element as rendered is
+    /// counted instead, so its windows can differ from a one-shot replay's.
     pub fn select(
         &mut self,
         sel: &Selection,
@@ -495,19 +502,22 @@ impl LiveReplay {
         let arena = parsed.arena;
         let js = arena.is_some();
         let data: &[u8] = arena.as_deref().unwrap_or(buf);
+        // Ordered so far (over every record, filtered out or not, as a
+        // one-shot replay reports it): each at least the newest before it.
+        if let (Some(first), Some(last)) = (records.first(), records.last()) {
+            if st.already_ordered {
+                st.already_ordered = order::is_ordered(&records)
+                    && self.last_key.is_none_or(|k| ts_key(first.ts) >= k);
+            }
+            self.last_key = Some(ts_key(last.ts));
+        }
         if self.selection.has_filters() {
             records.retain(|r| self.selection.matches(r, data));
         }
         if records.is_empty() {
             return;
         }
-        // Ordered so far: every record at least the newest before it.
         let newest = self.segments.last().map(Segment::last_key);
-        if st.already_ordered {
-            let ordered_within = order::is_ordered(&records);
-            let first = ts_key(records[0].ts);
-            st.already_ordered = ordered_within && newest.is_none_or(|k| first >= k);
-        }
         let parallel = records.len() > 4096 && self.options.threads != 1;
         order::sort_records(&mut records, parallel);
         let lens = render::message_lens(&records, data, self.format);

@@ -436,7 +436,10 @@ fn parse_chunk_js(
         stats.unterminated_tail = !line.terminated;
         let raw = &log[line.range.clone()];
         let header = arena.len();
-        arena.extend_from_slice(&(line.range.start as u64).to_le_bytes());
+        // The offset raw mode gives the line (past ASCII whitespace), so a
+        // record has the same offset in both modes.
+        let origin = line.range.start + lines::trim(raw).start;
+        arena.extend_from_slice(&(origin as u64).to_le_bytes());
         let at = arena.len();
         let outcome = match js.stringify(raw, &mut arena) {
             Ok(false) => {

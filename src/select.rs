@@ -199,7 +199,13 @@ impl SelectReport {
                 "{{\"line\":{},\"offset\":{},\"ts_ms\":{}}}",
                 p.line,
                 p.offset,
-                String::from_utf8_lossy(crate::escape::JsNumber::new(p.ts_ms).as_bytes())
+                // JSON has no Infinity (a `ts_ms` of 1e400 is one): null.
+                if p.ts_ms.is_finite() {
+                    String::from_utf8_lossy(crate::escape::JsNumber::new(p.ts_ms).as_bytes())
+                        .into_owned()
+                } else {
+                    "null".into()
+                }
             ),
             None => "null".into(),
         };
@@ -275,12 +281,21 @@ pub fn window(
             (start..n, Some(sum), false)
         }
         Some(share) => {
-            let from = match prev {
-                Some(p) => {
-                    let s = partition(n, &key_of, (p.key, p.offset));
-                    s.max(lo)
+            // The remembered start, if its record is still there (a log
+            // replaced since has no such record: start afresh).
+            let from = prev.and_then(|p| {
+                let target = (p.key, p.offset);
+                let s = partition(n, &key_of, target);
+                (s < n && key_of(s) == target).then_some(s.max(lo))
+            });
+            let Some(from) = from else {
+                let (start, sum) = fit(budget, lo, &mut counted);
+                if start == lo {
+                    return (lo..n, Some(sum), false);
                 }
-                None => lo,
+                let limit = (budget as f64 * share).floor() as u64;
+                let (start, sum) = fit(limit, lo, &mut counted);
+                return (start..n, Some(sum), true);
             };
             let (start, sum) = fit(budget, from, &mut counted);
             if start == from {
@@ -397,7 +412,8 @@ pub fn line_number(log: &[u8], offset: u64, newlines: u64) -> u64 {
     if offset <= log.len() / 2 {
         count_newlines(&log[..offset]) + 1
     } else {
-        newlines - count_newlines(&log[offset..]) + 1
+        // Saturating: a mapped log rewritten under us may have more.
+        newlines.saturating_sub(count_newlines(&log[offset..])) + 1
     }
 }
 

@@ -150,7 +150,7 @@ impl Store {
                      session_key TEXT PRIMARY KEY,
                      dev INTEGER NOT NULL, inode INTEGER NOT NULL,
                      position INTEGER NOT NULL, fingerprint INTEGER NOT NULL,
-                     updated_ms INTEGER NOT NULL);
+                     seq INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
                  CREATE TABLE IF NOT EXISTS prepares(
                      prepare_id TEXT PRIMARY KEY,
                      session_key TEXT NOT NULL, mode TEXT NOT NULL,
@@ -287,9 +287,10 @@ impl Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| state_err(&path, e))?;
-        let row: Option<(String, i64, i64, i64, i64, String)> = tx
+        type Row = (String, i64, i64, i64, i64, String, i64);
+        let row: Option<Row> = tx
             .query_row(
-                "SELECT session_key, dev, inode, to_pos, fingerprint, status FROM prepares
+                "SELECT session_key, dev, inode, to_pos, fingerprint, status, rowid FROM prepares
                  WHERE prepare_id = ?1",
                 params![prepare_id],
                 |r| {
@@ -300,36 +301,42 @@ impl Store {
                         r.get(3)?,
                         r.get(4)?,
                         r.get(5)?,
+                        r.get(6)?,
                     ))
                 },
             )
             .optional()
             .map_err(|e| state_err(&path, e))?;
-        let Some((key, dev, inode, to, fp, status)) = row else {
+        let Some((key, dev, inode, to, fp, status, seq)) = row else {
             return Err(Error::UnknownPrepare(prepare_id.to_string()));
         };
         let new_status = if success { "success" } else { "failed" };
         let repeated = status == new_status;
         if success {
-            let current: Option<(i64, i64, i64)> = tx
+            let current: Option<(i64, i64, i64, i64)> = tx
                 .query_row(
-                    "SELECT dev, inode, position FROM sessions WHERE session_key = ?1",
+                    "SELECT dev, inode, position, seq FROM sessions WHERE session_key = ?1",
                     params![key],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
                 )
                 .optional()
                 .map_err(|e| state_err(&path, e))?;
+            // On the same file a position only moves forward; on another file
+            // (a rotation) only a prepare made after the one that set the
+            // position may move it, so a late ack from the old file cannot.
             let advance = match current {
-                Some((d, i, pos)) => d != dev || i != inode || (to as u64) > (pos as u64),
+                Some((d, i, pos, _)) if d == dev && i == inode => (to as u64) > (pos as u64),
+                Some((_, _, _, set_by)) => seq > set_by,
                 None => true,
             };
             if advance {
                 tx.execute(
-                    "INSERT INTO sessions(session_key, dev, inode, position, fingerprint, updated_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    "INSERT INTO sessions(session_key, dev, inode, position, fingerprint, seq,
+                         updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT(session_key) DO UPDATE SET dev = ?2, inode = ?3, position = ?4,
-                         fingerprint = ?5, updated_ms = ?6",
-                    params![key, dev, inode, to, fp, now_ms()],
+                         fingerprint = ?5, seq = MAX(seq, ?6), updated_ms = ?7",
+                    params![key, dev, inode, to, fp, seq, now_ms()],
                 )
                 .map_err(|e| state_err(&path, e))?;
             }
@@ -408,19 +415,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// The fingerprint of the bytes before `pos` in `file`.
-fn fingerprint(file: &File, path: &Path, pos: u64) -> Result<u64, Error> {
-    let start = pos.saturating_sub(FINGERPRINT_BYTES);
-    let mut buf = Vec::new();
-    crate::live::read_from(file, start, pos - start, &mut buf)
-        .map_err(|e| Error::io(path, "cannot read", e))?;
-    if (buf.len() as u64) < pos - start {
-        // The file is shorter than the position: it cannot match.
-        return Ok(!fnv1a(&buf));
-    }
-    Ok(fnv1a(&buf))
-}
-
 /// What to prepare.
 #[derive(Debug, Clone)]
 pub struct PrepareRequest<'a> {
@@ -466,12 +460,6 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
         None => (LogId { dev: 0, inode: 0 }, 0),
     };
     let known = lock().session(req.session_key)?;
-    let from = match (known, &file) {
-        (Some((kid, pos, fp)), Some(f)) if kid == id && pos <= len => {
-            (fingerprint(f, path, pos)? == fp).then_some(pos)
-        }
-        _ => None,
-    };
     let filters = Selection {
         session: req.selection.session.clone(),
         kinds: req.selection.kinds.clone(),
@@ -480,15 +468,29 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
         tokenizer: req.selection.tokenizer,
         ..Selection::default()
     };
-    let prepared = match (from, &file) {
-        (Some(from), Some(f)) => {
+    // A delta reads the fingerprinted bytes before the position and
+    // everything after it in one read, so the check, the records and the
+    // new fingerprint all come from the same bytes, whatever a writer does
+    // meanwhile.
+    let delta = match (known, &file) {
+        (Some((kid, pos, fp)), Some(f)) if kid == id && pos <= len && pos > 0 => {
+            let start = pos.saturating_sub(FINGERPRINT_BYTES);
             let mut buf = Vec::new();
-            crate::live::read_from(f, from, len - from, &mut buf)
+            crate::live::read_from(f, start, len - start, &mut buf)
                 .map_err(|e| Error::io(path, "cannot read", e))?;
-            let commit = memchr::memrchr(b'\n', &buf).map_or(0, |k| k + 1);
-            let parsed = parse_range(&buf, 0..commit, 1, req.options, &|_| {});
+            let at = (pos - start) as usize;
+            (buf.len() >= at && fnv1a(&buf[..at]) == fp).then_some((pos, start, buf))
+        }
+        _ => None,
+    };
+    let (prepared, fp, id) = match delta {
+        Some((from, start, buf)) => {
+            let at = (from - start) as usize;
+            let tail = &buf[at..];
+            let commit = memchr::memrchr(b'\n', tail).map_or(0, |k| k + 1);
+            let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
             let mut records = parsed.records;
-            let data: &[u8] = parsed.arena.as_deref().unwrap_or(&buf);
+            let data: &[u8] = parsed.arena.as_deref().unwrap_or(tail);
             let parallel = records.len() > 4096;
             order::sort_records(&mut records, parallel);
             select::apply(&mut records, data, &filters, None, |o| o, |_| 0);
@@ -501,36 +503,44 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
                     render_body(&records, data, req.format, Document::Delta { from, to }),
                 )
             };
-            Prepared {
+            let end = at + commit;
+            let fp = fnv1a(&buf[end.saturating_sub(FINGERPRINT_BYTES as usize)..end]);
+            let prepared = Prepared {
                 prepare_id: new_prepare_id(),
                 mode,
                 from,
                 to,
                 records: records.len() as u64,
                 body,
-            }
+            };
+            (prepared, fp, id)
         }
-        _ => {
+        None => {
+            // The whole log (a position of 0 too: the file's start is where a
+            // byte-order mark is dropped, which only a full replay does).
             let log = LogBytes::open(path, ReadMode::Auto)?;
             let all = log.bytes();
             let commit = memchr::memrchr(b'\n', all).map_or(0, |k| k + 1);
             let mut r = crate::replay::replay(&all[..commit], req.options);
             r.select(req.selection, None);
             let body = render_body(r.records(), r.data(), req.format, Document::Context);
+            let fp = fnv1a(&all[commit.saturating_sub(FINGERPRINT_BYTES as usize)..commit]);
             log.verify()?;
-            Prepared {
+            let prepared = Prepared {
                 prepare_id: new_prepare_id(),
                 mode: Mode::Full,
                 from: 0,
                 to: commit as u64,
                 records: r.records().len() as u64,
                 body,
-            }
+            };
+            // The identity of the file actually read.
+            let id = log.identity().map_or(id, |i| LogId {
+                dev: i.dev,
+                inode: i.inode,
+            });
+            (prepared, fp, id)
         }
-    };
-    let fp = match &file {
-        Some(f) => fingerprint(f, path, prepared.to)?,
-        None => fnv1a(&[]),
     };
     lock().record_prepare(req.session_key, &prepared, id, fp)?;
     Ok(prepared)

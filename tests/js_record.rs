@@ -146,10 +146,21 @@ fn js_mode_is_the_same_through_threads_chunks_and_the_live_state() {
         assert_eq!(r.render_messages(Format::OpenAi), body);
         assert_eq!(r.stats(), one.stats());
     }
-    // Records know the line they came from.
+    // Records know the line they came from: past its ASCII whitespace, as in
+    // raw mode.
     for rec in one.records() {
         let src = one.source_offset(rec) as usize;
-        assert!(src < log.len() && (src == 0 || log[src - 1] == b'\n'));
+        let line_start = log[..src]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1);
+        assert!(src < log.len());
+        assert!(
+            log[line_start..src]
+                .iter()
+                .all(|&b| wmreplay::lines::is_trim_byte(b))
+        );
+        assert!(!wmreplay::lines::is_trim_byte(log[src]));
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wm.log");

@@ -386,3 +386,38 @@ fn cli_windows_filters_and_trimming() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_byte_order_mark_written_after_an_empty_full_prepare_is_dropped() {
+    let f = Fixture::new();
+    append(&f.log, "");
+    let p = f.prepare("k");
+    assert_eq!((p.mode, p.to), (Mode::Full, 0));
+    f.ack(&p, true);
+    append(&f.log, "\u{FEFF}");
+    append(&f.log, &rec(1, "after the bom"));
+    let next = f.prepare("k");
+    assert_eq!(
+        (next.mode, texts_in(&next.body)),
+        (Mode::Full, vec!["after the bom".to_string()])
+    );
+}
+
+#[test]
+fn a_late_ack_from_before_a_rotation_does_not_move_the_position() {
+    let f = Fixture::new();
+    append(&f.log, &rec(1, "old file"));
+    append(&f.log, &rec(2, "old file, longer than the new one"));
+    let old = f.prepare("k");
+    // Rotated: a new, shorter file at the same path.
+    let tmp = f.log.with_extension("new");
+    std::fs::write(&tmp, rec(3, "new")).unwrap();
+    std::fs::rename(&tmp, &f.log).unwrap();
+    let new = f.prepare("k");
+    assert_eq!(new.mode, Mode::Full);
+    f.ack(&new, true);
+    // The prepare made on the old file is acknowledged late.
+    let acked = f.store.lock().unwrap().ack(&old.prepare_id, true).unwrap();
+    assert_eq!(acked.position, Some(new.to));
+    assert_eq!(f.prepare("k").mode, Mode::None);
+}

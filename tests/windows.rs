@@ -414,6 +414,11 @@ fn live_windows_filters_and_marks_match_a_one_shot_replay() {
                     .rposition(|&b| b == b'\n')
                     .map_or(0, |p| p + 1)];
                 let mut one = replay(committed, &ReplayOptions::default());
+                assert_eq!(
+                    live.stats().already_ordered,
+                    one.stats().already_ordered,
+                    "selection {k} {format:?} at {at}"
+                );
                 let want = one.select(sel, None);
                 assert_eq!(report, want, "selection {k} {format:?} at {at}");
                 let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
@@ -489,4 +494,35 @@ fn xml_is_well_formed_for_any_log_and_keeps_every_record() {
         render_messages(&[], b"", Format::Xml),
         b"<memory_context>\n</memory_context>\n"
     );
+}
+
+#[test]
+fn an_infinite_pending_ts_ms_is_reported_as_json_null() {
+    let log = lines(&[r#"{"type":"text_input","ts_ms":1e400,"text":"later than anything"}"#]);
+    let mut r = replay(&log, &ReplayOptions::default());
+    let report = r.select(&Selection::default(), None);
+    assert_eq!(report.pending.unwrap().line, 1);
+    let v: Value = serde_json::from_str(&format!("{{{}}}", report.json_members()))
+        .expect("the report is JSON");
+    assert_eq!(v["pending_input"]["ts_ms"], Value::Null);
+}
+
+#[test]
+fn a_remembered_start_that_no_longer_exists_starts_afresh() {
+    let mut log = String::new();
+    for i in 0..20u64 {
+        log.push_str(&record(i, 100));
+    }
+    let sel = Selection {
+        max_tokens: Some(200),
+        trim_to: Some(0.5),
+        tokenizer: Tokenizer::Bytes,
+        ..Selection::default()
+    };
+    let fresh = replay(log.as_bytes(), &ReplayOptions::default()).select(&sel, None);
+    // A start from another log: a key and offset no record here has.
+    let gone = WindowStart { key: 1, offset: 7 };
+    let report = replay(log.as_bytes(), &ReplayOptions::default()).select(&sel, Some(gone));
+    assert_eq!(report, fresh);
+    assert!(report.trimmed);
 }

@@ -289,7 +289,10 @@ async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiEr
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
         let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.refresh()?;
+        if live.refresh()?.rebuilt {
+            // Another file now: a remembered window start means nothing.
+            *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         let sel = &st.cfg.selection;
         let (chunks, select) = if sel.is_everything() && !report {
             (live.chunks(), None)
@@ -636,7 +639,7 @@ async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError>
     let i = snap.info;
     let selection = match &snap.select {
         Some(r) => serde_json::from_str::<Value>(&format!("{{{}}}", r.json_members()))
-            .expect("the report is JSON"),
+            .unwrap_or(Value::Null),
         None => Value::Null,
     };
     let body = json!({
