@@ -13,33 +13,12 @@
 //!   in the middle of the log (a segment is split).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use wmreplay::corpus::{GenOptions, generate, parse_size};
-use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions, request_envelope};
+mod common;
 
-fn scratch_log() -> (PathBuf, u64) {
-    let spec = std::env::var("WMREPLAY_LIVE_SIZE").unwrap_or_else(|_| "1GiB".into());
-    let size = parse_size(&spec).expect("a size like 1GiB");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join(format!("bench-{spec}-seed1.log"));
-    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
-        let options = GenOptions {
-            size,
-            seed: 1,
-            ..GenOptions::default()
-        };
-        generate(&options, &mut f, &|_| {}).unwrap();
-        f.flush().unwrap();
-    }
-    let scratch = dir.join(format!("live-{spec}.log"));
-    std::fs::copy(&source, &scratch).unwrap();
-    (scratch, size)
-}
+use criterion::{Criterion, criterion_group, criterion_main};
+use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions, request_envelope};
 
 fn body_parts(live: &LiveReplay) -> Vec<bytes::Bytes> {
     let current = CurrentRequest {
@@ -56,7 +35,7 @@ fn body_parts(live: &LiveReplay) -> Vec<bytes::Bytes> {
 }
 
 fn benches(c: &mut Criterion) {
-    let (path, size) = scratch_log();
+    let (path, size) = common::scratch_log("live");
     let mut g = c.benchmark_group("live");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(20));

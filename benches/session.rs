@@ -13,39 +13,18 @@
 //!   cache-stable trimming (token counts of older records are cached).
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod common;
+
 use criterion::{Criterion, criterion_group, criterion_main};
-use wmreplay::corpus::{GenOptions, generate, parse_size};
 use wmreplay::state::{self, Mode, PrepareRequest, Store};
 use wmreplay::{Format, LiveReplay, ReplayOptions, Selection, Tokenizer};
 
-fn scratch_log(name: &str) -> PathBuf {
-    let spec = std::env::var("WMREPLAY_LIVE_SIZE").unwrap_or_else(|_| "1GiB".into());
-    let size = parse_size(&spec).expect("a size like 1GiB");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join(format!("bench-{spec}-seed1.log"));
-    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
-        let options = GenOptions {
-            size,
-            seed: 1,
-            ..GenOptions::default()
-        };
-        generate(&options, &mut f, &|_| {}).unwrap();
-        f.flush().unwrap();
-    }
-    let scratch = dir.join(format!("{name}-{spec}.log"));
-    std::fs::copy(&source, &scratch).unwrap();
-    let _ = std::fs::remove_file(Store::path_for(&scratch));
-    scratch
-}
-
 fn benches(c: &mut Criterion) {
-    let path = scratch_log("session");
+    let (path, _) = common::scratch_log("session");
+    let _ = std::fs::remove_file(Store::path_for(&path));
     let store = Mutex::new(Store::open(Store::path_for(&path)).unwrap());
     let sel = Selection::default();
     let options = ReplayOptions::default();

@@ -159,6 +159,25 @@ impl ReplayStats {
     }
 }
 
+impl ReplayStats {
+    /// Counts a skipped line and records where it is, while fewer than
+    /// `max_skips` are recorded.
+    fn skip(&mut self, reason: SkipReason, line: u64, offset: u64, max_skips: usize) {
+        if reason.is_invalid_json() {
+            self.skipped_invalid_json += 1;
+        } else {
+            self.skipped_invalid_shape += 1;
+        }
+        if self.skips.len() < max_skips {
+            self.skips.push(Skip {
+                line,
+                offset,
+                reason,
+            });
+        }
+    }
+}
+
 fn json_string(s: &str) -> String {
     let mut out = vec![0u8; s.len() + crate::escape::escaped_extra(s.as_bytes())];
     crate::escape::write_escaped(s.as_bytes(), &mut out);
@@ -460,18 +479,7 @@ fn parse_chunk_js(
             Ok(r) => records.push(r),
             Err(reason) => {
                 arena.truncate(header);
-                if reason.is_invalid_json() {
-                    stats.skipped_invalid_json += 1;
-                } else {
-                    stats.skipped_invalid_shape += 1;
-                }
-                if stats.skips.len() < max_skips {
-                    stats.skips.push(Skip {
-                        line: line_no - 1,
-                        offset: line.range.start as u64,
-                        reason,
-                    });
-                }
+                stats.skip(reason, line_no - 1, line.range.start as u64, max_skips);
             }
         }
     }
@@ -518,20 +526,7 @@ fn parse_chunk(
         let utf8 = line.range.end <= utf8_valid_to;
         match parser.parse_with(&raw[t], offset, utf8) {
             Ok(r) => records.push(r),
-            Err(reason) => {
-                if reason.is_invalid_json() {
-                    stats.skipped_invalid_json += 1;
-                } else {
-                    stats.skipped_invalid_shape += 1;
-                }
-                if stats.skips.len() < max_skips {
-                    stats.skips.push(Skip {
-                        line: line_no - 1,
-                        offset: line.range.start as u64,
-                        reason,
-                    });
-                }
-            }
+            Err(reason) => stats.skip(reason, line_no - 1, line.range.start as u64, max_skips),
         }
     }
     stats.parsed_entries = records.len() as u64;

@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{contract_stats, hostile_log, oracle};
+use common::{assert_same_body, contract_stats, hostile_log, oracle};
 use wmreplay::{CurrentRequest, Format, ReplayOptions, replay, system_prompt};
 
 const TEXT: &str = "What did I say about \"caching\"?\n(naïve 🙂 \\ \u{1})";
@@ -40,20 +40,11 @@ fn check_seed(seed: u64, lines: usize, format: Format, session: Option<&str>) {
             session_id: session,
         },
     );
-    if got != want.body {
-        let at = got
-            .iter()
-            .zip(&want.body)
-            .position(|(a, b)| a != b)
-            .unwrap_or(got.len().min(want.body.len()));
-        let from = at.saturating_sub(200);
-        panic!(
-            "seed {seed} ({}): bodies differ at byte {at}\n ours: {}\n node: {}",
-            format.name(),
-            String::from_utf8_lossy(&got[from..(at + 200).min(got.len())]),
-            String::from_utf8_lossy(&want.body[from..(at + 200).min(want.body.len())]),
-        );
-    }
+    assert_same_body(
+        &format!("seed {seed} ({})", format.name()),
+        &got,
+        &want.body,
+    );
     assert_eq!(contract_stats(replayed.stats()), want.stats, "seed {seed}");
 }
 

@@ -8,7 +8,7 @@
 mod common;
 
 use common::jsgen::{self, Rng};
-use common::{contract_stats, hostile_log, oracle};
+use common::{assert_same_body, contract_stats, hostile_log, oracle};
 use wmreplay::{
     CurrentRequest, Format, LiveReplay, RecordMode, ReplayOptions, replay, system_prompt,
 };
@@ -91,20 +91,11 @@ fn check(seed: u64, log: &[u8], format: Format) {
             session_id: Some("s"),
         },
     );
-    if got != want.body {
-        let at = got
-            .iter()
-            .zip(&want.body)
-            .position(|(a, b)| a != b)
-            .unwrap_or(got.len().min(want.body.len()));
-        let from = at.saturating_sub(300);
-        panic!(
-            "seed {seed} ({}): bodies differ at byte {at}\n ours: {}\n node: {}",
-            format.name(),
-            String::from_utf8_lossy(&got[from..(at + 200).min(got.len())]),
-            String::from_utf8_lossy(&want.body[from..(at + 200).min(want.body.len())]),
-        );
-    }
+    assert_same_body(
+        &format!("seed {seed} ({})", format.name()),
+        &got,
+        &want.body,
+    );
     assert_eq!(contract_stats(r.stats()), want.stats, "seed {seed}");
 }
 

@@ -221,3 +221,22 @@ pub fn contract_stats(s: &wmreplay::ReplayStats) -> String {
         s.total_lines, s.parsed_entries, s.skipped_invalid_json, s.skipped_invalid_shape
     )
 }
+
+/// Panics, showing where and around what, unless `got` and `want` (request
+/// bodies) are byte-identical.
+pub fn assert_same_body(context: &str, got: &[u8], want: &[u8]) {
+    if got == want {
+        return;
+    }
+    let at = got
+        .iter()
+        .zip(want)
+        .position(|(a, b)| a != b)
+        .unwrap_or(got.len().min(want.len()));
+    let from = at.saturating_sub(200);
+    panic!(
+        "{context}: bodies differ at byte {at}\n ours: {}\n node: {}",
+        String::from_utf8_lossy(&got[from..(at + 200).min(got.len())]),
+        String::from_utf8_lossy(&want[from..(at + 200).min(want.len())]),
+    );
+}

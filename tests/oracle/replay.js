@@ -22,6 +22,12 @@ const SYSTEM_RULE =
 // The ASCII characters String.prototype.trim removes.
 const TRIM = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
+// The seed's shape check: an object with a string type and a number ts_ms.
+function isRecord(entry) {
+  return entry !== null && typeof entry === 'object' && !Array.isArray(entry) &&
+    typeof entry.type === 'string' && typeof entry.ts_ms === 'number';
+}
+
 // --record js: the seed's code as written, on the file as Node reads it
 // (readFileSync(path, 'utf8'): invalid UTF-8 becomes U+FFFD, a BOM stays and
 // is removed by trim(), which trims JavaScript's whole whitespace set).
@@ -46,8 +52,7 @@ function replayJs(logPath) {
       stats.skipped_invalid_json++;
       continue;
     }
-    if (entry === null || typeof entry !== 'object' || Array.isArray(entry) ||
-        typeof entry.type !== 'string' || typeof entry.ts_ms !== 'number') {
+    if (!isRecord(entry)) {
       stats.skipped_invalid_shape++;
       continue;
     }
@@ -93,8 +98,7 @@ function replayWorkingMemoryLog(logPath, record) {
       stats.skipped_invalid_json++;
       continue;
     }
-    if (entry === null || typeof entry !== 'object' || Array.isArray(entry) ||
-        typeof entry.type !== 'string' || typeof entry.ts_ms !== 'number') {
+    if (!isRecord(entry)) {
       stats.skipped_invalid_shape++;
       continue;
     }
