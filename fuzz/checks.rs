@@ -375,3 +375,91 @@ fn js_equal(ours: &serde_json::Value, theirs: &serde_json::Value) -> Result<(), 
         _ => Err(format!("{ours} is not JavaScript's {theirs}")),
     }
 }
+
+/// Selections (issue 6): the first three bytes choose a tail, a token budget,
+/// trimming, a kind filter and the pending mark; the rest is the log. The
+/// window is a suffix of the filtered records and fits its budget; asking
+/// again with the start it reported keeps it; the XML of the selection is
+/// well-formed with one element per record; the live state selects the same.
+pub fn check_select(data: &[u8]) {
+    use wmreplay::{Selection, Tokenizer};
+    if data.len() < 3 {
+        return;
+    }
+    let (knobs, log) = data.split_at(3);
+    let sel = Selection {
+        tail: (knobs[0] & 1 == 1).then_some((knobs[0] >> 1) as usize),
+        max_tokens: (knobs[1] != 0).then_some(knobs[1] as u64 * 4),
+        tokenizer: Tokenizer::Bytes,
+        trim_to: (knobs[1] != 0 && knobs[2] & 1 == 1).then_some(0.5),
+        kinds: (knobs[2] & 2 == 2).then(|| vec!["text_input".into(), "text_output".into()]),
+        mark_pending: knobs[2] & 4 == 4,
+        ..Selection::default()
+    };
+    let end = log.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let log = &log[..end];
+    let filters_only = Selection {
+        kinds: sel.kinds.clone(),
+        ..Selection::default()
+    };
+    let mut filtered = replay(log, &ReplayOptions::default());
+    filtered.select(&filters_only, None);
+    let mut r = replay(log, &ReplayOptions::default());
+    let report = r.select(&sel, None);
+    assert_eq!(
+        report.matched as usize,
+        filtered.records().len(),
+        "{}",
+        show(data)
+    );
+    assert_eq!(
+        report.selected as usize,
+        r.records().len(),
+        "{}",
+        show(data)
+    );
+    let offsets = |rs: &[wmreplay::Record]| rs.iter().map(|x| x.offset).collect::<Vec<_>>();
+    let all = offsets(filtered.records());
+    let kept = offsets(r.records());
+    assert!(all.ends_with(&kept), "not a suffix: {}", show(data));
+    if let (Some(t), Some(sum)) = (sel.max_tokens, report.tokens) {
+        assert!(sum <= t, "{sum} > {t}: {}", show(data));
+    }
+    // Stable: the start it reported holds on the same log.
+    if sel.trim_to.is_some() {
+        let again = replay(log, &ReplayOptions::default()).select(&sel, report.window_start);
+        assert!(
+            !again.trimmed || report.window_start.is_none(),
+            "{}",
+            show(data)
+        );
+        assert_eq!(again.selected, report.selected, "{}", show(data));
+    }
+    let xml = r.render_messages(Format::Xml);
+    let text = std::str::from_utf8(&xml).expect("XML is UTF-8");
+    let doc = roxmltree::Document::parse(text)
+        .unwrap_or_else(|e| panic!("not XML ({e}): {}", show(data)));
+    assert_eq!(
+        doc.root_element()
+            .children()
+            .filter(|n| n.is_element())
+            .count(),
+        r.records().len(),
+        "{}",
+        show(data)
+    );
+    // The live state, fed the same bytes, selects the same.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("wm.log");
+    std::fs::write(&path, log).expect("write the log");
+    let mut live = LiveReplay::new(&path, Format::OpenAi, ReplayOptions::default())
+        .with_selection(filters_only);
+    live.refresh().expect("refresh");
+    let (chunks, live_report) = live.select(&sel, None).expect("select");
+    assert_eq!(live_report, report, "{}", show(data));
+    let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    let body = r.render_messages(Format::OpenAi);
+    let inner = &body[1..body.len() - 1];
+    let joined = &joined[..joined.len().saturating_sub(1)];
+    assert!(joined == inner, "live selection differs: {}", show(data));
+}

@@ -67,3 +67,11 @@ fn fuzz_corpus_js() {
         "the js corpus is committed"
     );
 }
+
+#[test]
+fn fuzz_corpus_select() {
+    assert!(
+        replay_dir("select", checks::check_select) > 0,
+        "the select corpus is committed"
+    );
+}
