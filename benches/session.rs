@@ -22,6 +22,16 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use wmreplay::state::{self, Mode, PrepareRequest, Store};
 use wmreplay::{Format, LiveReplay, ReplayOptions, Selection, Tokenizer};
 
+/// Appends one in-order record (a newer `ts_ms` each time).
+fn append_turn(file: &mut std::fs::File, ts: &mut u64) {
+    *ts += 1;
+    writeln!(
+        file,
+        "{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"one more turn\"}}"
+    )
+    .unwrap();
+}
+
 fn benches(c: &mut Criterion) {
     let (path, _) = common::scratch_log("session");
     let _ = std::fs::remove_file(Store::path_for(&path));
@@ -49,12 +59,7 @@ fn benches(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(10));
     g.bench_function("prepare-ack-small-delta", |b| {
         b.iter(|| {
-            ts += 1;
-            writeln!(
-                file,
-                "{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"one more turn\"}}"
-            )
-            .unwrap();
+            append_turn(&mut file, &mut ts);
             let p = state::prepare(&store, &req).unwrap();
             assert_eq!((p.mode, p.records), (Mode::Delta, 1));
             store.lock().unwrap().ack(&p.prepare_id, true).unwrap();
@@ -72,12 +77,7 @@ fn benches(c: &mut Criterion) {
     let mut prev = first.window_start;
     g.bench_function("live-window-100k-tokens", |b| {
         b.iter(|| {
-            ts += 1;
-            writeln!(
-                file,
-                "{{\"type\":\"text_input\",\"ts_ms\":{ts},\"text\":\"one more turn\"}}"
-            )
-            .unwrap();
+            append_turn(&mut file, &mut ts);
             live.refresh().unwrap();
             let (chunks, report) = live.select(&window, prev).unwrap();
             assert!(report.tokens.unwrap() <= 100_000 && !chunks.is_empty());
