@@ -272,7 +272,7 @@ impl LiveReplay {
             report.pending = Some(Pending {
                 line: self.line_of(e.offset)?,
                 offset: e.offset,
-                ts_ms: select::key_ts(e.key),
+                ts_ms: order::key_ts(e.key),
             });
         }
         let mark = if sel.mark_pending { pending } else { None };

@@ -283,20 +283,13 @@ pub fn window(
         Some(share) => {
             // The remembered start, if its record is still there (a log
             // replaced since has no such record: start afresh).
-            let from = prev.and_then(|p| {
-                let target = (p.key, p.offset);
-                let s = partition(n, &key_of, target);
-                (s < n && key_of(s) == target).then_some(s.max(lo))
-            });
-            let Some(from) = from else {
-                let (start, sum) = fit(budget, lo, &mut counted);
-                if start == lo {
-                    return (lo..n, Some(sum), false);
-                }
-                let limit = (budget as f64 * share).floor() as u64;
-                let (start, sum) = fit(limit, lo, &mut counted);
-                return (start..n, Some(sum), true);
-            };
+            let from = prev
+                .and_then(|p| {
+                    let target = (p.key, p.offset);
+                    let s = partition(n, &key_of, target);
+                    (s < n && key_of(s) == target).then_some(s.max(lo))
+                })
+                .unwrap_or(lo);
             let (start, sum) = fit(budget, from, &mut counted);
             if start == from {
                 return (from..n, Some(sum), false);
@@ -306,11 +299,6 @@ pub fn window(
             (start..n, Some(sum), true)
         }
     }
-}
-
-/// The `ts_ms` a `ts_key` was made from.
-pub fn key_ts(key: u64) -> f64 {
-    crate::order::key_ts(key)
 }
 
 /// The first index whose key is at least `target`.

@@ -390,15 +390,18 @@ fn new_prepare_id() -> String {
     format!("{a:016x}{b:016x}")
 }
 
+impl From<crate::source::FileIdentity> for LogId {
+    fn from(i: crate::source::FileIdentity) -> Self {
+        LogId {
+            dev: i.dev,
+            inode: i.inode,
+        }
+    }
+}
+
 fn log_id(log: &Path) -> Result<Option<LogId>, Error> {
     match std::fs::metadata(log) {
-        Ok(m) => {
-            let id = crate::source::identity_of(&m);
-            Ok(Some(LogId {
-                dev: id.dev,
-                inode: id.inode,
-            }))
-        }
+        Ok(m) => Ok(Some(crate::source::identity_of(&m).into())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(log, "cannot stat", e)),
     }
@@ -448,14 +451,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let m = f
                 .metadata()
                 .map_err(|e| Error::io(path, "cannot stat", e))?;
-            let i = crate::source::identity_of(&m);
-            (
-                LogId {
-                    dev: i.dev,
-                    inode: i.inode,
-                },
-                m.len(),
-            )
+            (crate::source::identity_of(&m).into(), m.len())
         }
         None => (LogId { dev: 0, inode: 0 }, 0),
     };
@@ -535,10 +531,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
                 body,
             };
             // The identity of the file actually read.
-            let id = log.identity().map_or(id, |i| LogId {
-                dev: i.dev,
-                inode: i.inode,
-            });
+            let id = log.identity().map_or(id, LogId::from);
             (prepared, fp, id)
         }
     };
