@@ -58,28 +58,45 @@ pub fn escaped_extra(src: &[u8]) -> usize {
 /// is cut where `out` ends instead of panicking; the caller learns of the
 /// change from [`crate::LogBytes::verify`].
 pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
+    write_escaped_in(src, 0..src.len(), out)
+}
+
+/// [`write_escaped`] of `text[range]`, reading (never escaping) bytes of
+/// `text` past the range's end where that lets the range's last, partial
+/// 32-byte block go through the block path instead of a byte loop: the
+/// renderer passes the whole log, so a line's tail is one more block.
+pub fn write_escaped_in(text: &[u8], range: std::ops::Range<usize>, out: &mut [u8]) -> usize {
     const B: usize = simd::BLOCK;
+    let end = range.end.min(text.len());
     let mut w = 0;
-    let mut i = 0;
-    // Whole 32-byte blocks while the output has room for a block's worst
-    // case plus one block of overrun: store the block, then for each byte to
-    // escape (most blocks of a JSON line have a few quotes), put a backslash
-    // before it and store the rest of the block again after it.
-    while i + B <= src.len() && w + 3 * B <= out.len() {
-        let block: &[u8; B] = src[i..i + B].try_into().expect("a whole block");
-        let mut m = simd::stop_mask(block);
+    let mut i = range.start.min(end);
+    // Blocks while the output has room for a block's worst case plus one
+    // block of overrun: store the block, then for each byte to escape (most
+    // blocks of a JSON line have a few quotes), put a backslash before it
+    // and store the rest of the block again after it. The last block may
+    // hold bytes past `end`: they are stored (and overwritten by whatever
+    // the caller writes next) but never counted or escaped.
+    while i < end && i + B <= text.len() && w + 3 * B <= out.len() {
+        let block: &[u8; B] = text[i..i + B].try_into().expect("a whole block");
+        let len = (end - i).min(B);
+        let valid = if len == B {
+            u32::MAX
+        } else {
+            (1u32 << len) - 1
+        };
+        let mut m = simd::stop_mask(block) & valid;
         out[w..w + B].copy_from_slice(block);
         if m == 0 {
-            i += B;
-            w += B;
+            i += len;
+            w += len;
             continue;
         }
-        if simd::control_mask(block) != 0 {
+        if simd::control_mask(block) & valid != 0 {
             // Rare (raw tabs and newlines): this block a byte at a time.
-            for &b in block {
+            for &b in &block[..len] {
                 w += write_unit_clipped(b, &mut out[w..]);
             }
-            i += B;
+            i += len;
             continue;
         }
         // The rest of the block from any offset is one fixed-size copy: from
@@ -87,8 +104,8 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
         // stack buffer just written would stall on store forwarding), else
         // from the block padded with zeros.
         let padded: [u8; 2 * B];
-        let ahead: &[u8] = if i + 2 * B <= src.len() {
-            &src[i..i + 2 * B]
+        let ahead: &[u8] = if i + 2 * B <= text.len() {
+            &text[i..i + 2 * B]
         } else {
             let mut p = [0u8; 2 * B];
             p[..B].copy_from_slice(block);
@@ -105,12 +122,12 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
             prev = k;
             m &= m - 1;
         }
-        w += B - prev;
-        i += B;
+        w += len - prev;
+        i += len;
     }
     // The tail, a byte at a time.
-    while i < src.len() {
-        let b = src[i];
+    while i < end {
+        let b = text[i];
         if needs_escape(b) {
             w += write_unit_clipped(b, &mut out[w..]);
         } else {
@@ -308,6 +325,20 @@ impl JsNumber {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
+
+    /// `JsNumber::new(x).as_bytes().len()`, without formatting the common
+    /// case (an integer, as timestamps are): renderers size every message
+    /// before writing it.
+    #[inline]
+    pub fn len_of(x: f64) -> usize {
+        if x != 0.0 && x.fract() == 0.0 && x.abs() < 9007199254740992.0 {
+            let i = x as i64;
+            let digits = i.unsigned_abs().ilog10() as usize + 1;
+            digits + usize::from(i < 0)
+        } else {
+            JsNumber::new(x).len
+        }
+    }
 }
 
 #[cfg(test)]
@@ -412,6 +443,47 @@ mod tests {
     }
 
     #[test]
+    fn escaping_a_range_reads_past_it_but_writes_only_its_bytes() {
+        // Text with quotes, backslashes, controls and non-ASCII; every range
+        // end near a block edge, with and without bytes after the range, and
+        // outputs from exactly sized to roomy.
+        let mut text = Vec::new();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..400 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            text.extend_from_slice(match x % 9 {
+                0 => b"\"",
+                1 => b"\\",
+                2 => b"\n",
+                3 => "é".as_bytes(),
+                4 if x % 7 == 0 => b"\t",
+                _ => b"abcdefg",
+            });
+        }
+        for start in [0usize, 1, 5, 31, 32, 33, 100] {
+            for len in (0..140).chain([200, 250, 300]) {
+                let end = (start + len).min(text.len());
+                let want = naive_escape(&text[start..end]);
+                for room in [0usize, 1, 40, 200] {
+                    let mut out = vec![0xAAu8; want.len() + room];
+                    let n = write_escaped_in(&text, start..end, &mut out);
+                    assert_eq!(&out[..n], &want[..], "{start}..{end}, room {room}");
+                    // And with nothing after the range to read.
+                    let mut out = vec![0xAAu8; want.len() + room];
+                    let n = write_escaped_in(&text[..end], start..end, &mut out);
+                    assert_eq!(
+                        &out[..n],
+                        &want[..],
+                        "{start}..{end} at the end, room {room}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn transcodes_escapes_like_parse_then_stringify() {
         assert_eq!(tc(br"a\/b\u00e9\n\u0001"), "a/bé\\n\\u0001".as_bytes());
         assert_eq!(tc(br"\ud83d\ude00"), "😀".as_bytes());
@@ -423,7 +495,11 @@ mod tests {
 
     #[test]
     fn formats_numbers_like_javascript() {
-        let f = |x: f64| String::from_utf8(JsNumber::new(x).as_bytes().to_vec()).unwrap();
+        let f = |x: f64| {
+            let s = String::from_utf8(JsNumber::new(x).as_bytes().to_vec()).unwrap();
+            assert_eq!(JsNumber::len_of(x), s.len(), "{x}");
+            s
+        };
         assert_eq!(f(-0.0), "0");
         assert_eq!(f(1000.0), "1000");
         assert_eq!(f(1.5), "1.5");
@@ -433,5 +509,24 @@ mod tests {
         assert_eq!(f(f64::INFINITY), "Infinity");
         assert_eq!(f(-1e-7), "-1e-7");
         assert_eq!(f(1700000000123.0), "1700000000123");
+        // Every digit count and sign at the edges `len_of` computes itself.
+        let mut p = 1.0f64;
+        for _ in 0..17 {
+            for x in [p - 1.0, p, p + 1.0, 2.5 * p] {
+                f(x);
+                f(-x);
+            }
+            p *= 10.0;
+        }
+        for x in [
+            9007199254740991.0,
+            9007199254740992.0,
+            9007199254740993.0,
+            0.5,
+            1e-7,
+        ] {
+            f(x);
+            f(-x);
+        }
     }
 }

@@ -140,7 +140,7 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
         + KIND_PREFIX.len()
         + kind_len
         + TS_PREFIX.len()
-        + JsNumber::new(r.ts).as_bytes().len()
+        + JsNumber::len_of(r.ts)
         + JSON_PREFIX.len()
         + r.len as usize
         + r.escape_extra as usize
@@ -167,7 +167,9 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
     w = put(out, w, TS_PREFIX);
     w = put(out, w, JsNumber::new(r.ts).as_bytes());
     w = put(out, w, JSON_PREFIX);
-    w += escape::write_escaped(r.line(log), &mut out[w..]);
+    // The whole log, so the line's last partial block is read as a block.
+    let line = r.offset as usize..r.offset as usize + r.len as usize;
+    w += escape::write_escaped_in(log, line, &mut out[w..]);
     w = put(out, w, format.close());
     put(out, w, format.separator())
 }

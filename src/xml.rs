@@ -122,7 +122,7 @@ pub(crate) fn element_len(r: &Record, log: &[u8]) -> usize {
         + kind.len()
         + text_extra(kind, true)
         + TS.len()
-        + JsNumber::new(r.ts).as_bytes().len()
+        + JsNumber::len_of(r.ts)
         + if r.is_pending() { PENDING.len() } else { 0 }
         + CLOSE_TAG.len()
         + line.len()
