@@ -458,7 +458,7 @@ mod tests {
                 1 => b"\\",
                 2 => b"\n",
                 3 => "é".as_bytes(),
-                4 if x % 7 == 0 => b"\t",
+                4 if x.is_multiple_of(7) => b"\t",
                 _ => b"abcdefg",
             });
         }

@@ -48,6 +48,17 @@ pub struct Record {
 }
 
 impl Record {
+    /// A placeholder (all zero), for buffers filled in afterwards.
+    pub const EMPTY: Record = Record {
+        ts: 0.0,
+        offset: 0,
+        len: 0,
+        kind_start: 0,
+        kind_len: 0,
+        escape_extra: 0,
+        flags: 0,
+    };
+
     /// The trimmed line, as written, in `log`.
     #[inline]
     pub fn line<'a>(&self, log: &'a [u8]) -> &'a [u8] {

@@ -386,18 +386,19 @@ pub fn parse_range(
         parser: LineParser::with_validator(options.max_depth, options.validator),
         js: (options.record == RecordMode::Js).then(|| JsStringifier::new(options.max_depth)),
     };
-    let parts: Vec<ChunkResult> = if options.threads == 1 {
+    if options.threads == 1 {
         let mut w = worker();
-        chunks.iter().map(|c| work(c, &mut w)).collect()
+        let parts = chunks.iter().map(|c| work(c, &mut w)).collect();
+        merge(parts, first_line, options.max_skips, false)
     } else {
         run_in_pool(options.threads, || {
-            chunks
+            let parts = chunks
                 .par_iter()
                 .map_init(worker, |w, c| work(c, w))
-                .collect()
+                .collect();
+            merge(parts, first_line, options.max_skips, true)
         })
-    };
-    merge(parts, first_line, options.max_skips)
+    }
 }
 
 fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
@@ -548,35 +549,59 @@ fn utf8_valid_prefix(s: &[u8]) -> usize {
     }
 }
 
-fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize) -> Parsed {
+/// Joins the chunks' results in order; `parallel` runs the copying on the
+/// current rayon pool (else on the calling thread alone).
+fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize, parallel: bool) -> Parsed {
     let total: usize = parts.iter().map(|p| p.records.len()).sum();
-    let mut records = Vec::with_capacity(total);
     let js = parts.first().is_some_and(|p| p.arena.is_some());
-    let mut arena: Vec<u8> = if js {
-        Vec::with_capacity(
-            parts
-                .iter()
-                .map(|p| p.arena.as_ref().map_or(0, Vec::len))
-                .sum(),
-        )
+    let arena_len: usize = parts
+        .iter()
+        .map(|p| p.arena.as_ref().map_or(0, Vec::len))
+        .sum();
+    // Gathered in parallel: a serial copy into fresh memory (page faults
+    // included) was 10-15% of a two-thread parse of a 1 GiB log. The
+    // records are first filled in parallel (so the first touch of their
+    // pages is spread over the threads), then every part is copied to its
+    // place; a js arena starts as zero pages, touched as it is copied.
+    let mut records = Vec::with_capacity(total);
+    if parallel {
+        records.par_extend(rayon::iter::repeat_n(Record::EMPTY, total));
     } else {
-        Vec::new()
+        records.resize(total, Record::EMPTY);
+    }
+    let mut arena = vec![0u8; arena_len];
+    let mut places = Vec::with_capacity(parts.len());
+    let (mut rest, mut rest_arena) = (&mut records[..], &mut arena[..]);
+    for p in &parts {
+        let (r, tail) = rest.split_at_mut(p.records.len());
+        rest = tail;
+        let alen = p.arena.as_ref().map_or(0, Vec::len);
+        let (a, tail) = rest_arena.split_at_mut(alen);
+        rest_arena = tail;
+        let base = (arena_len - rest_arena.len() - alen) as u64;
+        places.push((r, a, base));
+    }
+    let copy = |(p, (r, a, base)): (&ChunkResult, (&mut [Record], &mut [u8], u64))| match &p.arena {
+        Some(bytes) => {
+            for (slot, rec) in r.iter_mut().zip(&p.records) {
+                *slot = Record {
+                    offset: rec.offset + base,
+                    ..*rec
+                };
+            }
+            a.copy_from_slice(bytes);
+        }
+        None => r.copy_from_slice(&p.records),
     };
+    if parallel {
+        parts.par_iter().zip(places).for_each(copy);
+    } else {
+        parts.iter().zip(places).for_each(copy);
+    }
     let mut stats = ReplayStats::default();
     let mut base = first_line;
     let mut lines = 0;
     for p in parts {
-        match &p.arena {
-            Some(a) => {
-                let base = arena.len() as u64;
-                records.extend(p.records.iter().map(|r| Record {
-                    offset: r.offset + base,
-                    ..*r
-                }));
-                arena.extend_from_slice(a);
-            }
-            None => records.extend_from_slice(&p.records),
-        }
         stats.total_lines += p.stats.total_lines;
         stats.parsed_entries += p.stats.parsed_entries;
         stats.skipped_invalid_json += p.stats.skipped_invalid_json;
