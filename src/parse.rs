@@ -25,7 +25,9 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 /// One replayable record: its timestamp and where its bytes are.
 ///
 /// 40 bytes, no owned data: the text is rendered from the log's bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// All zero bits is a valid value ([`bytemuck::Zeroable`]), so big buffers
+/// of records can start as zero pages.
+#[derive(Debug, Clone, Copy, PartialEq, bytemuck::Zeroable)]
 pub struct Record {
     /// `ts_ms` as a double, as JavaScript reads it.
     pub ts: f64,
@@ -48,17 +50,6 @@ pub struct Record {
 }
 
 impl Record {
-    /// A placeholder (all zero), for buffers filled in afterwards.
-    pub const EMPTY: Record = Record {
-        ts: 0.0,
-        offset: 0,
-        len: 0,
-        kind_start: 0,
-        kind_len: 0,
-        escape_extra: 0,
-        flags: 0,
-    };
-
     /// The trimmed line, as written, in `log`.
     #[inline]
     pub fn line<'a>(&self, log: &'a [u8]) -> &'a [u8] {
