@@ -50,10 +50,16 @@ pub struct Record {
 }
 
 impl Record {
+    /// Where the trimmed line is in the log.
+    #[inline]
+    pub fn span(&self) -> std::ops::Range<usize> {
+        self.offset as usize..self.offset as usize + self.len as usize
+    }
+
     /// The trimmed line, as written, in `log`.
     #[inline]
     pub fn line<'a>(&self, log: &'a [u8]) -> &'a [u8] {
-        &log[self.offset as usize..self.offset as usize + self.len as usize]
+        &log[self.span()]
     }
 
     /// The raw `type` content (escapes not decoded) in `log`.

@@ -168,8 +168,7 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
     w = put(out, w, JsNumber::new(r.ts).as_bytes());
     w = put(out, w, JSON_PREFIX);
     // The whole log, so the line's last partial block is read as a block.
-    let line = r.offset as usize..r.offset as usize + r.len as usize;
-    w += escape::write_escaped_in(log, line, &mut out[w..]);
+    w += escape::write_escaped_in(log, r.span(), &mut out[w..]);
     w = put(out, w, format.close());
     put(out, w, format.separator())
 }
