@@ -1,11 +1,17 @@
-//! One SIMD primitive shared by the scanner and the escaper: a bitmask of the
-//! bytes in a 32-byte block that stop a JSON string scan or need escaping
-//! (`"`, `\`, and control characters below 0x20).
+//! The SIMD code of the engine, in one place.
 //!
-//! On x86-64 it uses SSE2, which every x86-64 CPU has (no runtime detection,
-//! no `target-feature` flags), two 16-byte halves per block. Elsewhere, and
-//! when the `portable` feature asks for it (so the fallback is tested), it is
-//! a plain loop the compiler may vectorise by itself.
+//! One primitive is shared by the scanner and the escaper: a bitmask of the
+//! bytes in a 32-byte block that stop a JSON string scan or need escaping
+//! (`"`, `\`, and control characters below 0x20). On x86-64 it uses SSE2,
+//! which every x86-64 CPU has (no runtime detection, no `target-feature`
+//! flags), two 16-byte halves per block. Elsewhere, and when the `portable`
+//! feature asks for it (so the fallback is tested), it is a plain loop the
+//! compiler may vectorise by itself.
+//!
+//! The escaper's fast path, [`escape_quotes`], needs SSSE3's byte shuffle
+//! and POPCNT, so it checks for them at run time (every x86-64 CPU since
+//! about 2008 has both) and declines where they are missing; the escaper
+//! then uses its SSE2 block path.
 
 /// Bytes per block.
 pub const BLOCK: usize = 32;
@@ -20,6 +26,29 @@ pub fn stop_mask(block: &[u8; BLOCK]) -> u32 {
 #[inline(always)]
 pub fn control_mask(block: &[u8; BLOCK]) -> u32 {
     imp::control_mask(block)
+}
+
+/// Copies `text[i..end]` to `out` from offset `w` with a backslash before
+/// every `"` and `\`, 16 bytes at a time, and returns where it stopped in
+/// both; `None` when this CPU (or build) has no such fast path.
+///
+/// A 16-byte chunk that holds a control character (rare in a log line: a
+/// raw tab or newline between tokens) is written a byte at a time with
+/// `unit`, which writes one escaped byte into the slice it is given and
+/// returns its length. The run stops at `end`, or when fewer than 16 bytes
+/// of `text` or 32 of `out` are left: the caller finishes the range. Like
+/// the escaper's block path, it reads past `end` and may store bytes past
+/// the returned offset in `out` (never past `out`'s end).
+#[inline]
+pub fn escape_quotes(
+    text: &[u8],
+    i: usize,
+    end: usize,
+    out: &mut [u8],
+    w: usize,
+    unit: fn(u8, &mut [u8]) -> usize,
+) -> Option<(usize, usize)> {
+    imp::escape_quotes(text, i, end, out, w, unit)
 }
 
 #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
@@ -70,6 +99,115 @@ mod imp {
         let (lo, hi) = halves(block);
         half_masks(lo).1 | half_masks(hi).1 << 16
     }
+
+    /// For each 8-bit mask of the bytes to escape in 8 bytes of text, the
+    /// `pshufb` pattern that spreads them over 8 + popcount(mask) bytes,
+    /// taking a backslash (index 8: the shuffled register holds backslashes
+    /// in its upper half) before each byte whose bit is set.
+    #[repr(align(16))]
+    struct Patterns([[u8; 16]; 256]);
+
+    static EXPAND: Patterns = {
+        let mut t = [[0x80u8; 16]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut o = 0;
+            let mut j = 0;
+            while j < 8 {
+                if (m >> j) & 1 == 1 {
+                    t[m][o] = 8;
+                    o += 1;
+                }
+                t[m][o] = j as u8;
+                o += 1;
+                j += 1;
+            }
+            m += 1;
+        }
+        Patterns(t)
+    };
+
+    pub fn escape_quotes(
+        text: &[u8],
+        i: usize,
+        end: usize,
+        out: &mut [u8],
+        w: usize,
+        unit: fn(u8, &mut [u8]) -> usize,
+    ) -> Option<(usize, usize)> {
+        if !(std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("popcnt"))
+        {
+            return None;
+        }
+        // SAFETY: the CPU has SSSE3 and POPCNT, checked just above.
+        Some(unsafe { escape_quotes_ssse3(text, i, end, out, w, unit) })
+    }
+
+    #[target_feature(enable = "ssse3,popcnt")]
+    fn escape_quotes_ssse3(
+        text: &[u8],
+        mut i: usize,
+        end: usize,
+        out: &mut [u8],
+        mut w: usize,
+        unit: fn(u8, &mut [u8]) -> usize,
+    ) -> (usize, usize) {
+        use std::arch::x86_64::{
+            _mm_load_si128, _mm_shuffle_epi8, _mm_storeu_si128, _mm_unpackhi_epi64,
+            _mm_unpacklo_epi64,
+        };
+        // One chunk of `len` (at most 16) bytes at `i`, `w`; returns the new
+        // `w`. The caller checked that 16 bytes of `text` and 32 of `out`
+        // are there.
+        let step = |i: usize, w: usize, len: usize, out: &mut [u8]| -> usize {
+            let chunk: &[u8; 16] = text[i..i + 16].try_into().expect("16 bytes");
+            let valid = if len == 16 { 0xFFFF } else { (1u32 << len) - 1 };
+            let (stop, control) = half_masks(chunk);
+            if control & valid != 0 {
+                let mut w = w;
+                for &b in &chunk[..len] {
+                    w += unit(b, &mut out[w..]);
+                }
+                return w;
+            }
+            // Only quotes and backslashes are left among the stop bytes.
+            let m = stop & valid;
+            let (lo, hi) = ((m & 0xFF) as usize, (m >> 8) as usize);
+            let mid = w + 8 + lo.count_ones() as usize;
+            // SAFETY: SSE2 is baseline and SSSE3 is enabled on the enclosing
+            // function (its one caller checked the CPU). Each load reads the
+            // 16 bytes of a 16-byte array (the pattern rows are 16-byte
+            // aligned, as `_mm_load_si128` needs); each store writes the 16
+            // bytes of a bounds-checked 16-byte slice of `out` (the second
+            // store overwrites the first's unused tail).
+            unsafe {
+                let v = _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>());
+                let backslashes = _mm_set1_epi8(b'\\' as i8);
+                let p = _mm_load_si128(EXPAND.0[lo].as_ptr().cast::<__m128i>());
+                let a = _mm_shuffle_epi8(_mm_unpacklo_epi64(v, backslashes), p);
+                let first = &mut out[w..w + 16];
+                _mm_storeu_si128(first.as_mut_ptr().cast::<__m128i>(), a);
+                let p = _mm_load_si128(EXPAND.0[hi].as_ptr().cast::<__m128i>());
+                let b = _mm_shuffle_epi8(_mm_unpackhi_epi64(v, backslashes), p);
+                let second = &mut out[mid..mid + 16];
+                _mm_storeu_si128(second.as_mut_ptr().cast::<__m128i>(), b);
+            }
+            // Both halves were written whole; bytes past `end` count for nothing.
+            mid + 8 + hi.count_ones() as usize - (16 - len)
+        };
+        let end = end.min(text.len());
+        // Whole chunks, then the range's last, partial one if it can be read.
+        while i + 16 <= end && w + 32 <= out.len() {
+            w = step(i, w, 16, out);
+            i += 16;
+        }
+        if i < end && i + 16 <= text.len() && w + 32 <= out.len() {
+            w = step(i, w, end - i, out);
+            i = end;
+        }
+        (i, w)
+    }
 }
 
 #[cfg(any(not(target_arch = "x86_64"), feature = "portable"))]
@@ -92,6 +230,18 @@ mod imp {
             m |= ((b < 0x20) as u32) << k;
         }
         m
+    }
+
+    #[inline(always)]
+    pub fn escape_quotes(
+        _text: &[u8],
+        _i: usize,
+        _end: usize,
+        _out: &mut [u8],
+        _w: usize,
+        _unit: fn(u8, &mut [u8]) -> usize,
+    ) -> Option<(usize, usize)> {
+        None
     }
 }
 
