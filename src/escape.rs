@@ -313,6 +313,32 @@ pub struct JsNumber {
     len: usize,
 }
 
+/// `dst.copy_from_slice(src)` for the short pieces of a message (prefixes,
+/// kinds, timestamps) without a call to `memcpy`: two overlapping fixed-size
+/// copies cover any length in a power-of-two band. A message has eight such
+/// pieces, and the calls were 3% of a replay.
+#[inline(always)]
+pub(crate) fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    assert_eq!(dst.len(), n, "copy_short needs equal lengths");
+    if n > 32 {
+        dst.copy_from_slice(src);
+    } else if n >= 16 {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..].copy_from_slice(&src[n - 4..]);
+    } else {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = *s;
+        }
+    }
+}
+
 impl JsNumber {
     /// Formats `x` (never NaN: JSON cannot express it).
     pub fn new(x: f64) -> Self {
@@ -328,7 +354,7 @@ impl JsNumber {
             // Exactly representable integers print as all their digits.
             let mut b = itoa::Buffer::new();
             let t = b.format(x as i64).as_bytes();
-            buf[..t.len()].copy_from_slice(t);
+            copy_short(&mut buf[..t.len()], t);
             t.len()
         } else {
             let mut b = ryu_js::Buffer::new();
@@ -512,6 +538,17 @@ mod tests {
         assert_eq!(tc(br"\udc00\ud800"), b"\\udc00\\ud800");
         assert_eq!(tc(br#"\"\\"#), br#"\"\\"#);
         assert_eq!(tc("plain é".as_bytes()), "plain é".as_bytes());
+    }
+
+    #[test]
+    fn short_copies_copy_every_length_exactly() {
+        let src: Vec<u8> = (1..=80).collect();
+        for n in 0..=80 {
+            let mut dst = vec![0u8; n + 2];
+            copy_short(&mut dst[1..n + 1], &src[..n]);
+            assert_eq!(&dst[1..n + 1], &src[..n], "length {n}");
+            assert_eq!((dst[0], dst[n + 1]), (0, 0), "length {n} wrote outside");
+        }
     }
 
     #[test]

@@ -178,7 +178,7 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
 #[inline]
 pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
     let n = bytes.len().min(out.len() - at);
-    out[at..at + n].copy_from_slice(&bytes[..n]);
+    escape::copy_short(&mut out[at..at + n], &bytes[..n]);
     at + n
 }
 
