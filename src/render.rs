@@ -277,7 +277,7 @@ pub fn stream_messages(
             end += 1;
         }
         if buf.len() < size {
-            buf.resize(size, 0);
+            buf = crate::source::huge_zeroed_vec(size);
         }
         write_with_lens(
             &records[start..end],

@@ -564,8 +564,8 @@ fn merge(parts: Vec<ChunkResult>, first_line: u64, max_skips: usize, parallel: b
     // memory costs nothing), then every part is copied to its place and
     // freed: the first touch of the pages is spread over the threads, and
     // the parts' memory goes as the gathered copy grows.
-    let mut records: Vec<Record> = bytemuck::zeroed_vec(total);
-    let mut arena = vec![0u8; arena_len];
+    let mut records: Vec<Record> = crate::source::huge_zeroed_vec(total);
+    let mut arena: Vec<u8> = crate::source::huge_zeroed_vec(arena_len);
     let mut stats = ReplayStats::default();
     let mut base = first_line;
     let mut lines = 0;

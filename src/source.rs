@@ -7,7 +7,8 @@
 //!
 //! All of the crate's `unsafe` for the map lives in this file: taking the map
 //! (`LogBytes::map`) and the guard that keeps a truncation under the map from
-//! killing the process (`guard`).
+//! killing the process (`guard`); so does the one other call about paging,
+//! the huge-page hint for the engine's big buffers ([`huge_zeroed_vec`]).
 //!
 //! **Truncation under a map.** A mapped page past a file's new end raises
 //! SIGBUS when touched. The map is therefore registered with a SIGBUS handler
@@ -247,6 +248,38 @@ impl LogBytes {
     }
 }
 
+/// `n` zeroed values in fresh memory that the kernel is asked to back with
+/// transparent huge pages (`MADV_HUGEPAGE`) before anything touches it, so
+/// filling it costs one page fault per 2 MiB instead of one per 4 KiB. For the
+/// big buffers a replay fills once (the gathered records: 117 MB for a 1 GiB
+/// log). Only a hint: where THP is off, or off Linux, this is
+/// `bytemuck::zeroed_vec`.
+pub(crate) fn huge_zeroed_vec<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
+    let mut v: Vec<T> = bytemuck::zeroed_vec(n);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        const PAGE: usize = 4096;
+        let start = v.as_mut_ptr() as usize;
+        let end = start + std::mem::size_of_val(v.as_slice());
+        // Whole pages inside the buffer only: the hint must not reach memory
+        // the allocator gave to anything else.
+        let from = start.next_multiple_of(PAGE);
+        let to = end / PAGE * PAGE;
+        if to >= from + HUGE {
+            // SAFETY: `[from, to)` is page-aligned and lies inside `v`'s
+            // allocation, which this function owns. MADV_HUGEPAGE changes
+            // only how the kernel backs those pages (their contents, which
+            // are zeros, and their mapping stay the same); a failure (THP
+            // disabled, an old kernel) leaves the memory as it was.
+            unsafe {
+                libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
+}
+
 /// Reads everything from `reader`: an interrupted read is retried, any other
 /// error ends the read as an [`Error::Io`] naming `path`.
 fn read_to_end(mut reader: impl Read, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
@@ -409,5 +442,54 @@ mod guard {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::huge_zeroed_vec;
+
+    #[test]
+    fn huge_zeroed_vecs_are_zeroed_and_writable() {
+        for n in [0usize, 1, 4095, 1 << 20, (5 << 20) + 3] {
+            let mut v: Vec<u64> = huge_zeroed_vec(n);
+            assert_eq!(v.len(), n);
+            assert!(v.iter().all(|&x| x == 0), "{n} values not all zero");
+            for (i, x) in v.iter_mut().enumerate() {
+                *x = i as u64;
+            }
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64));
+        }
+    }
+
+    /// The hint reaches the kernel: the mapping that holds a big buffer is
+    /// flagged `hg` (huge pages advised) in /proc/self/smaps.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn big_buffers_are_advised_huge_pages() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            return; // A kernel without THP: nothing to ask for.
+        }
+        let v: Vec<u8> = huge_zeroed_vec(16 << 20);
+        let probe = v.as_ptr() as usize + (8 << 20);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut flags = None;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((a, b)) = range.split_once('-')
+                && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            {
+                inside = (a..b).contains(&probe);
+            } else if inside && let Some(f) = line.strip_prefix("VmFlags:") {
+                flags = Some(f.to_string());
+            }
+        }
+        let flags = flags.expect("the buffer's mapping in /proc/self/smaps");
+        assert!(
+            flags.split_whitespace().any(|f| f == "hg"),
+            "VmFlags:{flags}"
+        );
+        drop(v);
     }
 }
