@@ -48,7 +48,15 @@ pub fn escape_quotes(
     w: usize,
     unit: fn(u8, &mut [u8]) -> usize,
 ) -> Option<(usize, usize)> {
-    imp::escape_quotes(text, i, end, out, w, unit)
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+    if std::arch::is_x86_feature_detected!("ssse3") && std::arch::is_x86_feature_detected!("popcnt")
+    {
+        // SAFETY: the CPU has SSSE3 and POPCNT, checked just above.
+        return Some(unsafe { imp::escape_quotes_ssse3(text, (i, w), end, out, unit) });
+    }
+    #[cfg(any(not(target_arch = "x86_64"), feature = "portable"))]
+    let _ = (text, i, end, out, w, unit);
+    None
 }
 
 #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
@@ -127,30 +135,14 @@ mod imp {
         Patterns(t)
     };
 
-    pub fn escape_quotes(
-        text: &[u8],
-        i: usize,
-        end: usize,
-        out: &mut [u8],
-        w: usize,
-        unit: fn(u8, &mut [u8]) -> usize,
-    ) -> Option<(usize, usize)> {
-        if !(std::arch::is_x86_feature_detected!("ssse3")
-            && std::arch::is_x86_feature_detected!("popcnt"))
-        {
-            return None;
-        }
-        // SAFETY: the CPU has SSSE3 and POPCNT, checked just above.
-        Some(unsafe { escape_quotes_ssse3(text, i, end, out, w, unit) })
-    }
-
+    /// [`super::escape_quotes`] on a CPU with SSSE3 and POPCNT, from
+    /// `(i, w)`.
     #[target_feature(enable = "ssse3,popcnt")]
-    fn escape_quotes_ssse3(
+    pub fn escape_quotes_ssse3(
         text: &[u8],
-        mut i: usize,
+        (mut i, mut w): (usize, usize),
         end: usize,
         out: &mut [u8],
-        mut w: usize,
         unit: fn(u8, &mut [u8]) -> usize,
     ) -> (usize, usize) {
         use std::arch::x86_64::{
@@ -230,18 +222,6 @@ mod imp {
             m |= ((b < 0x20) as u32) << k;
         }
         m
-    }
-
-    #[inline(always)]
-    pub fn escape_quotes(
-        _text: &[u8],
-        _i: usize,
-        _end: usize,
-        _out: &mut [u8],
-        _w: usize,
-        _unit: fn(u8, &mut [u8]) -> usize,
-    ) -> Option<(usize, usize)> {
-        None
     }
 }
 
