@@ -87,9 +87,9 @@ fn write_escaped_with(
     {
         (i, w) = (ni, nw);
     }
-    // Else blocks of 32 bytes with a branch per byte to escape:
-    // while the output has room for a block's worst case plus one block of
-    // overrun: store the block, then for each byte to escape (most
+    // Otherwise (no fast path on this CPU, or what it left), blocks of 32
+    // bytes while the output has room for a block's worst case plus one
+    // block of overrun: store the block, then for each byte to escape (most
     // blocks of a JSON line have a few quotes), put a backslash before it
     // and store the rest of the block again after it. The last block may
     // hold bytes past `end`: they are stored (and overwritten by whatever
