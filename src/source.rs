@@ -251,8 +251,9 @@ impl LogBytes {
 /// `n` zeroed values in fresh memory that the kernel is asked to back with
 /// transparent huge pages (`MADV_HUGEPAGE`) before anything touches it, so
 /// filling it costs one page fault per 2 MiB instead of one per 4 KiB. For the
-/// big buffers a replay fills once (the gathered records: 117 MB for a 1 GiB
-/// log). Only a hint: where THP is off, or off Linux, this is
+/// engine's big buffers: the gathered records (117 MB for a 1 GiB log) and
+/// js arena, filled once, and the render's batch buffer, allocated once and
+/// reused. Only a hint: where THP is off, or off Linux, this is
 /// `bytemuck::zeroed_vec`.
 pub(crate) fn huge_zeroed_vec<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
     let mut v: Vec<T> = bytemuck::zeroed_vec(n);
