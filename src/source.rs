@@ -8,7 +8,8 @@
 //! All of the crate's `unsafe` for the map lives in this file: taking the map
 //! (`LogBytes::map`) and the guard that keeps a truncation under the map from
 //! killing the process (`guard`); so does the one other call about paging,
-//! the huge-page hint for the engine's big buffers ([`huge_zeroed_vec`]).
+//! the huge-page hint for the engine's big buffers ([`huge_zeroed_vec`],
+//! [`huge_vec_with_capacity`]).
 //!
 //! **Truncation under a map.** A mapped page past a file's new end raises
 //! SIGBUS when touched. The map is therefore registered with a SIGBUS handler
@@ -251,34 +252,51 @@ impl LogBytes {
 /// `n` zeroed values in fresh memory that the kernel is asked to back with
 /// transparent huge pages (`MADV_HUGEPAGE`) before anything touches it, so
 /// filling it costs one page fault per 2 MiB instead of one per 4 KiB. For the
-/// engine's big buffers: the gathered records (117 MB for a 1 GiB log) and
-/// js arena, filled once, and the render's batch buffer, allocated once and
-/// reused. Only a hint: where THP is off, or off Linux, this is
-/// `bytemuck::zeroed_vec`.
+/// render's batch buffer, allocated once and reused (the parse's joined
+/// records and js arena use [`huge_vec_with_capacity`]). Only a hint: where
+/// THP is off, or off Linux, this is `bytemuck::zeroed_vec`.
 pub(crate) fn huge_zeroed_vec<T: bytemuck::Zeroable>(n: usize) -> Vec<T> {
     let mut v: Vec<T> = bytemuck::zeroed_vec(n);
+    advise_huge(v.as_mut_ptr().cast(), n * std::mem::size_of::<T>());
+    v
+}
+
+/// An empty `Vec` with room for `n` elements, with the same huge-page hint
+/// as [`huge_zeroed_vec`] on its reserved memory: for a buffer filled by
+/// appending, whose pages are touched (2 MiB at a time) only as it grows.
+pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    advise_huge(
+        v.as_mut_ptr().cast(),
+        v.capacity() * std::mem::size_of::<T>(),
+    );
+    v
+}
+
+/// Advises `MADV_HUGEPAGE` for the whole pages of the `len` bytes at `start`,
+/// an allocation the caller owns, when they span at least one huge page.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+fn advise_huge(start: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         const PAGE: usize = 4096;
-        let start = v.as_mut_ptr() as usize;
-        let end = start + std::mem::size_of_val(v.as_slice());
+        let end = start as usize + len;
         // Whole pages inside the buffer only: the hint must not reach memory
         // the allocator gave to anything else.
-        let from = start.next_multiple_of(PAGE);
+        let from = (start as usize).next_multiple_of(PAGE);
         let to = end / PAGE * PAGE;
         if to >= from + HUGE {
-            // SAFETY: `[from, to)` is page-aligned and lies inside `v`'s
-            // allocation, which this function owns. MADV_HUGEPAGE changes
-            // only how the kernel backs those pages (their contents, which
-            // are zeros, and their mapping stay the same); a failure (THP
-            // disabled, an old kernel) leaves the memory as it was.
+            // SAFETY: `[from, to)` is page-aligned and lies inside an
+            // allocation the caller owns. MADV_HUGEPAGE changes only how the
+            // kernel backs those pages (their contents and their mapping stay
+            // the same); a failure (THP disabled, an old kernel) leaves the
+            // memory as it was.
             unsafe {
                 libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
             }
         }
     }
-    v
 }
 
 /// Reads everything from `reader`: an interrupted read is retried, any other
@@ -448,7 +466,7 @@ mod guard {
 
 #[cfg(test)]
 mod tests {
-    use super::huge_zeroed_vec;
+    use super::{huge_vec_with_capacity, huge_zeroed_vec};
 
     #[test]
     fn huge_zeroed_vecs_are_zeroed_and_writable() {
@@ -463,16 +481,23 @@ mod tests {
         }
     }
 
-    /// The hint reaches the kernel: the mapping that holds a big buffer is
-    /// flagged `hg` (huge pages advised) in /proc/self/smaps.
+    /// The hint reaches the kernel: the mapping that holds a big buffer
+    /// (zeroed, or only reserved) is flagged `hg` (huge pages advised) in
+    /// /proc/self/smaps.
     #[cfg(target_os = "linux")]
     #[test]
     fn big_buffers_are_advised_huge_pages() {
         if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
             return; // A kernel without THP: nothing to ask for.
         }
-        let v: Vec<u8> = huge_zeroed_vec(16 << 20);
-        let probe = v.as_ptr() as usize + (8 << 20);
+        let zeroed: Vec<u8> = huge_zeroed_vec(16 << 20);
+        assert_huge_advised(zeroed.as_ptr() as usize + (8 << 20));
+        let reserved: Vec<u64> = huge_vec_with_capacity(2 << 20);
+        assert!(reserved.is_empty() && reserved.capacity() >= 2 << 20);
+        assert_huge_advised(reserved.as_ptr() as usize + (8 << 20));
+    }
+
+    fn assert_huge_advised(probe: usize) {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;
         let mut flags = None;
@@ -491,6 +516,5 @@ mod tests {
             flags.split_whitespace().any(|f| f == "hg"),
             "VmFlags:{flags}"
         );
-        drop(v);
     }
 }
