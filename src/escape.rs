@@ -66,25 +66,24 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
 /// 32-byte block go through the block path instead of a byte loop: the
 /// renderer passes the whole log, so a line's tail is one more block.
 pub fn write_escaped_in(text: &[u8], range: std::ops::Range<usize>, out: &mut [u8]) -> usize {
-    write_escaped_with(text, range, out, true)
+    write_escaped_with(text, range, out, simd::Shuffle::Avx2)
 }
 
-/// [`write_escaped_in`], with or without the shuffle fast path (the tests
-/// hold both paths to the same answers).
+/// [`write_escaped_in`] with the shuffle fast paths up to `widest` (the tests
+/// hold every path to the same answers).
 fn write_escaped_with(
     text: &[u8],
     range: std::ops::Range<usize>,
     out: &mut [u8],
-    shuffle: bool,
+    widest: simd::Shuffle,
 ) -> usize {
     const B: usize = simd::BLOCK;
     let end = range.end.min(text.len());
     let mut w = 0;
     let mut i = range.start.min(end);
-    // The fast path where the CPU has one: branch-free per 16 bytes, however
-    // many quotes they hold. It leaves at most a short tail.
-    if shuffle && let Some((ni, nw)) = simd::escape_quotes(text, i, end, out, w, write_unit_clipped)
-    {
+    // The fast path where the CPU has one: branch-free per 32 or 16 bytes,
+    // however many quotes they hold. It leaves at most a short tail.
+    if let Some((ni, nw)) = simd::escape_quotes(text, i, end, out, w, write_unit_clipped, widest) {
         (i, w) = (ni, nw);
     }
     // Otherwise (no fast path on this CPU, or what it left), blocks of 32
@@ -461,6 +460,14 @@ mod tests {
         out
     }
 
+    /// Every escaper path (on a CPU without one, asking for it falls back
+    /// to the next narrower).
+    const PATHS: [simd::Shuffle; 3] = [
+        simd::Shuffle::Avx2,
+        simd::Shuffle::Ssse3,
+        simd::Shuffle::Off,
+    ];
+
     #[test]
     fn block_escaper_matches_a_byte_at_a_time_escaper() {
         // Every byte value at every position of a few blocks, alone and next
@@ -473,13 +480,14 @@ mod tests {
                     s[pos] = b;
                     let want = naive_escape(&s);
                     assert_eq!(escaped_extra(&s), want.len() - s.len());
-                    for (spare, shuffle) in [(0, true), (200, true), (0, false), (200, false)] {
+                    for (spare, shuffle) in [0, 200].into_iter().flat_map(|n| PATHS.map(|p| (n, p)))
+                    {
                         let mut out = vec![b'#'; want.len() + spare];
                         let n = write_escaped_with(&s, 0..s.len(), &mut out, shuffle);
                         assert_eq!(
                             &out[..n],
                             &want[..],
-                            "byte {b:#x} at {pos} in {fill:#x}, shuffle {shuffle}"
+                            "byte {b:#x} at {pos} in {fill:#x}, {shuffle:?}"
                         );
                     }
                 }
@@ -514,11 +522,11 @@ mod tests {
             for len in (0..140).chain([200, 250, 300]) {
                 let end = (start + len).min(text.len());
                 let want = naive_escape(&text[start..end]);
-                for room in [0usize, 1, 31, 32, 40, 200] {
-                    for shuffle in [true, false] {
+                for room in [0usize, 1, 31, 32, 40, 63, 64, 65, 200] {
+                    for shuffle in PATHS {
                         let mut out = vec![0xAAu8; want.len() + room];
                         let n = write_escaped_with(&text, start..end, &mut out, shuffle);
-                        let at = format!("{start}..{end}, room {room}, shuffle {shuffle}");
+                        let at = format!("{start}..{end}, room {room}, {shuffle:?}");
                         assert_eq!(&out[..n], &want[..], "{at}");
                         // And with nothing after the range to read.
                         let mut out = vec![0xAAu8; want.len() + room];
