@@ -1,5 +1,5 @@
 //! The replay driver: cut the log into chunks, parse them in parallel,
-//! gather the records and stats in file order, and sort.
+//! join the records and stats in file order, and sort.
 //!
 //! Works on any byte slice with a base offset, so the same code replays a
 //! whole log or only the bytes appended to one.
@@ -187,7 +187,7 @@ fn json_string(s: &str) -> String {
 /// How long each stage of a replay took.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct StageTimings {
-    /// Splitting and parsing lines, and gathering records in file order.
+    /// Splitting and parsing lines, and joining records in file order.
     pub parse: Duration,
     /// Ordering records by `ts_ms`.
     pub sort: Duration,
