@@ -521,7 +521,8 @@ impl Join {
             // Room for a record per 256 bytes (~1.4x what the generated
             // corpus needs), reserved, not touched: the pages are faulted in
             // (2 MiB at a time) only as records arrive, and a log of shorter
-            // lines grows the buffer (a move of its mapping, not a copy).
+            // lines grows the buffer (with glibc, by moving its mapping
+            // rather than copying it).
             records: crate::source::huge_vec_with_capacity(len / 256 + 1),
             arena: js.then(|| crate::source::huge_vec_with_capacity(len + len / 16)),
             stats: ReplayStats::default(),

@@ -54,8 +54,8 @@ pub enum Shuffle {
 /// `widest` that this CPU has), and returns where it stopped in both; `None`
 /// when this CPU (or build) has no such fast path.
 ///
-/// A 16-byte chunk that holds a control character (rare in a log line: a
-/// raw tab or newline between tokens) is written a byte at a time with
+/// A chunk (32 or 16 bytes) that holds a control character (rare in a log
+/// line: a raw tab or newline between tokens) is written a byte at a time with
 /// `unit`, which writes one escaped byte into the slice it is given and
 /// returns its length. The run stops at `end`, or when fewer than 16 bytes
 /// of `text` or 32 of `out` are left: the caller finishes the range. Like
