@@ -168,7 +168,7 @@ mod imp {
     #[target_feature(enable = "ssse3,popcnt")]
     pub fn escape_quotes_ssse3(
         text: &[u8],
-        (mut i, mut w): (usize, usize),
+        (i, w): (usize, usize),
         end: usize,
         out: &mut [u8],
         unit: fn(u8, &mut [u8]) -> usize,
@@ -185,11 +185,7 @@ mod imp {
             let valid = if len == 16 { 0xFFFF } else { (1u32 << len) - 1 };
             let (stop, control) = half_masks(chunk);
             if control & valid != 0 {
-                let mut w = w;
-                for &b in &chunk[..len] {
-                    w += unit(b, &mut out[w..]);
-                }
-                return w;
+                return one_at_a_time(&chunk[..len], w, out, unit);
             }
             // Only quotes and backslashes are left among the stop bytes.
             let m = stop & valid;
@@ -216,17 +212,7 @@ mod imp {
             // Both halves were written whole; bytes past `end` count for nothing.
             mid + 8 + hi.count_ones() as usize - (16 - len)
         };
-        let end = end.min(text.len());
-        // Whole chunks, then the range's last, partial one if it can be read.
-        while i + 16 <= end && w + 32 <= out.len() {
-            w = step(i, w, 16, out);
-            i += 16;
-        }
-        if i < end && i + 16 <= text.len() && w + 32 <= out.len() {
-            w = step(i, w, end - i, out);
-            i = end;
-        }
-        (i, w)
+        chunks::<16>(text.len(), (i, w), end, out, step)
     }
 
     /// [`super::escape_quotes`] on a CPU with AVX2 and POPCNT, from
@@ -237,7 +223,7 @@ mod imp {
     #[target_feature(enable = "avx2,popcnt")]
     pub fn escape_quotes_avx2(
         text: &[u8],
-        (mut i, mut w): (usize, usize),
+        (i, w): (usize, usize),
         end: usize,
         out: &mut [u8],
         unit: fn(u8, &mut [u8]) -> usize,
@@ -275,11 +261,7 @@ mod imp {
                 // Unsigned v <= 0x1F exactly when min(v, 0x1F) == v.
                 let control = _mm256_cmpeq_epi8(_mm256_min_epu8(v, _mm256_set1_epi8(0x1F)), v);
                 if _mm256_movemask_epi8(control) as u32 & valid != 0 {
-                    let mut w = w;
-                    for &b in &chunk[..len] {
-                        w += unit(b, &mut out[w..]);
-                    }
-                    return w;
+                    return one_at_a_time(&chunk[..len], w, out, unit);
                 }
                 let m = _mm256_movemask_epi8(_mm256_or_si256(quote, backslash)) as u32 & valid;
                 // Quarters 0 and 1, then 2 and 3, each in a lane's low half
@@ -312,16 +294,48 @@ mod imp {
             // Bytes past `end` were stored but count for nothing.
             w + len + m.count_ones() as usize
         };
-        let end = end.min(text.len());
-        while i + 32 <= end && w + 64 <= out.len() {
-            w = step(i, w, 32, out);
-            i += 32;
+        let (i, w) = chunks::<32>(text.len(), (i, w), end, out, step);
+        escape_quotes_ssse3(text, (i, w), end, out, unit)
+    }
+
+    /// Runs an escaper's `step(i, w, len, out)` (escape the `len` bytes of
+    /// `text` at `i` to `out` at `w`, return the new `w`) over `text[i..end]`
+    /// in chunks of `N` bytes while `N` bytes of `text` and the worst case,
+    /// `2 * N`, of `out` are there: whole chunks, then the range's last,
+    /// partial one if it can be read. Returns where it stopped in both.
+    #[inline(always)]
+    fn chunks<const N: usize>(
+        text_len: usize,
+        (mut i, mut w): (usize, usize),
+        end: usize,
+        out: &mut [u8],
+        step: impl Fn(usize, usize, usize, &mut [u8]) -> usize,
+    ) -> (usize, usize) {
+        let end = end.min(text_len);
+        while i + N <= end && w + 2 * N <= out.len() {
+            w = step(i, w, N, out);
+            i += N;
         }
-        if i < end && i + 32 <= text.len() && w + 64 <= out.len() {
+        if i < end && i + N <= text_len && w + 2 * N <= out.len() {
             w = step(i, w, end - i, out);
             i = end;
         }
-        escape_quotes_ssse3(text, (i, w), end, out, unit)
+        (i, w)
+    }
+
+    /// Escapes `bytes` one at a time with `unit` into `out` at `w` (a chunk
+    /// with a control character); returns the new `w`.
+    #[inline(always)]
+    fn one_at_a_time(
+        bytes: &[u8],
+        mut w: usize,
+        out: &mut [u8],
+        unit: fn(u8, &mut [u8]) -> usize,
+    ) -> usize {
+        for &b in bytes {
+            w += unit(b, &mut out[w..]);
+        }
+        w
     }
 }
 
