@@ -45,6 +45,7 @@ fn nesting(data: &[u8]) -> usize {
 /// agrees with serde_json's view of the value.
 pub fn check_line(data: &[u8]) {
     let max = DEFAULT_MAX_DEPTH;
+    check_next_line(data);
     let fast = scan::scan_line(data, max, &mut Vec::new());
     let simple = json::validate(data, max, &mut Vec::new());
     assert_eq!(
@@ -462,4 +463,49 @@ pub fn check_select(data: &[u8]) {
     let inner = &body[1..body.len() - 1];
     let joined = &joined[..joined.len().saturating_sub(1)];
     assert!(joined == inner, "live selection differs: {}", show(data));
+}
+
+/// The fused splitter and scanner (`scan::scan_next_line`) on `data` as the
+/// start of a log's remaining bytes: when it decides, it decides as
+/// splitting at the first `\n`, trimming and `scan::scan_line` do; and it
+/// does decide every line that is an object followed only by spaces, tabs
+/// and CRs before its `\n` (the common line), so the fast path is taken.
+pub fn check_next_line(data: &[u8]) {
+    let max = DEFAULT_MAX_DEPTH;
+    // The caller's contract: what it passes is valid UTF-8 (a window cut at
+    // the first invalid byte).
+    let data = match std::str::from_utf8(data) {
+        Ok(_) => data,
+        Err(e) => &data[..e.valid_up_to()],
+    };
+    let next = scan::scan_next_line(data, max, &mut Vec::new());
+    let Some(newline) = data.iter().position(|&b| b == b'\n') else {
+        assert!(
+            next.is_none(),
+            "decided a line without a newline: {}",
+            show(data)
+        );
+        return;
+    };
+    let line = &data[..newline];
+    let t = wmreplay::lines::trim(line);
+    let slow = scan::scan_line(&line[t.clone()], max, &mut Vec::new());
+    let content = line.trim_ascii_end();
+    let common = line.first() == Some(&b'{')
+        && slow.as_ref().is_ok_and(|s| s.is_object)
+        && t.start == 0
+        && line[t.end..]
+            .iter()
+            .all(|b| matches!(b, b' ' | b'\t' | b'\r'))
+        && content.len() == t.end;
+    match next {
+        Some(n) => {
+            let s = slow.as_ref().unwrap_or_else(|e| {
+                panic!("fused path accepted, line path says {e:?}: {}", show(data))
+            });
+            assert_eq!((n.newline, n.end), (newline, t.end), "{}", show(data));
+            assert_eq!(n.scan, *s, "{}", show(data));
+        }
+        None => assert!(!common, "fused path declined a plain line: {}", show(data)),
+    }
 }

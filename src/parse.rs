@@ -270,12 +270,7 @@ impl LineParser {
                 let r =
                     scan::scan_line_with(line, self.max_depth, &mut self.stack, utf8_known_valid)
                         .map_err(invalid)?;
-                let fields = json::Fields {
-                    is_object: r.is_object,
-                    kind: r.kind,
-                    ts_ms: r.ts_ms,
-                };
-                (fields, r.escape_extra)
+                (r.fields(), r.escape_extra)
             }
             Validator::SimdJson => {
                 if !self.simd_valid(line) {
@@ -284,38 +279,37 @@ impl LineParser {
                 (json::scan_fields(line), escape::escaped_extra(line) as u64)
             }
         };
-        if !fields.is_object {
-            return Err(SkipReason::NotAnObject);
+        record(line, len, offset, fields, escape_extra, ts_if_null)
+    }
+
+    /// The line splitter and the parser in one pass, for the line at the
+    /// start of `s` (at `offset` in the log; `s` is valid UTF-8 and reaches
+    /// at least to the line's `\n` to be decided here). Returns the
+    /// line's classification, where its trimmed content ends and where its
+    /// `\n` is; or `None` when this path cannot decide (see
+    /// [`scan::scan_next_line`]): the caller then splits the line and calls
+    /// [`LineParser::parse_with`], which decides every line.
+    #[inline]
+    pub fn parse_next_line(
+        &mut self,
+        s: &[u8],
+        offset: u64,
+    ) -> Option<(Result<Record, SkipReason>, usize, usize)> {
+        if self.validator != Validator::Scan {
+            return None;
         }
-        let (kind_start, kind_len) = match fields.kind {
-            Member::String { start, len } => (start, len),
-            Member::Absent => return Err(SkipReason::MissingType),
-            _ => return Err(SkipReason::TypeNotString),
-        };
-        let ts = match fields.ts_ms {
-            Member::Number { start, len } => {
-                json::number_value(&line[start as usize..(start + len) as usize])
-            }
-            Member::Absent => return Err(SkipReason::MissingTsMs),
-            Member::Other if ts_if_null.is_some() => ts_if_null.unwrap_or(0.0),
-            _ => return Err(SkipReason::TsMsNotNumber),
-        };
-        let kind = &line[kind_start as usize..(kind_start + kind_len) as usize];
-        let escaped = kind.contains(&b'\\');
-        let output = if escaped {
-            json::StringUnits::new(kind).eq("text_output".encode_utf16())
-        } else {
-            kind == b"text_output"
-        };
-        Ok(Record {
-            ts,
+        let next = scan::scan_next_line(s, self.max_depth, &mut self.stack)?;
+        let line = &s[..next.end];
+        let fields = next.scan.fields();
+        let r = record(
+            line,
+            next.end as u32,
             offset,
-            len,
-            kind_start,
-            kind_len,
-            escape_extra: escape_extra as u32,
-            flags: (output as u32 * Record::OUTPUT) | (escaped as u32 * Record::KIND_ESCAPED),
-        })
+            fields,
+            next.scan.escape_extra,
+            None,
+        );
+        Some((r, next.end, next.newline))
     }
 
     /// simd-json's verdict. `true` means valid; `false` means "decide
@@ -341,4 +335,48 @@ impl LineParser {
         self.tape = Some(tape.reset());
         ok
     }
+}
+
+/// A record from a valid line's members, or why the line is not one.
+#[inline]
+fn record(
+    line: &[u8],
+    len: u32,
+    offset: u64,
+    fields: json::Fields,
+    escape_extra: u64,
+    ts_if_null: Option<f64>,
+) -> Result<Record, SkipReason> {
+    if !fields.is_object {
+        return Err(SkipReason::NotAnObject);
+    }
+    let (kind_start, kind_len) = match fields.kind {
+        Member::String { start, len } => (start, len),
+        Member::Absent => return Err(SkipReason::MissingType),
+        _ => return Err(SkipReason::TypeNotString),
+    };
+    let ts = match fields.ts_ms {
+        Member::Number { start, len } => {
+            json::number_value(&line[start as usize..(start + len) as usize])
+        }
+        Member::Absent => return Err(SkipReason::MissingTsMs),
+        Member::Other if ts_if_null.is_some() => ts_if_null.unwrap_or(0.0),
+        _ => return Err(SkipReason::TsMsNotNumber),
+    };
+    let kind = &line[kind_start as usize..(kind_start + kind_len) as usize];
+    let escaped = kind.contains(&b'\\');
+    let output = if escaped {
+        json::StringUnits::new(kind).eq("text_output".encode_utf16())
+    } else {
+        kind == b"text_output"
+    };
+    Ok(Record {
+        ts,
+        offset,
+        len,
+        kind_start,
+        kind_len,
+        escape_extra: escape_extra as u32,
+        flags: (output as u32 * Record::OUTPUT) | (escaped as u32 * Record::KIND_ESCAPED),
+    })
 }

@@ -671,35 +671,72 @@ fn parse_chunk(
     } = out;
     let mut line_no = 0u64;
     // UTF-8 is checked in large windows rather than line by line: bytes
-    // before `utf8_valid_to` are known valid. A line past it re-validates a
-    // window starting at the line (at least the line, up to 1 MiB); an
-    // invalid line stops the window inside itself, so it is checked (and
-    // reported) by the parser, and the next line starts a new window.
+    // before `utf8_valid_to` are known valid. Each window starts at a line,
+    // ends just after a `\n` (or at the chunk's end) and holds up to 1 MiB of
+    // whole lines, or one longer line; an invalid byte ends it early, inside
+    // its line, which is then checked (and reported) by the parser, and the
+    // next line starts a new window.
     let mut utf8_valid_to = range.start;
     let end = range.end;
-    for line in Lines::new(log, range) {
+    let mut p = range.start;
+    while p < end {
+        if p >= utf8_valid_to {
+            utf8_valid_to = p + utf8_window(&log[p..end]);
+        }
+        // The common line, an object ending in `\n`, is found and scanned in
+        // one pass, without looking for its `\n` first.
+        if let Some((outcome, _, newline)) =
+            parser.parse_next_line(&log[p..utf8_valid_to], p as u64)
+        {
+            line_no += 1;
+            stats.unterminated_tail = false;
+            stats.total_lines += 1;
+            match outcome {
+                Ok(r) => records.push(r),
+                Err(reason) => stats.skip(reason, line_no - 1, p as u64, max_skips),
+            }
+            p += newline + 1;
+            continue;
+        }
+        // Any other line: split it, trim it, and let the parser decide.
+        let (line_end, terminated) = match memchr::memchr(b'\n', &log[p..end]) {
+            Some(k) => (p + k, true),
+            None => (end, false),
+        };
         line_no += 1;
-        stats.unterminated_tail = !line.terminated;
-        let raw = &log[line.range.clone()];
+        stats.unterminated_tail = !terminated;
+        let raw = &log[p..line_end];
+        let start = p;
+        p = if terminated { line_end + 1 } else { end };
         let t = lines::trim(raw);
         if t.is_empty() {
             continue;
         }
         stats.total_lines += 1;
-        let offset = (line.range.start + t.start) as u64;
-        if line.range.end > utf8_valid_to {
-            let from = line.range.start;
-            let to = end.min(from + (1 << 20)).max(line.range.end);
-            utf8_valid_to = from + utf8_valid_prefix(&log[from..to]);
-        }
-        let utf8 = line.range.end <= utf8_valid_to;
+        let offset = (start + t.start) as u64;
+        let utf8 = line_end <= utf8_valid_to;
         match parser.parse_with(&raw[t], offset, utf8) {
             Ok(r) => records.push(r),
-            Err(reason) => stats.skip(reason, line_no - 1, line.range.start as u64, max_skips),
+            Err(reason) => stats.skip(reason, line_no - 1, start as u64, max_skips),
         }
     }
     stats.parsed_entries = records.len() as u64;
     *lines = line_no;
+}
+
+/// How many bytes at the start of `s` (which starts at a line) are known
+/// valid UTF-8: a window of up to 1 MiB of whole lines (or the first line,
+/// if it is longer), cut short by the first invalid byte.
+fn utf8_window(s: &[u8]) -> usize {
+    const WINDOW: usize = 1 << 20;
+    let to = if s.len() <= WINDOW {
+        s.len()
+    } else if let Some(k) = memchr::memrchr(b'\n', &s[..WINDOW]) {
+        k + 1
+    } else {
+        memchr::memchr(b'\n', &s[WINDOW..]).map_or(s.len(), |k| WINDOW + k + 1)
+    };
+    utf8_valid_prefix(&s[..to])
 }
 
 /// Length of the longest valid UTF-8 prefix of `s` (a sequence cut by the

@@ -111,8 +111,38 @@ fn check(line: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The fused line splitter and scanner against splitting, trimming and the
+/// line scanner (the check shared with the `line` fuzz target).
+#[path = "../fuzz/checks.rs"]
+mod checks;
+
+/// What can end a line and follow it: nothing, a `\n`, CRLF, trailing
+/// whitespace JSON allows or only trimming removes, and a next line.
+fn line_ending() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(b"".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b" \t \r\n".to_vec()),
+        Just(b"\x0b\n".to_vec()),
+        Just(b"\x0c \n".to_vec()),
+        Just(b"\n{\"type\":\"k\",\"ts_ms\":1}\n".to_vec()),
+        Just(b" 1\n".to_vec()),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fused_line_scan_agrees_with_split_and_scan(
+        lead in prop_oneof![Just(b"".to_vec()), Just(b" ".to_vec()), Just(b"\t".to_vec())],
+        line in jsonish(),
+        ending in line_ending(),
+    ) {
+        let data = [lead, line, ending].concat();
+        checks::check_next_line(&data);
+    }
 
     #[test]
     fn scanner_agrees_with_the_simple_validator_and_serde_json(line in jsonish()) {
@@ -122,6 +152,37 @@ proptest! {
     #[test]
     fn scanner_agrees_on_arbitrary_bytes(line in proptest::collection::vec(any::<u8>(), 0..64)) {
         check(&line)?;
+        checks::check_next_line(&line);
+    }
+}
+
+#[test]
+fn fused_line_scan_decides_common_lines_and_declines_others() {
+    let max = 64;
+    let scan = |s: &[u8]| scan::scan_next_line(s, max, &mut Vec::new());
+    let line = b"{\"type\":\"k\",\"ts_ms\":1,\"t\":\"a\\tb\"}";
+    for ending in [&b"\n"[..], b"\r\n", b" \t\r\n"] {
+        let data = [&line[..], ending, b"{}\n"].concat();
+        let n = scan(&data).expect("a plain line is decided");
+        assert_eq!(n.end, line.len());
+        assert_eq!(n.newline, line.len() + ending.len() - 1);
+        // Escaping the content adds one byte per quote and backslash; the
+        // trailing tabs and CRs are not content.
+        assert_eq!(n.scan.escape_extra as usize, escape::escaped_extra(line));
+    }
+    // Declined: no newline, a value split across lines, a second value,
+    // whitespace only trimming removes, not an object, invalid.
+    for data in [
+        &line[..],
+        b"{\"a\":\n1}\n",
+        b"{} {}\n",
+        b"{}\x0b\n",
+        b" {}\n",
+        b"[1]\n",
+        b"{\"a\":\"x\ny\"}\n",
+        b"{\"a\" 1}\n",
+    ] {
+        assert!(scan(data).is_none(), "{:?}", String::from_utf8_lossy(data));
     }
 }
 
