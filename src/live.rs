@@ -497,29 +497,35 @@ impl LiveReplay {
             s.offset += base;
             st.skips.push(s);
         }
+        // The records in order, and the late ones set aside (both in file
+        // order).
         let mut records = parsed.records;
+        let mut late = parsed.late;
         // Records point into the re-serialised buffer in js mode.
         let arena = parsed.arena;
         let js = arena.is_some();
         let data: &[u8] = arena.as_deref().unwrap_or(buf);
         // Ordered so far (over every record, filtered out or not, as a
         // one-shot replay reports it): each at least the newest before it.
+        // The first record is never late, and the last in order is the
+        // newest.
         if let (Some(first), Some(last)) = (records.first(), records.last()) {
             if st.already_ordered {
-                st.already_ordered = order::is_ordered(&records)
-                    && self.last_key.is_none_or(|k| ts_key(first.ts) >= k);
+                st.already_ordered =
+                    late.is_empty() && self.last_key.is_none_or(|k| ts_key(first.ts) >= k);
             }
             self.last_key = Some(ts_key(last.ts));
         }
         if self.selection.has_filters() {
             records.retain(|r| self.selection.matches(r, data));
+            late.retain(|r| self.selection.matches(r, data));
         }
-        if records.is_empty() {
+        if records.is_empty() && late.is_empty() {
             return;
         }
         let newest = self.segments.last().map(Segment::last_key);
-        let parallel = records.len() > 4096 && self.options.threads != 1;
-        order::sort_records(&mut records, parallel);
+        let parallel = records.len() + late.len() > 4096 && self.options.threads != 1;
+        order::merge_late(&mut records, late, parallel);
         let lens = render::message_lens(&records, data, self.format);
         let total: u64 = lens.iter().sum();
         let mut out = vec![0u8; total as usize];

@@ -5,6 +5,7 @@
 //! does in JavaScript. A log that is already in order (the common case for an
 //! append-only log) is detected in one pass and left alone.
 
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 use rayon::slice::ParallelSliceMut;
 
 use crate::parse::Record;
@@ -46,11 +47,11 @@ pub fn is_ordered(records: &[Record]) -> bool {
 /// An append-only log is nearly ordered: most records come after all earlier
 /// ones, and a few arrive late. So the records that keep the running
 /// maximum stay where they are (compacted in place), the late ones are taken
-/// out and sorted on their own, and the two ordered lists are merged from
-/// the back into the same buffer: O(n + k log k) for k late records, and no
-/// second buffer of n records. Ties between the lists compare file offsets,
-/// which are in file order, so the result is the stable sort's.
-pub fn sort_records(records: &mut [Record], parallel: bool) -> bool {
+/// out, and [`merge_late`] puts them back in order: O(n + k log k) for k late
+/// records, and no second buffer of n records. (The replay splits the
+/// records this way while joining its chunks, so it calls [`merge_late`]
+/// directly.)
+pub fn sort_records(records: &mut Vec<Record>, parallel: bool) -> bool {
     if is_ordered(records) {
         return true;
     }
@@ -68,6 +69,24 @@ pub fn sort_records(records: &mut [Record], parallel: bool) -> bool {
             late.push(r);
         }
     }
+    records.truncate(kept);
+    merge_late(records, late, parallel);
+    false
+}
+
+/// Sorts `late` and merges it into `records`, in place, stably: `records`
+/// are in `ts_ms` order (each at least as new as every one before it, in
+/// file order), `late` are the log's other records, in file order. Ties
+/// between the two lists compare file offsets, which are in file order, so
+/// the result is what a stable sort of all records in file order gives.
+///
+/// With `parallel`, the merge is cut into one part per thread at equal
+/// output positions (each part's split of the two lists found by binary
+/// search) and the parts are merged at once.
+pub fn merge_late(records: &mut Vec<Record>, mut late: Vec<Record>, parallel: bool) {
+    if late.is_empty() {
+        return;
+    }
     // Late records are in file order, so a stable sort by key keeps ties in
     // file order.
     if parallel {
@@ -75,19 +94,104 @@ pub fn sort_records(records: &mut [Record], parallel: bool) -> bool {
     } else {
         late.sort_by_key(|r| ts_key(r.ts));
     }
-    let order = |r: &Record| (ts_key(r.ts), r.offset);
-    let (mut i, mut j, mut k) = (kept, late.len(), records.len());
-    while j > 0 {
-        k -= 1;
-        if i > 0 && order(&records[i - 1]) > order(&late[j - 1]) {
-            records[k] = records[i - 1];
-            i -= 1;
+    let parts = if parallel && records.len() + late.len() >= PARALLEL_MERGE_MIN {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
+    merge_in_parts(records, &late, parts);
+}
+
+/// Below this many records a merge runs on one thread.
+const PARALLEL_MERGE_MIN: usize = 1 << 16;
+
+/// The merge order: `ts_ms`, then file offset (unique per record).
+#[inline]
+fn order(r: &Record) -> (u64, u64) {
+    (ts_key(r.ts), r.offset)
+}
+
+/// Merges sorted `late` into sorted `records` in place, cut into `parts`
+/// parts of equal output length that run in parallel.
+///
+/// Part `j` writes output positions `o[j]..o[j + 1]`, merging the kept
+/// records `i[j]..i[j + 1]` with the late ones `l[j]..l[j + 1]` (so
+/// `o[j] = i[j] + l[j]`), from the back like a serial in-place merge. Its
+/// output range is all it touches: the kept records it reads lie before
+/// `i[j + 1] <= o[j + 1]`, and those before `o[j]` (at most `l[j]` of them,
+/// overwritten by part `j - 1`) are copied aside first.
+fn merge_in_parts(records: &mut Vec<Record>, late: &[Record], parts: usize) {
+    let kept = records.len();
+    let n = kept + late.len();
+    let parts = parts.clamp(1, n);
+    // The output's boundaries, and how many kept records come before each.
+    let o: Vec<usize> = (0..=parts).map(|j| j * n / parts).collect();
+    let i: Vec<usize> = o.iter().map(|&o| co_rank(records, late, o)).collect();
+    let heads: Vec<Vec<Record>> = (0..parts)
+        .map(|j| records[i[j]..i[j + 1].min(o[j])].to_vec())
+        .collect();
+    // The length grows to n; what the extension holds is overwritten.
+    records.extend_from_slice(late);
+    let mut pieces = Vec::with_capacity(parts);
+    let mut rest = &mut records[..];
+    for j in 0..parts {
+        let (piece, tail) = rest.split_at_mut(o[j + 1] - o[j]);
+        pieces.push((j, piece));
+        rest = tail;
+    }
+    let merge = |(j, out): (usize, &mut [Record])| {
+        let (i0, i1) = (i[j], i[j + 1]);
+        let (l0, l1) = (o[j] - i0, o[j + 1] - i1);
+        let head = &heads[j];
+        // Kept record `x` (absolute index): aside, or still in place in `out`.
+        let kept_at = |out: &[Record], x: usize| {
+            if x < i0 + head.len() {
+                head[x - i0]
+            } else {
+                out[x - o[j]]
+            }
+        };
+        let (mut x, mut y, mut k) = (i1, l1, out.len());
+        while y > l0 {
+            k -= 1;
+            if x > i0 && order(&kept_at(out, x - 1)) > order(&late[y - 1]) {
+                out[k] = kept_at(out, x - 1);
+                x -= 1;
+            } else {
+                out[k] = late[y - 1];
+                y -= 1;
+            }
+        }
+        // The kept records left move up by `l0`.
+        if l0 > 0 {
+            while x > i0 {
+                k -= 1;
+                x -= 1;
+                out[k] = kept_at(out, x);
+            }
+        }
+    };
+    if parts == 1 {
+        pieces.into_iter().for_each(merge);
+    } else {
+        pieces.into_par_iter().for_each(merge);
+    }
+}
+
+/// How many of the first `o` records of the merged output are kept records:
+/// the `x` where `records[x - 1]` and `late[o - x - 1]` come before both
+/// `records[x]` and `late[o - x]`.
+fn co_rank(records: &[Record], late: &[Record], o: usize) -> usize {
+    let (mut lo, mut hi) = (o.saturating_sub(late.len()), o.min(records.len()));
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if order(&records[mid]) < order(&late[o - mid - 1]) {
+            lo = mid + 1;
         } else {
-            records[k] = late[j - 1];
-            j -= 1;
+            hi = mid;
         }
     }
-    false
+    lo
 }
 
 #[cfg(test)]
@@ -142,6 +246,31 @@ mod tests {
                         got.iter().map(|r| r.offset).collect::<Vec<_>>(),
                         want.iter().map(|r| r.offset).collect::<Vec<_>>(),
                         "n={n} late={late_share}%"
+                    );
+                }
+                // The merge cut into any number of parts (more parts than
+                // records too) gives the same order.
+                for parts in [1, 2, 3, 7, 64, 2000] {
+                    let mut kept = Vec::new();
+                    let mut late = Vec::new();
+                    let mut max = 0;
+                    for r in &v {
+                        if ts_key(r.ts) >= max {
+                            max = ts_key(r.ts);
+                            kept.push(*r);
+                        } else {
+                            late.push(*r);
+                        }
+                    }
+                    late.sort_by_key(|r| ts_key(r.ts));
+                    if late.is_empty() {
+                        continue;
+                    }
+                    merge_in_parts(&mut kept, &late, parts);
+                    assert_eq!(
+                        kept.iter().map(|r| r.offset).collect::<Vec<_>>(),
+                        want.iter().map(|r| r.offset).collect::<Vec<_>>(),
+                        "n={n} late={late_share}% parts={parts}"
                     );
                 }
                 v.reverse();

@@ -323,8 +323,9 @@ pub fn replay_with_progress<'a>(
     stats.bytes = log.len() as u64;
     let newlines = parsed.lines - stats.unterminated_tail as u64;
     let t1 = Instant::now();
-    stats.already_ordered = run_in_pool(options.threads, || {
-        order::sort_records(&mut records, options.threads != 1)
+    stats.already_ordered = parsed.late.is_empty();
+    run_in_pool(options.threads, || {
+        order::merge_late(&mut records, parsed.late, options.threads != 1)
     });
     let timings = StageTimings {
         parse: t1 - t0,
@@ -340,11 +341,15 @@ pub fn replay_with_progress<'a>(
     }
 }
 
-/// Records (in file order) and stats of a range of a log.
+/// Records and stats of a range of a log.
 pub struct Parsed {
-    /// Records in file order. Their offsets point into the log, or into
-    /// [`Parsed::arena`] when it is set.
+    /// The records that are at least as new as every record before them, in
+    /// file order (so also in `ts_ms` order). Their offsets point into the
+    /// log, or into [`Parsed::arena`] when it is set.
     pub records: Vec<Record>,
+    /// The other records (late arrivals), in file order: what
+    /// [`order::merge_late`] merges into `records`. Empty for a log in order.
+    pub late: Vec<Record>,
     /// In [`RecordMode::Js`], the re-serialised records, each preceded by its
     /// line's offset in the log (8 bytes, little-endian; see
     /// [`arena_origin`]).
@@ -504,6 +509,9 @@ struct Join {
     /// Joined results whose buffers a worker can take again.
     spare: Vec<ChunkResult>,
     records: Vec<Record>,
+    late: Vec<Record>,
+    /// The order key of the newest record in `records`.
+    newest: u64,
     arena: Option<Vec<u8>>,
     stats: ReplayStats,
     lines: u64,
@@ -524,6 +532,8 @@ impl Join {
             // lines grows the buffer (with glibc, by moving its mapping
             // rather than copying it).
             records: crate::source::huge_vec_with_capacity(len / 256 + 1),
+            late: Vec::new(),
+            newest: 0,
             arena: js.then(|| crate::source::huge_vec_with_capacity(len + len / 16)),
             stats: ReplayStats::default(),
             lines: 0,
@@ -563,17 +573,31 @@ impl Join {
             }
         }
         self.lines += p.lines;
-        match (&mut self.arena, &p.arena) {
+        let at = match (&mut self.arena, &p.arena) {
             (Some(arena), Some(bytes)) => {
                 let at = arena.len() as u64;
                 arena.extend_from_slice(bytes);
-                self.records.extend(p.records.iter().map(|r| Record {
-                    offset: r.offset + at,
-                    ..*r
-                }));
+                at
             }
-            _ => self.records.extend_from_slice(&p.records),
+            _ => 0,
+        };
+        // Records that keep the running maximum go on in order; the others
+        // are set aside, to be sorted and merged in once all are in.
+        let mut newest = self.newest;
+        for r in &p.records {
+            let r = Record {
+                offset: r.offset + at,
+                ..*r
+            };
+            let key = order::ts_key(r.ts);
+            if key >= newest {
+                newest = key;
+                self.records.push(r);
+            } else {
+                self.late.push(r);
+            }
         }
+        self.newest = newest;
     }
 
     fn into_parsed(self) -> Parsed {
@@ -583,6 +607,7 @@ impl Join {
         );
         Parsed {
             records: self.records,
+            late: self.late,
             arena: self.arena,
             stats: self.stats,
             lines: self.lines,

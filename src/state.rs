@@ -487,8 +487,8 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
             let mut records = parsed.records;
             let data: &[u8] = parsed.arena.as_deref().unwrap_or(tail);
-            let parallel = records.len() > 4096;
-            order::sort_records(&mut records, parallel);
+            let parallel = records.len() + parsed.late.len() > 4096;
+            order::merge_late(&mut records, parsed.late, parallel);
             select::apply(&mut records, data, &filters, None, |o| o, |_| 0);
             let to = from + commit as u64;
             let (mode, body) = if records.is_empty() {
