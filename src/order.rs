@@ -207,6 +207,7 @@ mod tests {
             kind_len: 0,
             escape_extra: 0,
             flags: 0,
+            ts_start: 0,
         }
     }
 

@@ -45,8 +45,13 @@ pub struct Record {
     /// tokens, so this never overflows).
     pub escape_extra: u32,
     /// [`Record::OUTPUT`] and [`Record::KIND_ESCAPED`], found while parsing so
-    /// rendering never looks at the kind twice.
+    /// rendering never looks at the kind twice, and in the bits from
+    /// [`Record::TS_LEN_SHIFT`] the length of the `ts_ms` text when it is
+    /// written exactly as JavaScript prints the number (see
+    /// [`Record::ts_text`]).
     pub flags: u32,
+    /// Start of the `ts_ms` number's text, relative to the line's start.
+    pub ts_start: u32,
 }
 
 impl Record {
@@ -78,6 +83,22 @@ impl Record {
     /// `PENDING_USER_INPUT` (set by a [`crate::Selection`] with
     /// `mark_pending`, never by parsing).
     pub const PENDING: u32 = 4;
+    /// Where the length of a canonical `ts_ms` text starts in
+    /// [`Record::flags`] (five bits; 0: not canonical).
+    pub const TS_LEN_SHIFT: u32 = 8;
+
+    /// The `ts_ms` text as written in the line, when it is exactly what
+    /// JavaScript's `String(ts_ms)` prints (an integer of at most 15 digits,
+    /// not `-0`): rendering copies it instead of formatting the number.
+    #[inline]
+    pub fn ts_text<'a>(&self, log: &'a [u8]) -> Option<&'a [u8]> {
+        let len = (self.flags >> Record::TS_LEN_SHIFT) as usize & 0x1F;
+        if len == 0 {
+            return None;
+        }
+        let s = self.offset as usize + self.ts_start as usize;
+        log.get(s..s + len)
+    }
 
     /// Whether the record is an assistant message (`type` is `text_output`).
     #[inline]
@@ -355,12 +376,13 @@ fn record(
         Member::Absent => return Err(SkipReason::MissingType),
         _ => return Err(SkipReason::TypeNotString),
     };
-    let ts = match fields.ts_ms {
+    let (ts, ts_start, ts_len) = match fields.ts_ms {
         Member::Number { start, len } => {
-            json::number_value(&line[start as usize..(start + len) as usize])
+            let text = &line[start as usize..(start + len) as usize];
+            (json::number_value(text), start, canonical_len(text))
         }
         Member::Absent => return Err(SkipReason::MissingTsMs),
-        Member::Other if ts_if_null.is_some() => ts_if_null.unwrap_or(0.0),
+        Member::Other if ts_if_null.is_some() => (ts_if_null.unwrap_or(0.0), 0, 0),
         _ => return Err(SkipReason::TsMsNotNumber),
     };
     let kind = &line[kind_start as usize..(kind_start + kind_len) as usize];
@@ -377,6 +399,63 @@ fn record(
         kind_start,
         kind_len,
         escape_extra: escape_extra as u32,
-        flags: (output as u32 * Record::OUTPUT) | (escaped as u32 * Record::KIND_ESCAPED),
+        flags: (output as u32 * Record::OUTPUT)
+            | (escaped as u32 * Record::KIND_ESCAPED)
+            | (ts_len << Record::TS_LEN_SHIFT),
+        ts_start,
     })
+}
+
+/// The length of a JSON number's text when JavaScript prints the number's
+/// value as exactly that text, else 0: an integer of at most 15 digits
+/// (always exact in a double; JavaScript prints such integers in full),
+/// except `-0`, which prints as `0`.
+#[inline]
+fn canonical_len(text: &[u8]) -> u32 {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    let integer = !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit);
+    if integer && text != b"-0" {
+        text.len() as u32
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::escape::JsNumber;
+
+    #[test]
+    fn a_timestamp_is_copied_only_when_javascript_prints_it_as_written() {
+        let mut p = LineParser::new(64);
+        // (text, whether it is copied as written)
+        let cases: &[(&str, bool)] = &[
+            ("0", true),
+            ("7", true),
+            ("-5", true),
+            ("1763700001492", true),
+            ("999999999999999", true),
+            ("-999999999999999", true),
+            ("1234567890123456", false),
+            ("99999999999999999999", false),
+            ("-0", false),
+            ("1.0", false),
+            ("1.5", false),
+            ("1e3", false),
+            ("1E+2", false),
+            ("-0.0", false),
+            ("1e400", false),
+        ];
+        for &(text, copied) in cases {
+            let line = format!("{{\"type\":\"k\",\"ts_ms\":{text},\"x\":1}}");
+            let r = p.parse(line.as_bytes(), 0).unwrap();
+            let js = JsNumber::new(r.ts);
+            assert_eq!(r.ts_text(line.as_bytes()).is_some(), copied, "{text}");
+            if let Some(t) = r.ts_text(line.as_bytes()) {
+                assert_eq!(t, js.as_bytes(), "{text}");
+                assert_eq!(t, text.as_bytes());
+            }
+        }
+    }
 }

@@ -140,7 +140,8 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
         + KIND_PREFIX.len()
         + kind_len
         + TS_PREFIX.len()
-        + JsNumber::len_of(r.ts)
+        + r.ts_text(log)
+            .map_or_else(|| JsNumber::len_of(r.ts), <[u8]>::len)
         + JSON_PREFIX.len()
         + r.len as usize
         + r.escape_extra as usize
@@ -165,7 +166,10 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
         w = put(out, w, r.kind_raw(log));
     }
     w = put(out, w, TS_PREFIX);
-    w = put(out, w, JsNumber::new(r.ts).as_bytes());
+    w = match r.ts_text(log) {
+        Some(t) => put(out, w, t),
+        None => put(out, w, JsNumber::new(r.ts).as_bytes()),
+    };
     w = put(out, w, JSON_PREFIX);
     // The whole log, so the line's last partial block is read as a block.
     w += escape::write_escaped_in(log, r.span(), &mut out[w..]);

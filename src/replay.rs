@@ -790,6 +790,7 @@ mod tests {
             kind_len: 0,
             escape_extra: 0,
             flags: 0,
+            ts_start: 0,
         });
         c.stats.total_lines = lines;
         c.stats.parsed_entries = 1;
