@@ -233,10 +233,26 @@ pub(crate) fn write_with_lens(
     format: Format,
     out: &mut [u8],
 ) {
-    let mut slices = Vec::with_capacity(records.len() / GROUP + 1);
+    let sizes: Vec<u64> = lens.chunks(GROUP).map(|l| l.iter().sum()).collect();
+    write_groups(records, &sizes, log, format, out);
+}
+
+/// The size of each group of [`GROUP`] records' messages (separators
+/// included), computed in parallel.
+fn group_sizes(records: &[Record], log: &[u8], format: Format) -> Vec<u64> {
+    records
+        .par_chunks(GROUP)
+        .map(|g| g.iter().map(|r| message_len(r, log, format) as u64).sum())
+        .collect()
+}
+
+/// [`write_with_lens`] given each group's size (`sizes[g]` for
+/// `records[g * GROUP..]`) instead of each message's: `out` must be exactly
+/// their sum.
+fn write_groups(records: &[Record], sizes: &[u64], log: &[u8], format: Format, out: &mut [u8]) {
+    let mut slices = Vec::with_capacity(sizes.len());
     let mut rest = out;
-    for l in lens.chunks(GROUP) {
-        let size: u64 = l.iter().sum();
+    for &size in sizes {
         let (head, tail) = rest.split_at_mut(size as usize);
         slices.push(head);
         rest = tail;
@@ -259,9 +275,12 @@ pub(crate) fn write_with_lens(
 pub const STREAM_BATCH: usize = 16 << 20;
 
 /// Streams the messages of `records` (each followed by its separator) to `w`
-/// in batches of about `batch` bytes (at least one message each), each
-/// rendered in parallel. With `drop_last_separator`, the final separator is
-/// not written.
+/// in batches of about `batch` bytes (whole groups of [`GROUP`] messages, at
+/// least one group each), each rendered in parallel. With
+/// `drop_last_separator`, the final separator is not written.
+///
+/// Only each group's size is kept, not each message's: the groups' offsets
+/// in a batch are all the parallel writers need.
 pub fn stream_messages(
     records: &[Record],
     log: &[u8],
@@ -270,27 +289,28 @@ pub fn stream_messages(
     batch: usize,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let lens = message_lens(records, log, format);
+    let sizes = group_sizes(records, log, format);
     let mut buf: Vec<u8> = Vec::new();
     let mut start = 0;
-    while start < records.len() {
+    while start < sizes.len() {
         let mut end = start;
         let mut size = 0usize;
-        while end < records.len() && (end == start || size < batch) {
-            size += lens[end] as usize;
+        while end < sizes.len() && (end == start || size < batch) {
+            size += sizes[end] as usize;
             end += 1;
         }
         if buf.len() < size {
             buf = crate::source::huge_zeroed_vec(size);
         }
-        write_with_lens(
-            &records[start..end],
-            &lens[start..end],
+        let group_records = &records[start * GROUP..(end * GROUP).min(records.len())];
+        write_groups(
+            group_records,
+            &sizes[start..end],
             log,
             format,
             &mut buf[..size],
         );
-        let n = if end == records.len() && drop_last_separator {
+        let n = if end == sizes.len() && drop_last_separator {
             size - format.separator().len()
         } else {
             size
