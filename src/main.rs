@@ -473,6 +473,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
             bytes.verify()?;
             report_timings(&engine, &bytes, &replayed, t.elapsed());
+            // Done with the log: its pages go back in parallel, not in one
+            // serial unmap at exit.
+            bytes.release_pages();
             Ok(())
         }
         Command::Replay {
@@ -491,6 +494,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             write_stdout(|w| replayed.write_messages(format, w))?;
             bytes.verify()?;
             report_timings(&engine, &bytes, &replayed, t.elapsed());
+            // Done with the log: its pages go back in parallel, not in one
+            // serial unmap at exit.
+            bytes.release_pages();
             Ok(())
         }
         Command::Prepare {
@@ -576,6 +582,9 @@ fn run(cli: Cli) -> Result<(), Failure> {
             json.push('}');
             write_stdout(|w| writeln!(w, "{json}"))?;
             report_timings(&engine, &bytes, &replayed, std::time::Duration::ZERO);
+            // Done with the log: its pages go back in parallel, not in one
+            // serial unmap at exit.
+            bytes.release_pages();
             Ok(())
         }
     }
