@@ -595,6 +595,14 @@ fn eight_digits(word: u64) -> Option<u64> {
 /// Parses the raw text of a valid JSON number as JavaScript does: the
 /// nearest double, `±Infinity` on overflow, `-0` kept.
 pub fn number_value(raw: &[u8]) -> f64 {
+    number_and_form(raw).0
+}
+
+/// [`number_value`], and whether JavaScript's `String(value)` is `raw`
+/// itself: true for an integer of at most 15 digits other than `-0` (exact
+/// in a double, and printed in full), false for anything else (some of
+/// which may print the same; false only means "format the value").
+pub fn number_and_form(raw: &[u8]) -> (f64, bool) {
     // Fast path: a plain integer of at most 15 digits is exact in a double.
     let (neg, digits) = match raw.first() {
         Some(b'-') => (true, &raw[1..]),
@@ -625,16 +633,17 @@ pub fn number_value(raw: &[u8]) -> f64 {
             v = v * 10 + x as u64;
         }
         if plain {
-            let v = v as f64;
-            return if neg { -v } else { v };
+            let x = v as f64;
+            return if neg { (-x, v != 0) } else { (x, true) };
         }
     }
     // The grammar's number text is a subset of what Rust's correctly
     // rounded parser accepts.
-    std::str::from_utf8(raw)
+    let x = std::str::from_utf8(raw)
         .ok()
         .and_then(|t| t.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
+        .unwrap_or(f64::NAN);
+    (x, false)
 }
 
 #[cfg(test)]

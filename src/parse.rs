@@ -379,7 +379,8 @@ fn record(
     let (ts, ts_start, ts_len) = match fields.ts_ms {
         Member::Number { start, len } => {
             let text = &line[start as usize..(start + len) as usize];
-            (json::number_value(text), start, canonical_len(text))
+            let (ts, as_written) = json::number_and_form(text);
+            (ts, start, if as_written { len } else { 0 })
         }
         Member::Absent => return Err(SkipReason::MissingTsMs),
         Member::Other if ts_if_null.is_some() => (ts_if_null.unwrap_or(0.0), 0, 0),
@@ -404,21 +405,6 @@ fn record(
             | (ts_len << Record::TS_LEN_SHIFT),
         ts_start,
     })
-}
-
-/// The length of a JSON number's text when JavaScript prints the number's
-/// value as exactly that text, else 0: an integer of at most 15 digits
-/// (always exact in a double; JavaScript prints such integers in full),
-/// except `-0`, which prints as `0`.
-#[inline]
-fn canonical_len(text: &[u8]) -> u32 {
-    let digits = text.strip_prefix(b"-").unwrap_or(text);
-    let integer = !digits.is_empty() && digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit);
-    if integer && text != b"-0" {
-        text.len() as u32
-    } else {
-        0
-    }
 }
 
 #[cfg(test)]
