@@ -310,7 +310,11 @@ impl LineParser {
     /// `\n` is; or `None` when this path cannot decide (see
     /// [`scan::scan_next_line`]): the caller then splits the line and calls
     /// [`LineParser::parse_with`], which decides every line.
-    #[inline]
+    ///
+    /// Compiled into its caller (the replay's line loop), with the scanner,
+    /// so that loop can be compiled once with AVX2 (see
+    /// [`scan::next_line`]).
+    #[inline(always)]
     pub fn parse_next_line(
         &mut self,
         s: &[u8],
@@ -319,7 +323,7 @@ impl LineParser {
         if self.validator != Validator::Scan {
             return None;
         }
-        let next = scan::scan_next_line(s, self.max_depth, &mut self.stack)?;
+        let next = scan::next_line(s, self.max_depth, &mut self.stack)?;
         let line = &s[..next.end];
         let fields = next.scan.fields();
         let r = record(
@@ -359,7 +363,7 @@ impl LineParser {
 }
 
 /// A record from a valid line's members, or why the line is not one.
-#[inline]
+#[inline(always)]
 fn record(
     line: &[u8],
     len: u32,

@@ -688,6 +688,37 @@ fn parse_chunk(
     max_skips: usize,
     out: &mut ChunkResult,
 ) {
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+    if crate::scan::has_avx2() {
+        // SAFETY: the CPU has AVX2 and BMI1 (what `parse_chunk_avx2` is
+        // compiled for), checked just above.
+        return unsafe { parse_chunk_avx2(log, range, parser, max_skips, out) };
+    }
+    parse_chunk_lines(log, range, parser, max_skips, out)
+}
+
+/// [`parse_chunk`]'s loop compiled with AVX2 and BMI1, the scanner inlined
+/// into it: one feature check per chunk instead of a call per line.
+#[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+#[target_feature(enable = "avx2,bmi1")]
+fn parse_chunk_avx2(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
+    parse_chunk_lines(log, range, parser, max_skips, out)
+}
+
+#[inline(always)]
+fn parse_chunk_lines(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
     let ChunkResult {
         records,
         stats,

@@ -234,12 +234,40 @@ pub struct NextLine {
 /// which reports the exact error. So the fast path never decides anything
 /// the line-by-line path would decide differently.
 pub fn scan_next_line(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Option<NextLine> {
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and BMI1, checked just above.
+        return unsafe { scan_next_line_avx2(s, max_depth, stack) };
+    }
+    next_line(s, max_depth, stack)
+}
+
+#[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+#[target_feature(enable = "avx2,bmi1")]
+fn scan_next_line_avx2(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Option<NextLine> {
+    next_line(s, max_depth, stack)
+}
+
+/// Whether this CPU has what the scanner's AVX2 copy needs (AVX2 and BMI1).
+/// A caller that loops over many lines can check once and run its whole loop
+/// in a function compiled with those features, calling [`next_line`]: the
+/// scanner is then inlined into the loop instead of called per line.
+#[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+#[inline]
+pub(crate) fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi1")
+}
+
+/// [`scan_next_line`] compiled into its caller, with the caller's target
+/// features (see [`has_avx2`]).
+#[inline(always)]
+pub(crate) fn next_line(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Option<NextLine> {
     if s.first() != Some(&b'{') {
         return None;
     }
     // Positions are u32: a longer line fails to find its `\n` here.
     let s = &s[..s.len().min(u32::MAX as usize)];
-    let (scan, end, newline) = dispatch::<true>(s, max_depth, stack, true).ok()?;
+    let (scan, end, newline) = scan_core::<true>(s, max_depth, stack, true).ok()?;
     Some(NextLine { scan, end, newline })
 }
 
@@ -251,7 +279,7 @@ fn dispatch<const LINE: bool>(
     utf8_known_valid: bool,
 ) -> Result<(LineScan, usize, usize), JsonError> {
     #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
-    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi1") {
+    if has_avx2() {
         // SAFETY: the CPU has AVX2 and BMI1, checked just above.
         return unsafe { scan_core_avx2::<LINE>(s, max_depth, stack, utf8_known_valid) };
     }
