@@ -582,21 +582,32 @@ impl Join {
             _ => 0,
         };
         // Records that keep the running maximum go on in order; the others
-        // are set aside, to be sorted and merged in once all are in.
+        // are set aside, to be sorted and merged in once all are in. The
+        // ones in order are copied a run at a time.
+        let moved = |r: &Record| Record {
+            offset: r.offset + at,
+            ..*r
+        };
+        let mut copy_run = |run: &[Record]| {
+            if at == 0 {
+                self.records.extend_from_slice(run);
+            } else {
+                self.records.extend(run.iter().map(moved));
+            }
+        };
         let mut newest = self.newest;
-        for r in &p.records {
-            let r = Record {
-                offset: r.offset + at,
-                ..*r
-            };
+        let mut run = 0;
+        for (k, r) in p.records.iter().enumerate() {
             let key = order::ts_key(r.ts);
             if key >= newest {
                 newest = key;
-                self.records.push(r);
             } else {
-                self.late.push(r);
+                copy_run(&p.records[run..k]);
+                self.late.push(moved(r));
+                run = k + 1;
             }
         }
+        copy_run(&p.records[run..]);
         self.newest = newest;
     }
 
