@@ -208,7 +208,12 @@ pub fn scan_line_with(
     if u32::try_from(s.len()).is_err() {
         return Err(fail(JsonErrorKind::TooLong, 0));
     }
-    dispatch::<false>(s, max_depth, stack, utf8_known_valid).map(|(scan, _, _)| scan)
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and BMI1, checked just above.
+        return unsafe { scan_line_avx2(s, max_depth, stack, utf8_known_valid) };
+    }
+    scan_core::<false>(s, max_depth, stack, utf8_known_valid).map(|(scan, _, _)| scan)
 }
 
 /// A line found and scanned by [`scan_next_line`].
@@ -271,30 +276,15 @@ pub(crate) fn next_line(s: &[u8], max_depth: usize, stack: &mut Vec<bool>) -> Op
     Some(NextLine { scan, end, newline })
 }
 
-#[inline(always)]
-fn dispatch<const LINE: bool>(
-    s: &[u8],
-    max_depth: usize,
-    stack: &mut Vec<bool>,
-    utf8_known_valid: bool,
-) -> Result<(LineScan, usize, usize), JsonError> {
-    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and BMI1, checked just above.
-        return unsafe { scan_core_avx2::<LINE>(s, max_depth, stack, utf8_known_valid) };
-    }
-    scan_core::<LINE>(s, max_depth, stack, utf8_known_valid)
-}
-
 #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
 #[target_feature(enable = "avx2,bmi1")]
-fn scan_core_avx2<const LINE: bool>(
+fn scan_line_avx2(
     s: &[u8],
     max_depth: usize,
     stack: &mut Vec<bool>,
     utf8_known_valid: bool,
-) -> Result<(LineScan, usize, usize), JsonError> {
-    scan_core::<LINE>(s, max_depth, stack, utf8_known_valid)
+) -> Result<LineScan, JsonError> {
+    scan_core::<false>(s, max_depth, stack, utf8_known_valid).map(|(scan, _, _)| scan)
 }
 
 /// The scanner. Returns the scan, where the value's content ends and where
