@@ -247,6 +247,16 @@ pub(crate) fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
     let start = i;
     let digits = |s: &[u8], mut i: usize| {
         let from = i;
+        // Eight bytes at a time while they can be read (a timestamp has
+        // 13 digits), then one at a time.
+        while let Some(word) = s.get(i..).and_then(<[u8]>::first_chunk::<8>) {
+            let m = non_digit_mask(u64::from_le_bytes(*word));
+            if m != 0 {
+                i += (m.trailing_zeros() / 8) as usize;
+                return (i, i - from);
+            }
+            i += 8;
+        }
         while matches!(s.get(i), Some(b'0'..=b'9')) {
             i += 1;
         }
@@ -279,6 +289,18 @@ pub(crate) fn number_end(s: &[u8], mut i: usize) -> Result<usize, JsonError> {
         i = j;
     }
     Ok(i)
+}
+
+/// High bit set in the bytes of `v` (little-endian) that are not ASCII
+/// digits. Only the lowest set bit is exact: carries and borrows run
+/// upwards, and a digit produces neither (`d + 0x46 <= 0x7F`,
+/// `d - 0x30 >= 0`), so the first non-digit byte sees none. That byte has
+/// its high bit set in `b + 0x46` when it is 0x3A..=0xB9 and in `b - 0x30`
+/// when it is below 0x30 or 0xB0 and above.
+#[inline(always)]
+fn non_digit_mask(v: u64) -> u64 {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    (v.wrapping_add(LO * 0x46) | v.wrapping_sub(LO * 0x30)) & (LO * 0x80)
 }
 
 /// What a top-level member's value was, for the two members the contract reads.
@@ -710,6 +732,41 @@ mod tests {
             assert!(!ok(s), "{s:?}");
         }
         assert!(validate(b"\"\xff\"", 10, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn digit_runs_end_at_the_first_non_digit_whatever_follows() {
+        for b in 0..=255u8 {
+            for at in 0..8 {
+                for tail in [0x00u8, b'5', 0xFF, b'/', b':'] {
+                    let mut w = [tail; 8];
+                    w[..at].fill(b'7');
+                    w[at] = b;
+                    let m = non_digit_mask(u64::from_le_bytes(w));
+                    let first = if m == 0 {
+                        8
+                    } else {
+                        (m.trailing_zeros() / 8) as usize
+                    };
+                    let want = w.iter().position(|c| !c.is_ascii_digit()).unwrap_or(8);
+                    assert_eq!(first, want, "{w:?}");
+                }
+            }
+        }
+        // Through `number_end`, across word boundaries and at the end.
+        for n in [
+            "1",
+            "12345678",
+            "123456789",
+            "1763699971939",
+            "-0.5e+10",
+            "1.25E3",
+        ] {
+            for after in ["", ",", "}", " ", "x"] {
+                let s = format!("{n}{after}");
+                assert_eq!(number_end(s.as_bytes(), 0), Ok(n.len()), "{s}");
+            }
+        }
     }
 
     #[test]
