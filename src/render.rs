@@ -290,7 +290,36 @@ pub fn stream_messages(
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
     let sizes = group_sizes(records, log, format);
-    let mut buf: Vec<u8> = Vec::new();
+    let batches = batches(&sizes, batch);
+    // One buffer, as big as the biggest batch: fresh memory costs a page
+    // fault per page, so it is taken once, not again for each batch that
+    // outgrows the ones before.
+    let largest = batches.iter().map(|b| b.1).max().unwrap_or(0);
+    let mut buf: Vec<u8> = crate::source::huge_zeroed_vec(largest);
+    for (groups, size) in batches {
+        let group_records = &records[groups.start * GROUP..(groups.end * GROUP).min(records.len())];
+        write_groups(
+            group_records,
+            &sizes[groups.clone()],
+            log,
+            format,
+            &mut buf[..size],
+        );
+        let n = if groups.end == sizes.len() && drop_last_separator {
+            size - format.separator().len()
+        } else {
+            size
+        };
+        w.write_all(&buf[..n])?;
+    }
+    Ok(())
+}
+
+/// Splits groups of the given sizes into consecutive batches of about
+/// `batch` bytes: whole groups, at least one each, a batch closing once it
+/// reaches `batch`. Returns each batch's groups and size.
+fn batches(sizes: &[u64], batch: usize) -> Vec<(std::ops::Range<usize>, usize)> {
+    let mut out = Vec::new();
     let mut start = 0;
     while start < sizes.len() {
         let mut end = start;
@@ -299,26 +328,10 @@ pub fn stream_messages(
             size += sizes[end] as usize;
             end += 1;
         }
-        if buf.len() < size {
-            buf = crate::source::huge_zeroed_vec(size);
-        }
-        let group_records = &records[start * GROUP..(end * GROUP).min(records.len())];
-        write_groups(
-            group_records,
-            &sizes[start..end],
-            log,
-            format,
-            &mut buf[..size],
-        );
-        let n = if end == sizes.len() && drop_last_separator {
-            size - format.separator().len()
-        } else {
-            size
-        };
-        w.write_all(&buf[..n])?;
+        out.push((start..end, size));
         start = end;
     }
-    Ok(())
+    out
 }
 
 #[cfg(test)]
@@ -383,6 +396,27 @@ mod tests {
                 assert_ne!(out, same, "{name}, {format:?}");
             }
         }
+    }
+
+    #[test]
+    fn batches_cover_every_group_once_and_close_at_the_batch_size() {
+        let sizes: Vec<u64> = (0..50u64).map(|i| (i * 7919) % 1000 + 1).collect();
+        for batch in [0, 1, 500, 999, 1000, 3000, 1 << 30] {
+            let got = batches(&sizes, batch);
+            let mut next = 0;
+            for (groups, size) in &got {
+                assert_eq!(groups.start, next, "batch {batch}");
+                assert!(!groups.is_empty());
+                let sum: u64 = sizes[groups.clone()].iter().sum();
+                assert_eq!(*size as u64, sum);
+                // Without its last group, a batch is under the size.
+                let before: u64 = sizes[groups.start..groups.end - 1].iter().sum();
+                assert!(groups.len() == 1 || (before as usize) < batch);
+                next = groups.end;
+            }
+            assert_eq!(next, sizes.len());
+        }
+        assert!(batches(&[], 10).is_empty());
     }
 
     #[test]

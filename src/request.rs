@@ -215,7 +215,8 @@ mod tests {
     #[test]
     fn streaming_in_many_small_batches_gives_the_buffered_bytes() {
         let mut log = String::new();
-        for i in 0..300 {
+        // Several groups of messages (512 each), of different sizes.
+        for i in 0..2000 {
             log.push_str(&format!(
                 "{{\"type\":\"k\",\"ts_ms\":{},\"t\":\"{}\"}}\n",
                 (i * 37) % 50,
@@ -230,7 +231,7 @@ mod tests {
             Format::Xml,
         ] {
             let whole = render_messages(r.records(), log.as_bytes(), format);
-            for batch in [1, 100, 5000] {
+            for batch in [1, 100, 5000, 40_000, 1 << 20] {
                 let (open, close) = replay_brackets(format);
                 let mut out = open.to_vec();
                 render::stream_messages(r.records(), log.as_bytes(), format, true, batch, &mut out)
