@@ -132,14 +132,14 @@ fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), Json
             }
             b'\\' => {
                 escaped = true;
-                *extra += 1;
-                match s.get(i + 1) {
-                    Some(b'"' | b'\\') => {
-                        *extra += 1;
-                        i += 2;
-                    }
-                    Some(b'/' | b'b' | b'f' | b'n' | b'r' | b't') => i += 2,
-                    Some(b'u') => {
+                // One lookup instead of a branch per kind of escape: which
+                // kind is next is data, and was a mispredicted jump.
+                let Some(&next) = s.get(i + 1) else {
+                    return Err(fail(JsonErrorKind::UnexpectedEnd, n));
+                };
+                match ESCAPES[next as usize] {
+                    Escape::Invalid => return Err(fail(JsonErrorKind::InvalidEscape, i)),
+                    Escape::Unicode => {
                         match s.get(i + 2..i + 6) {
                             Some(h) if h.iter().all(u8::is_ascii_hexdigit) => {}
                             Some(_) => return Err(fail(JsonErrorKind::InvalidEscape, i)),
@@ -148,10 +148,15 @@ fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), Json
                             }
                             None => return Err(fail(JsonErrorKind::InvalidEscape, i)),
                         }
+                        *extra += 1;
                         i += 6;
                     }
-                    Some(_) => return Err(fail(JsonErrorKind::InvalidEscape, i)),
-                    None => return Err(fail(JsonErrorKind::UnexpectedEnd, n)),
+                    // `\"` and `\\` gain two bytes when escaped again, the
+                    // others one (their backslash).
+                    e => {
+                        *extra += e as u64;
+                        i += 2;
+                    }
                 }
             }
             0x00..=0x1F => return Err(fail(JsonErrorKind::ControlCharacterInString, i)),
@@ -159,6 +164,34 @@ fn string(s: &[u8], mut i: usize, extra: &mut u64) -> Result<(usize, bool), Json
         }
     }
 }
+
+/// What a byte after a backslash makes of the escape. A valid two-byte
+/// escape's value is the bytes escaping it again adds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Escape {
+    Invalid = 0,
+    /// `\/`, `\b`, `\f`, `\n`, `\r`, `\t`: the backslash is escaped.
+    Short = 1,
+    /// `\"` and `\\`: both bytes are.
+    Doubled = 2,
+    /// `\u` and four hex digits.
+    Unicode = 3,
+}
+
+static ESCAPES: [Escape; 256] = {
+    let mut t = [Escape::Invalid; 256];
+    t[b'/' as usize] = Escape::Short;
+    t[b'b' as usize] = Escape::Short;
+    t[b'f' as usize] = Escape::Short;
+    t[b'n' as usize] = Escape::Short;
+    t[b'r' as usize] = Escape::Short;
+    t[b't' as usize] = Escape::Short;
+    t[b'"' as usize] = Escape::Doubled;
+    t[b'\\' as usize] = Escape::Doubled;
+    t[b'u' as usize] = Escape::Unicode;
+    t
+};
 
 /// Which top-level member a key names.
 #[derive(Clone, Copy, PartialEq, Eq)]
