@@ -603,10 +603,7 @@ fn hex4(h: &[u8]) -> u16 {
 /// simdjson parses them: three multiplies instead of eight dependent steps.
 #[inline]
 fn eight_digits(word: u64) -> Option<u64> {
-    const F0: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    let high = word & F0;
-    let carried = (word.wrapping_add(0x0606_0606_0606_0606) & F0) >> 4;
-    if high | carried != 0x3333_3333_3333_3333 {
+    if non_digit_mask(word) != 0 {
         return None;
     }
     let v = ((word & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561)) >> 8;
