@@ -621,8 +621,18 @@ pub fn number_value(raw: &[u8]) -> f64 {
 /// itself: true for an integer of at most 15 digits other than `-0` (exact
 /// in a double, and printed in full), false for anything else (some of
 /// which may print the same; false only means "format the value").
+#[inline]
 pub fn number_and_form(raw: &[u8]) -> (f64, bool) {
-    // Fast path: a plain integer of at most 15 digits is exact in a double.
+    match plain_integer(raw) {
+        Some(v) => v,
+        None => number_text(raw),
+    }
+}
+
+/// [`number_and_form`]'s fast path: a plain integer of at most 15 digits,
+/// exact in a double. `None` for anything else.
+#[inline(always)]
+fn plain_integer(raw: &[u8]) -> Option<(f64, bool)> {
     let (neg, digits) = match raw.first() {
         Some(b'-') => (true, &raw[1..]),
         _ => (false, raw),
@@ -630,32 +640,45 @@ pub fn number_and_form(raw: &[u8]) -> (f64, bool) {
     // Each byte is read once (checked and added in the same step): a mapped
     // log can change under the replay, and a second read must not be able to
     // disagree with the check.
-    if digits.len() <= 15 {
-        let mut v = 0u64;
-        let mut plain = !digits.is_empty();
-        let mut rest = digits;
-        // A millisecond timestamp has 13 digits: the first eight in one word.
-        if let Some(word) = digits.first_chunk::<8>() {
-            let word = u64::from_le_bytes(*word);
-            match eight_digits(word) {
-                Some(x) => v = x,
-                None => plain = false,
+    let v = match digits.len() {
+        // A millisecond timestamp has 13 digits: two overlapping words, the
+        // first 8 bytes and the last 8, converted side by side. The first
+        // word gives only the digits before the last word's, moved to its
+        // top and led by `'0'`s; its other bytes are shifted out unused.
+        8..=15 => {
+            let first = u64::from_le_bytes(*digits.first_chunk::<8>()?);
+            let last = u64::from_le_bytes(*digits.last_chunk::<8>()?);
+            let lead = (digits.len() - 8) as u32;
+            // `first << (8 * (8 - lead))`, which is 0 for `lead == 0`
+            // (a shift by 64 is not allowed, so it is done in two steps).
+            let moved = (first << 1) << (63 - 8 * lead);
+            let zeros = u64::from_le_bytes(*b"00000000") >> (8 * lead);
+            eight_digits(moved | zeros)? * 100_000_000 + eight_digits(last)?
+        }
+        1..=7 => {
+            let mut v = 0u64;
+            for &d in digits {
+                let x = d.wrapping_sub(b'0');
+                if x > 9 {
+                    return None;
+                }
+                v = v * 10 + x as u64;
             }
-            rest = if plain { &digits[8..] } else { &[] };
+            v
         }
-        for &d in rest {
-            let x = d.wrapping_sub(b'0');
-            if x > 9 {
-                plain = false;
-                break;
-            }
-            v = v * 10 + x as u64;
-        }
-        if plain {
-            let x = v as f64;
-            return if neg { (-x, v != 0) } else { (x, true) };
-        }
-    }
+        _ => return None,
+    };
+    // At most 15 digits: below 2^53, so exact, and signed conversion is one
+    // instruction.
+    let x = v as i64 as f64;
+    Some(if neg { (-x, v != 0) } else { (x, true) })
+}
+
+/// [`number_and_form`] for anything but a plain integer of at most 15
+/// digits: the text is parsed, and never copied as written.
+#[cold]
+#[inline(never)]
+fn number_text(raw: &[u8]) -> (f64, bool) {
     // The grammar's number text is a subset of what Rust's correctly
     // rounded parser accepts.
     let x = std::str::from_utf8(raw)
@@ -828,6 +851,8 @@ mod tests {
                 t.extend_from_slice(&digits[..n]);
                 let want: f64 = std::str::from_utf8(&t).unwrap().parse().unwrap();
                 assert_eq!(number_value(&t), want, "{}", String::from_utf8_lossy(&t));
+                // Copied as written exactly when the fast path takes it.
+                assert_eq!(number_and_form(&t).1, n <= 15, "{n} digits");
                 let at = t.len() - n;
                 for k in 1..n {
                     for mark in [&b"."[..], b"e", b"E+"] {
@@ -847,6 +872,33 @@ mod tests {
                 .then(|| 12_305_678 + u64::from(w - b'0') * 10_000);
             assert_eq!(eight_digits(word), want, "byte {w:#x}");
         }
+    }
+
+    #[test]
+    fn each_digit_counts_at_every_place() {
+        // One digit other than zero, every digit value at every place of
+        // every length the two-word path takes: a digit read from the wrong
+        // word, or at the wrong power of ten, changes the value.
+        for n in 8..=15usize {
+            for place in 0..n {
+                for d in b'0'..=b'9' {
+                    let mut t = vec![b'1'; 1];
+                    t.extend(std::iter::repeat_n(b'0', n - 1));
+                    t[place] = d;
+                    if t[0] == b'0' {
+                        continue;
+                    }
+                    let want: u64 = std::str::from_utf8(&t).unwrap().parse().unwrap();
+                    assert_eq!(number_and_form(&t), (want as f64, true), "{t:?}");
+                }
+            }
+        }
+        assert_eq!(number_and_form(b"-0"), (-0.0, false));
+        assert!(number_and_form(b"-0").0.is_sign_negative());
+        assert_eq!(
+            number_and_form(b"-1732200000123"),
+            (-1_732_200_000_123.0, true)
+        );
     }
 
     #[test]
