@@ -186,6 +186,17 @@ impl LogBytes {
             // Replay reads the log front to back; tell the kernel to read ahead.
             let _ = map.advise(memmap2::Advice::Sequential);
         }
+        #[cfg(target_os = "linux")]
+        {
+            // Where the kernel reads the file in for this map (a log not in
+            // the page cache), it then reads 2 MiB folios instead of small
+            // ones, on file systems that have large folios. They stay
+            // cached: every later replay maps them a folio per fault and
+            // unmaps them a folio at a time, about 20 times less kernel
+            // time than 4 KiB pages (BENCHMARKS.md, session 9). Pages
+            // already cached are not changed.
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
         Ok(map)
     }
 
@@ -577,6 +588,10 @@ mod tests {
         assert!(log.is_mapped());
         assert_eq!(log.bytes(), &data[..]);
         let probe = log.bytes().as_ptr() as usize;
+        // The map asks for huge pages (2 MiB folios when the file is read in).
+        if std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            assert_huge_advised(probe);
+        }
         let rss = || smaps_field(probe, "Rss").expect("the map in /proc/self/smaps");
         assert_ne!(rss(), "0 kB");
         log.release_pages();
