@@ -71,6 +71,9 @@ pub fn check_line(data: &[u8]) {
         return;
     }
     let serde = serde_json::from_slice::<serde_json::Value>(data);
+    if serde_private_number(data, &serde) {
+        return;
+    }
     assert_eq!(
         simple.is_ok(),
         serde.is_ok(),
@@ -301,8 +304,12 @@ pub fn check_js(data: &[u8]) {
     }
     // serde_json reads the output (lone surrogates, which it refuses, made
     // U+FFFD first)...
-    let ours: serde_json::Value = serde_json::from_slice(&defuse_lone_surrogates(out))
-        .unwrap_or_else(|e| panic!("output is not JSON ({e}): {text:?} from {}", show(data)));
+    let ours = serde_json::from_slice(&defuse_lone_surrogates(out));
+    if serde_private_number(data, &ours) {
+        return;
+    }
+    let ours: serde_json::Value =
+        ours.unwrap_or_else(|e| panic!("output is not JSON ({e}): {text:?} from {}", show(data)));
     // ...and, where it follows the grammar, the input; both agree.
     if trimmed.contains("\\ud") || trimmed.contains("\\uD") {
         return;
@@ -335,6 +342,21 @@ fn defuse_lone_surrogates(out: &[u8]) -> Vec<u8> {
         i += width;
     }
     v
+}
+
+/// Whether serde_json, built with `arbitrary_precision` as these checks
+/// need it, may have read `data` as no JSON reader does: it takes an object
+/// whose one key is `$serde_json::private::Number` for its own private
+/// encoding of a number (a fuzzer found `{"$serde_json::private::Number":-0}`,
+/// which it rejects). So it is no oracle for such input: the key written
+/// out, or what its reading of it leaves behind (a data error, where only
+/// syntax errors are possible otherwise, or a number read from an object).
+fn serde_private_number(data: &[u8], serde: &serde_json::Result<serde_json::Value>) -> bool {
+    const KEY: &[u8] = b"$serde_json::private::Number";
+    data.windows(KEY.len()).any(|w| w == KEY)
+        || matches!(serde, Err(e) if e.classify() == serde_json::error::Category::Data)
+        || matches!(serde, Ok(serde_json::Value::Number(_))
+            if data.trim_ascii_start().first() == Some(&b'{'))
 }
 
 /// The double a JSON number text stands for (±Infinity on overflow).
