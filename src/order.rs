@@ -215,7 +215,7 @@ mod tests {
     fn late_record_sort_matches_a_stable_sort() {
         // Deterministic pseudo-random logs with late arrivals and ties.
         let mut x = 12345u64;
-        for n in [0, 1, 2, 5, 50, 1000] {
+        for n in [0, 1, 2, 5, 50, 1000, 20_000] {
             for late_share in [0, 3, 30, 100] {
                 let mut v: Vec<Record> = (0..n)
                     .map(|i| {
