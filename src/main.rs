@@ -761,6 +761,10 @@ fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
         max_skips,
         validator: engine.validator,
         record: engine.record,
+        // The commands stream the replay (or only count it): the late
+        // records are read merged as they render, never moved into place
+        // unless a selection asks for one list.
+        defer_merge: true,
         ..ReplayOptions::default()
     }
 }

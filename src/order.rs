@@ -87,19 +87,31 @@ pub fn merge_late(records: &mut Vec<Record>, mut late: Vec<Record>, parallel: bo
     if late.is_empty() {
         return;
     }
-    // Late records are in file order, so a stable sort by key keeps ties in
-    // file order.
+    sort_late(&mut late, parallel);
+    merge_sorted_late(records, &late, parallel);
+}
+
+/// Sorts late records (in file order) by `ts_ms`, stably: ties stay in file
+/// order, as [`merge_late`] needs them.
+pub(crate) fn sort_late(late: &mut [Record], parallel: bool) {
     if parallel {
         late.par_sort_by_key(|r| ts_key(r.ts));
     } else {
         late.sort_by_key(|r| ts_key(r.ts));
+    }
+}
+
+/// [`merge_late`] for late records already sorted by [`sort_late`].
+pub(crate) fn merge_sorted_late(records: &mut Vec<Record>, late: &[Record], parallel: bool) {
+    if late.is_empty() {
+        return;
     }
     let parts = if parallel && records.len() + late.len() >= PARALLEL_MERGE_MIN {
         rayon::current_num_threads()
     } else {
         1
     };
-    merge_in_parts(records, &late, parts);
+    merge_in_parts(records, late, parts);
 }
 
 /// Below this many records a merge runs on one thread.
@@ -107,7 +119,7 @@ const PARALLEL_MERGE_MIN: usize = 1 << 16;
 
 /// The merge order: `ts_ms`, then file offset (unique per record).
 #[inline]
-fn order(r: &Record) -> (u64, u64) {
+pub(crate) fn order(r: &Record) -> (u64, u64) {
     (ts_key(r.ts), r.offset)
 }
 
@@ -181,8 +193,25 @@ fn merge_in_parts(records: &mut Vec<Record>, late: &[Record], parts: usize) {
 /// How many of the first `o` records of the merged output are kept records:
 /// the `x` where `records[x - 1]` and `late[o - x - 1]` come before both
 /// `records[x]` and `late[o - x]`.
-fn co_rank(records: &[Record], late: &[Record], o: usize) -> usize {
-    let (mut lo, mut hi) = (o.saturating_sub(late.len()), o.min(records.len()));
+pub(crate) fn co_rank(records: &[Record], late: &[Record], o: usize) -> usize {
+    co_rank_within(
+        records,
+        late,
+        o,
+        o.saturating_sub(late.len()),
+        o.min(records.len()),
+    )
+}
+
+/// [`co_rank`], known to lie in `lo..=hi` (from the co-rank of a nearby
+/// output position): the search reads only records in that range.
+pub(crate) fn co_rank_within(
+    records: &[Record],
+    late: &[Record],
+    o: usize,
+    mut lo: usize,
+    mut hi: usize,
+) -> usize {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if order(&records[mid]) < order(&late[o - mid - 1]) {
