@@ -43,7 +43,7 @@ pub struct ReplayOptions {
     /// moves every record after the first late one. [`Replay::write_request`]
     /// and [`Replay::write_messages`] read the two lists merged as they
     /// render, so a caller that only streams the replay skips the merge
-    /// (about 3% of `respond` on the bench corpus). [`Replay::select`] merges
+    /// (about 20 ms of `respond` on the 1 GiB bench log). [`Replay::select`] merges
     /// first, in place; [`Replay::records`] and the `render_*` methods read a
     /// merged copy, made once. Default false.
     pub defer_merge: bool,
