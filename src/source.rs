@@ -277,10 +277,9 @@ impl LogBytes {
         #[cfg(target_os = "linux")]
         {
             use rayon::prelude::*;
-            const ALIGN: usize = 2 << 20;
             let len = m.map.len();
             let parts = rayon::current_num_threads().max(1);
-            let part = len.div_ceil(parts).next_multiple_of(ALIGN);
+            let part = len.div_ceil(parts).next_multiple_of(HUGE_PAGE);
             (0..len.div_ceil(part)).into_par_iter().for_each(|k| {
                 let at = k * part;
                 // SAFETY: the map is a private, read-only map of a file that
@@ -304,6 +303,9 @@ impl LogBytes {
     }
 }
 
+/// A transparent huge page on x86-64: 2 MiB.
+const HUGE_PAGE: usize = 2 << 20;
+
 /// A zeroed buffer of at least `len` bytes in fresh memory that the kernel
 /// is asked to back with transparent huge pages (`MADV_HUGEPAGE`) before
 /// anything touches it, so filling it costs one page fault per 2 MiB instead
@@ -315,8 +317,7 @@ impl LogBytes {
 /// its first 2 MiB in 4 KiB pages (about 500 faults). Only a hint: where THP
 /// is off, or off Linux, this is plain zeroed memory.
 pub(crate) fn huge_buffer(len: usize) -> std::io::Result<memmap2::MmapMut> {
-    const HUGE: usize = 2 << 20;
-    let map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(HUGE))?;
+    let map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(HUGE_PAGE))?;
     #[cfg(target_os = "linux")]
     {
         // A failure (THP disabled, an old kernel) leaves the memory as it was.
@@ -343,14 +344,13 @@ pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
 fn advise_huge(start: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
-        const HUGE: usize = 2 << 20;
         const PAGE: usize = 4096;
         let end = start as usize + len;
         // Whole pages inside the buffer only: the hint must not reach memory
         // the allocator gave to anything else.
         let from = (start as usize).next_multiple_of(PAGE);
         let to = end / PAGE * PAGE;
-        if to >= from + HUGE {
+        if to >= from + HUGE_PAGE {
             // SAFETY: `[from, to)` is page-aligned and lies inside an
             // allocation the caller owns. MADV_HUGEPAGE changes only how the
             // kernel backs those pages (their contents and their mapping stay
