@@ -66,7 +66,7 @@ pub fn write_escaped(src: &[u8], out: &mut [u8]) -> usize {
 /// 32-byte block go through the block path instead of a byte loop: the
 /// renderer passes the whole log, so a line's tail is one more block.
 pub fn write_escaped_in(text: &[u8], range: std::ops::Range<usize>, out: &mut [u8]) -> usize {
-    write_escaped_with(text, range, out, simd::Shuffle::Avx2)
+    write_escaped_with(text, range, out, simd::Shuffle::Avx512)
 }
 
 /// [`write_escaped_in`] with the shuffle fast paths up to `widest` (the tests
@@ -462,7 +462,8 @@ mod tests {
 
     /// Every escaper path (on a CPU without one, asking for it falls back
     /// to the next narrower).
-    const PATHS: [simd::Shuffle; 3] = [
+    const PATHS: [simd::Shuffle; 4] = [
+        simd::Shuffle::Avx512,
         simd::Shuffle::Avx2,
         simd::Shuffle::Ssse3,
         simd::Shuffle::Off,
