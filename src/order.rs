@@ -232,11 +232,9 @@ mod tests {
             ts,
             offset,
             len: 0,
-            kind_start: 0,
-            kind_len: 0,
             escape_extra: 0,
             flags: 0,
-            ts_start: 0,
+            kind: 0,
         }
     }
 

@@ -24,7 +24,9 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 
 /// One replayable record: its timestamp and where its bytes are.
 ///
-/// 40 bytes, no owned data: the text is rendered from the log's bytes.
+/// 32 bytes, no owned data: the text is rendered from the log's bytes (the
+/// joined records of a 1 GiB log are about 94 MB of fresh memory, and every
+/// byte less is a byte the kernel need not zero).
 /// All zero bits is a valid value ([`bytemuck::Zeroable`]), so big buffers
 /// of records can start as zero pages.
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Zeroable)]
@@ -35,23 +37,23 @@ pub struct Record {
     pub offset: u64,
     /// Length of the trimmed line.
     pub len: u32,
-    /// Start of the raw `type` string's content (escapes kept), relative to
-    /// the line's start.
-    pub kind_start: u32,
-    /// Length of the raw `type` content.
-    pub kind_len: u32,
     /// How many bytes JSON-escaping the line adds (at most one per byte:
     /// a valid line's only raw control characters are tabs and CRs between
     /// tokens, so this never overflows).
     pub escape_extra: u32,
-    /// [`Record::OUTPUT`] and [`Record::KIND_ESCAPED`], found while parsing so
-    /// rendering never looks at the kind twice, and in the bits from
-    /// [`Record::TS_LEN_SHIFT`] the length of the `ts_ms` text when it is
-    /// written exactly as JavaScript prints the number (see
+    /// [`Record::OUTPUT`], [`Record::KIND_ESCAPED`] and [`Record::KIND_FAR`],
+    /// found while parsing so rendering never looks at the kind twice; in
+    /// the bits from [`Record::TS_LEN_SHIFT`] the length of the `ts_ms` text
+    /// when it is written exactly as JavaScript prints the number, and from
+    /// [`Record::TS_START_SHIFT`] where that text starts in the line (see
     /// [`Record::ts_text`]).
     pub flags: u32,
-    /// Start of the `ts_ms` number's text, relative to the line's start.
-    pub ts_start: u32,
+    /// Where the raw `type` string's content (escapes kept) is in the line:
+    /// its start in the low 16 bits, its length in the high 16. A `type`
+    /// that does not fit (rare: a line with a long member before it, or a
+    /// long `type`) is marked [`Record::KIND_FAR`] instead, and found again
+    /// by scanning the line when it is asked for.
+    pub kind: u32,
 }
 
 impl Record {
@@ -70,8 +72,34 @@ impl Record {
     /// The raw `type` content (escapes not decoded) in `log`.
     #[inline]
     pub fn kind_raw<'a>(&self, log: &'a [u8]) -> &'a [u8] {
-        let s = self.offset as usize + self.kind_start as usize;
-        &log[s..s + self.kind_len as usize]
+        if self.flags & Record::KIND_FAR != 0 {
+            return self.kind_far(log);
+        }
+        let s = self.offset as usize + (self.kind & 0xFFFF) as usize;
+        &log[s..s + (self.kind >> 16) as usize]
+    }
+
+    /// [`Record::kind_raw`] for a `type` whose place did not fit in
+    /// [`Record::kind`]: the line was valid when it was parsed, and the same
+    /// scan finds the same member again.
+    #[cold]
+    fn kind_far<'a>(&self, log: &'a [u8]) -> &'a [u8] {
+        let line = self.line(log);
+        match crate::scan::scan_line(line, usize::MAX, &mut Vec::new()).map(|s| s.kind) {
+            Ok(Member::String { start, len }) => &line[start as usize..(start + len) as usize],
+            _ => unreachable!("a parsed record's line has a string `type`"),
+        }
+    }
+
+    /// The packed [`Record::kind`] and the flag for a `type` content of
+    /// `len` bytes at `start` in the line.
+    #[inline]
+    fn pack_kind(start: u32, len: u32) -> (u32, u32) {
+        if start <= 0xFFFF && len <= 0xFFFF {
+            (start | len << 16, 0)
+        } else {
+            (0, Record::KIND_FAR)
+        }
     }
 
     /// Flag: the `type` is `text_output` (after unescaping), which makes
@@ -83,9 +111,15 @@ impl Record {
     /// `PENDING_USER_INPUT` (set by a [`crate::Selection`] with
     /// `mark_pending`, never by parsing).
     pub const PENDING: u32 = 4;
+    /// Flag: the `type`'s place is not in [`Record::kind`] (it did not fit).
+    pub const KIND_FAR: u32 = 8;
     /// Where the length of a canonical `ts_ms` text starts in
     /// [`Record::flags`] (five bits; 0: not canonical).
     pub const TS_LEN_SHIFT: u32 = 8;
+    /// Where the start of a canonical `ts_ms` text in the line is kept in
+    /// [`Record::flags`] (the top 19 bits). A `ts_ms` further into its line
+    /// than that is not copied but formatted, which prints the same text.
+    pub const TS_START_SHIFT: u32 = 13;
 
     /// The `ts_ms` text as written in the line, when it is exactly what
     /// JavaScript's `String(ts_ms)` prints (an integer of at most 15 digits,
@@ -96,7 +130,7 @@ impl Record {
         if len == 0 {
             return None;
         }
-        let s = self.offset as usize + self.ts_start as usize;
+        let s = self.offset as usize + (self.flags >> Record::TS_START_SHIFT) as usize;
         log.get(s..s + len)
     }
 
@@ -384,7 +418,8 @@ fn record(
         Member::Number { start, len } => {
             let text = &line[start as usize..(start + len) as usize];
             let (ts, as_written) = json::number_and_form(text);
-            (ts, start, if as_written { len } else { 0 })
+            let copied = as_written && start < 1 << (32 - Record::TS_START_SHIFT);
+            (ts, start, if copied { len } else { 0 })
         }
         Member::Absent => return Err(SkipReason::MissingTsMs),
         Member::Other if ts_if_null.is_some() => (ts_if_null.unwrap_or(0.0), 0, 0),
@@ -397,17 +432,20 @@ fn record(
     } else {
         kind == b"text_output"
     };
+    let (kind, far) = Record::pack_kind(kind_start, kind_len);
+    // A `ts_ms` text that is not copied keeps no start.
+    let ts_start = if ts_len == 0 { 0 } else { ts_start };
     Ok(Record {
         ts,
         offset,
         len,
-        kind_start,
-        kind_len,
         escape_extra: escape_extra as u32,
         flags: (output as u32 * Record::OUTPUT)
             | (escaped as u32 * Record::KIND_ESCAPED)
-            | (ts_len << Record::TS_LEN_SHIFT),
-        ts_start,
+            | far
+            | (ts_len << Record::TS_LEN_SHIFT)
+            | (ts_start << Record::TS_START_SHIFT),
+        kind,
     })
 }
 
@@ -445,6 +483,65 @@ mod tests {
             if let Some(t) = r.ts_text(line.as_bytes()) {
                 assert_eq!(t, js.as_bytes(), "{text}");
                 assert_eq!(t, text.as_bytes());
+            }
+        }
+    }
+
+    const _: () = assert!(std::mem::size_of::<Record>() == 32);
+
+    #[test]
+    fn a_type_or_ts_ms_far_into_its_line_is_still_found() {
+        let mut p = LineParser::new(64);
+        let pad = |n: usize| "x".repeat(n);
+        // (line, the raw type, whether the type is far, whether ts_ms is copied)
+        let mut cases = Vec::new();
+        for n in [0, 65_500, 65_519, 65_520, 70_000, 600_000] {
+            // `{"p":"` is 6 bytes, then n, then `","type":"` (10 bytes) puts
+            // the type's content at n + 16.
+            let line = format!(
+                "{{\"p\":\"{}\",\"type\":\"te\\u0078t_output\",\"ts_ms\":17}}",
+                pad(n)
+            );
+            // The ts_ms text starts at n + 42.
+            cases.push((
+                line,
+                "te\\u0078t_output".to_string(),
+                n + 16 > 0xFFFF,
+                n + 42 < 1 << 19,
+            ));
+        }
+        for n in [65_535, 65_536, 100_000] {
+            let kind = format!("k{}", pad(n - 1));
+            let line = format!("{{\"type\":\"{kind}\",\"ts_ms\":17}}");
+            cases.push((line, kind, n > 0xFFFF, true));
+        }
+        for n in [(1 << 19) - 28, (1 << 19) - 27, 1 << 20] {
+            // The ts_ms text starts at n + 27.
+            let line = format!(
+                "{{\"type\":\"a\",\"p\":\"{}\",\"ts_ms\":1763700001492}}",
+                pad(n)
+            );
+            cases.push((line, "a".to_string(), false, n + 27 < 1 << 19));
+        }
+        for (line, kind, far, copied) in cases {
+            let log = line.as_bytes();
+            let r = p.parse(log, 0).unwrap();
+            let what = format!("line of {} bytes", log.len());
+            assert_eq!(r.kind_raw(log), kind.as_bytes(), "{what}");
+            assert_eq!(r.flags & Record::KIND_FAR != 0, far, "{what}");
+            assert_eq!(r.ts_text(log).is_some(), copied, "{what}");
+            // Formatting prints what a copy would have.
+            let ts = r
+                .ts_text(log)
+                .map_or_else(|| JsNumber::new(r.ts).as_bytes().to_vec(), <[u8]>::to_vec);
+            assert!(
+                line.contains(&format!("\"ts_ms\":{}}}", String::from_utf8(ts).unwrap())),
+                "{what}"
+            );
+            if kind.contains('\\') {
+                assert!(r.is_output() && r.kind_escaped() && r.kind_is(log, "text_output"));
+            } else {
+                assert!(!r.is_output() && r.kind_is(log, &kind), "{what}");
             }
         }
     }

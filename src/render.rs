@@ -133,7 +133,7 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
     let kind_len = if r.kind_escaped() {
         escape::transcoded_len(r.kind_raw(log))
     } else {
-        r.kind_len as usize
+        r.kind_raw(log).len()
     };
     format.open(role(r)).len()
         + pending

@@ -897,11 +897,9 @@ mod tests {
             ts: offset as f64,
             offset,
             len: 1,
-            kind_start: 0,
-            kind_len: 0,
             escape_extra: 0,
             flags: 0,
-            ts_start: 0,
+            kind: 0,
         });
         c.stats.total_lines = lines;
         c.stats.parsed_entries = 1;
