@@ -81,6 +81,7 @@ pub fn escape_quotes(
     #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
     if std::arch::is_x86_feature_detected!("popcnt") {
         if widest >= Shuffle::Avx512
+            && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512vbmi2")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("bmi2")
