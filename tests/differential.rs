@@ -13,10 +13,15 @@ use wmreplay::{CurrentRequest, Format, ReplayOptions, replay, system_prompt};
 const TEXT: &str = "What did I say about \"caching\"?\n(naïve 🙂 \\ \u{1})";
 
 fn check_seed(seed: u64, lines: usize, format: Format, session: Option<&str>) {
+    let log = hostile_log(seed, lines);
+    check_log(&format!("seed {seed}"), &log, format, session);
+}
+
+/// The body and stats of `log` against the oracle's.
+fn check_log(what: &str, log: &[u8], format: Format, session: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("working_memory.log");
-    let log = hostile_log(seed, lines);
-    std::fs::write(&path, &log).unwrap();
+    std::fs::write(&path, log).unwrap();
 
     let mut args = vec![
         "respond",
@@ -31,7 +36,7 @@ fn check_seed(seed: u64, lines: usize, format: Format, session: Option<&str>) {
     }
     let want = oracle(&args);
 
-    let replayed = replay(&log, &ReplayOptions::default());
+    let replayed = replay(log, &ReplayOptions::default());
     let got = replayed.render_request(
         format,
         &system_prompt(None),
@@ -40,12 +45,31 @@ fn check_seed(seed: u64, lines: usize, format: Format, session: Option<&str>) {
             session_id: session,
         },
     );
-    assert_same_body(
-        &format!("seed {seed} ({})", format.name()),
-        &got,
-        &want.body,
-    );
-    assert_eq!(contract_stats(replayed.stats()), want.stats, "seed {seed}");
+    assert_same_body(&format!("{what} ({})", format.name()), &got, &want.body);
+    assert_eq!(contract_stats(replayed.stats()), want.stats, "{what}");
+}
+
+#[test]
+fn members_far_into_long_lines_match_the_oracle() {
+    // A record keeps its `type`'s place in 16 + 16 bits and a copied
+    // `ts_ms` text's start in 19: these lines put the members past both
+    // limits (found again by a rescan, or the number formatted), beside
+    // lines that stay within them.
+    let pad = "x".repeat(70_000);
+    let far = "y".repeat(600_000);
+    let long_kind = format!("k{}", "z".repeat(70_000));
+    let lines = [
+        format!(r#"{{"p":"{pad}","type":"te\u0078t_output","ts_ms":3,"session_id":"s"}}"#),
+        format!(r#"{{"type":"{long_kind}","ts_ms":1}}"#),
+        format!(r#"{{"type":"text_input","p":"{far}","ts_ms":2}}"#),
+        format!(r#"{{"p":"{pad}","type":"text_input","ts_ms":1763700001492}}"#),
+        format!(r#"{{"p":"{far}","type":"wm_\"q\"","ts_ms":-7}}"#),
+        r#"{"type":"wm_event","ts_ms":0}"#.to_string(),
+    ];
+    let log = lines.join("\n").into_bytes();
+    for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+        check_log("far members", &log, format, Some("s"));
+    }
 }
 
 #[test]
