@@ -401,6 +401,15 @@ impl LiveReplay {
     /// since the last call, or rebuilds from scratch when the file shrank,
     /// was replaced or disappeared.
     pub fn refresh(&mut self) -> Result<Refresh, Error> {
+        self.refresh_to(u64::MAX)
+    }
+
+    /// Like [`refresh`](Self::refresh), but reads nothing at or past byte
+    /// `limit`: the state becomes the replay of the file's first `limit`
+    /// bytes (up to their last `\n`). The server uses it to replay the log
+    /// exactly as it stood before a turn's own line, whatever was appended
+    /// after it. A state already committed past `limit` stays as it is.
+    pub fn refresh_to(&mut self, limit: u64) -> Result<Refresh, Error> {
         let mut report = Refresh::default();
         let file = match File::open(&self.path) {
             Ok(f) => f,
@@ -424,14 +433,15 @@ impl LiveReplay {
             }
             report.rebuilt = true;
             self.identity = Some(id);
-            return self.build(report);
+            return self.build(report, limit);
         }
         self.file_len = meta.len();
-        if meta.len() == self.committed {
+        let end = meta.len().min(limit);
+        if end <= self.committed {
             return Ok(report);
         }
         let base = self.committed;
-        let want = meta.len() - base;
+        let want = end - base;
         let mut buf = Vec::with_capacity(want as usize);
         read_from(&file, base, want, &mut buf)
             .map_err(|e| Error::io(&self.path, "cannot read", e))?;
@@ -449,14 +459,15 @@ impl LiveReplay {
     }
 
     /// A first (or fresh) build: the whole file, mapped.
-    fn build(&mut self, mut report: Refresh) -> Result<Refresh, Error> {
+    fn build(&mut self, mut report: Refresh, limit: u64) -> Result<Refresh, Error> {
         let log = LogBytes::open(&self.path, ReadMode::Auto)?;
-        let bytes = log.bytes();
+        let all = log.bytes();
+        let bytes = &all[..all.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
         if let Some(FileIdentity { dev, inode, .. }) = log.identity() {
             self.identity = Some((dev, inode));
         }
         report.bytes_read = bytes.len() as u64;
-        self.file_len = bytes.len() as u64;
+        self.file_len = all.len() as u64;
         let start = crate::lines::content_start(bytes);
         self.absorb(bytes, start, 0, &mut report);
         if let Err(e) = log.verify() {

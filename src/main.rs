@@ -224,22 +224,49 @@ struct ServeArgs {
     /// The working-memory log the server replays and appends to (created if missing).
     #[arg(long, env = "WMREPLAY_LOG")]
     log: PathBuf,
-    /// Address to listen on.
-    #[arg(long, env = "WMREPLAY_ADDR", default_value = "127.0.0.1:8787")]
-    addr: std::net::SocketAddr,
-    /// The model API: a base URL (https://api.anthropic.com; the provider's
-    /// path is added) or a full endpoint URL. Without it, /respond answers with
-    /// the request it would send and appends nothing.
-    #[arg(long, env = "WMREPLAY_UPSTREAM", value_name = "URL")]
+    /// Address to listen on: HOST:PORT, where HOST is an IP address or a
+    /// name (localhost:8787).
+    #[arg(
+        long,
+        env = "WMREPLAY_ADDR",
+        default_value = "127.0.0.1:8787",
+        value_name = "HOST:PORT"
+    )]
+    addr: String,
+    /// The model API: an http(s) base URL (https://api.anthropic.com; the
+    /// provider's path is added) or a full endpoint URL. Without it, /respond
+    /// answers with the request it would send and appends nothing.
+    #[arg(long, env = "WMREPLAY_UPSTREAM", value_name = "URL", value_parser = parse_upstream)]
     upstream: Option<String>,
+    /// An extra request field sent upstream, NAME=JSON (repeatable):
+    /// --upstream-field temperature=0.2 --upstream-field 'stop=["END"]'.
+    /// A request's own "params" object adds to and overrides these; neither
+    /// may set messages, system, model or stream.
+    #[arg(long = "upstream-field", value_name = "NAME=JSON", value_parser = parse_field)]
+    upstream_fields: Vec<(String, serde_json::Value)>,
+    /// Times a failed upstream call is tried again (429, 503, 529 and other
+    /// overload or gateway errors, connection failures), with exponential
+    /// backoff and jitter, honouring the upstream's retry-after, within
+    /// --upstream-timeout.
+    #[arg(long, env = "WMREPLAY_UPSTREAM_RETRIES", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
+    upstream_retries: u32,
+    /// How long an idempotency key (Idempotency-Key header or "request_id")
+    /// is remembered, e.g. 24h, 7d (at most 365d).
+    #[arg(long, env = "WMREPLAY_IDEMPOTENCY_TTL", default_value = "24h", value_parser = parse_ttl)]
+    idempotency_ttl: std::time::Duration,
+    /// How server logs are written: text (colour only on a terminal) or
+    /// json (one object per line, for log shippers).
+    #[arg(long, env = "WMREPLAY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
     /// The API the upstream speaks: anthropic (Messages) or openai (Chat Completions).
     #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
     provider: wmreplay::server::Provider,
     /// Model name sent upstream [default: claude-sonnet-4-5, or gpt-4o-mini for openai].
     #[arg(long, env = "WMREPLAY_MODEL")]
     model: Option<String>,
-    /// max_tokens sent upstream.
-    #[arg(long, env = "WMREPLAY_MAX_TOKENS", default_value_t = 1024)]
+    /// The answer's token limit sent upstream (max_tokens for Anthropic,
+    /// max_completion_tokens for OpenAI).
+    #[arg(long, env = "WMREPLAY_MAX_TOKENS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     max_tokens: u32,
     /// Name of the environment variable holding the API key [default:
     /// ANTHROPIC_API_KEY, or OPENAI_API_KEY for openai]. The key is never
@@ -261,16 +288,21 @@ struct ServeArgs {
     /// Open connections at once; more wait to be accepted.
     #[arg(long, env = "WMREPLAY_MAX_CONNECTIONS", default_value_t = 1024)]
     max_connections: usize,
-    /// Seconds allowed to send the request headers.
-    #[arg(long, env = "WMREPLAY_HEADER_TIMEOUT", default_value_t = 10)]
-    header_timeout: u64,
-    /// Seconds allowed to send the request body (408 beyond).
-    #[arg(long, env = "WMREPLAY_BODY_TIMEOUT", default_value_t = 30)]
-    body_timeout: u64,
-    /// Seconds allowed for the upstream's answer, or between two streamed
-    /// pieces of it (504 beyond).
-    #[arg(long, env = "WMREPLAY_UPSTREAM_TIMEOUT", default_value_t = 300)]
-    upstream_timeout: u64,
+    /// Time allowed to send the request headers: seconds, or with a unit
+    /// (500ms, 10s, 2m; at most 1d).
+    #[arg(long, env = "WMREPLAY_HEADER_TIMEOUT", default_value = "10", value_parser = parse_timeout)]
+    header_timeout: std::time::Duration,
+    /// Time allowed to send the request body (408 beyond).
+    #[arg(long, env = "WMREPLAY_BODY_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
+    body_timeout: std::time::Duration,
+    /// Time allowed for the upstream's answer, retries included, or between
+    /// two streamed pieces of it (504 beyond).
+    #[arg(long, env = "WMREPLAY_UPSTREAM_TIMEOUT", default_value = "300", value_parser = parse_timeout)]
+    upstream_timeout: std::time::Duration,
+    /// A client that reads nothing of a streamed answer for this long is
+    /// let go; the answer is still read to its end and appended.
+    #[arg(long, env = "WMREPLAY_WRITE_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
+    write_timeout: std::time::Duration,
     /// Worker threads for replaying (0 = one per core).
     #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
     threads: usize,
@@ -367,6 +399,43 @@ fn parse_format(s: &str) -> Result<Format, String> {
 
 fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
     s.parse()
+}
+
+fn parse_upstream(s: &str) -> Result<String, String> {
+    wmreplay::server::upstream::parse_upstream(s).map(|_| s.to_string())
+}
+
+fn parse_field(s: &str) -> Result<(String, serde_json::Value), String> {
+    wmreplay::server::upstream::parse_field(s)
+}
+
+/// A duration: plain seconds (`30`) or with units (`500ms`, `2m`, `1h 30m`),
+/// at most `max`.
+fn parse_duration(s: &str, max: std::time::Duration) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => std::time::Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("{s:?} is not a duration ({e}); e.g. 30, 30s, 500ms, 5m"))?,
+    };
+    if d > max {
+        return Err(format!(
+            "{s:?} is longer than the limit, {}",
+            humantime::format_duration(max)
+        ));
+    }
+    if d.is_zero() {
+        return Err(format!("{s:?}: a duration must be more than zero"));
+    }
+    Ok(d)
+}
+
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration(s, std::time::Duration::from_secs(86_400))
+}
+
+fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+    parse_duration(s, std::time::Duration::from_secs(365 * 86_400))
 }
 
 fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {
@@ -591,15 +660,16 @@ fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
-    use std::time::Duration;
     use wmreplay::server::{self, ApiKey, Config};
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    init_logs(&args.log_format);
+    // A file size limit makes a write fail (EFBIG, and the append is rolled
+    // back) instead of killing the server with SIGXFSZ.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to "ignore" has no
+    // preconditions and installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     let provider = args.provider;
     let key_env = args
         .api_key_env
@@ -624,9 +694,13 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.body_limit = usize::try_from(args.body_limit).unwrap_or(usize::MAX);
     cfg.max_concurrent = args.max_concurrent;
     cfg.max_connections = args.max_connections;
-    cfg.header_timeout = Duration::from_secs(args.header_timeout);
-    cfg.body_timeout = Duration::from_secs(args.body_timeout);
-    cfg.upstream_timeout = Duration::from_secs(args.upstream_timeout);
+    cfg.header_timeout = args.header_timeout;
+    cfg.body_timeout = args.body_timeout;
+    cfg.upstream_timeout = args.upstream_timeout;
+    cfg.write_timeout = args.write_timeout;
+    cfg.upstream_retries = args.upstream_retries;
+    cfg.upstream_fields = args.upstream_fields;
+    cfg.idempotency_ttl = args.idempotency_ttl;
     cfg.replay = ReplayOptions {
         threads: args.threads,
         max_depth: args.max_depth,
@@ -654,14 +728,56 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
-        let listener = server::bind(args.addr)
-            .await
-            .map_err(|e| Failure::Io(format!("cannot listen on {}: {e}", args.addr)))?;
-        tracing::info!(addr = %args.addr, log = %cfg.log.display(), upstream = cfg.upstream.is_some(), "listening");
+        let listener = listen(&args.addr).await?;
+        let addr = listener
+            .local_addr()
+            .map_or_else(|_| args.addr.clone(), |a| a.to_string());
+        tracing::info!(addr = %addr, log = %cfg.log.display(), upstream = cfg.upstream.is_some(), "listening");
         server::serve(cfg, listener, shutdown_signal())
             .await
-            .map_err(|e| Failure::Io(e.to_string()))
+            .map_err(|e| match e {
+                server::ServeError::Config(m) => Failure::Usage(m),
+                e => Failure::Io(e.to_string()),
+            })
     })
+}
+
+/// Server logs on stderr: text (coloured only on a terminal) or JSON lines.
+fn init_logs(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+/// Binds `addr` (HOST:PORT, HOST a name or an address): the first of its
+/// addresses that binds.
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener, Failure> {
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| {
+            Failure::Usage(format!(
+                "--addr {addr:?}: not HOST:PORT or not resolvable: {e}"
+            ))
+        })?
+        .collect();
+    let mut last = None;
+    for a in &resolved {
+        match wmreplay::server::bind(*a).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Failure::Io(match last {
+        Some(e) => format!("cannot listen on {addr}: {e}"),
+        None => format!("--addr {addr:?} resolves to no address"),
+    }))
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -1,15 +1,15 @@
 //! `wmreplay serve`: the respond path over one working-memory log.
 //!
 //! - `POST /respond` appends the user's turn (`text_input`), replays the log
-//!   into a request (system rule, every record, `CURRENT_USER_REQUEST`), sends
-//!   it to the upstream model, and appends the answer (`text_output`) once it
-//!   is complete. With `"stream": true` the answer is relayed as server-sent
-//!   events. Without an upstream it answers with the request it would send,
-//!   and appends nothing.
+//!   as it stood before that line into a request (system rule, every record,
+//!   `CURRENT_USER_REQUEST`), sends it to the upstream model, and appends the
+//!   answer (`text_output`) once it is complete ([`turn`]). With
+//!   `"stream": true` the answer is relayed as server-sent events. Without an
+//!   upstream it answers with the request it would send, and appends nothing.
 //! - `POST /v1/context` returns that request body as is.
 //! - `POST /v1/turn/prepare` `{"session_key", "format"?}` and
-//!   `POST /v1/turn/ack` `{"prepare_id", "status"}`: seed 003's session
-//!   deltas (see [`crate::state`]); an unknown `prepare_id` is a 404.
+//!   `POST /v1/turn/ack` `{"prepare_id", "status"}`: session deltas (see
+//!   [`crate::state`]); an unknown `prepare_id` is a 404.
 //! - `GET /healthz`, `GET /v1/stats`.
 //!
 //! The configured [`Selection`] applies to every replay: its filters as
@@ -22,10 +22,12 @@
 //! `Bytes` without copying them. One thread owns the log and appends whole
 //! lines ([`writer`]). Errors are JSON, `{"error": {"code", "message"}}`.
 
+mod anthropic;
+mod openai;
+mod turn;
 pub mod upstream;
 pub mod writer;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -41,16 +43,14 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::state::{self, Store};
 use crate::{
-    CurrentRequest, Format, LiveInfo, LiveReplay, ReplayOptions, ReplayStats, SelectReport,
-    Selection, WindowStart,
+    Format, LiveInfo, LiveReplay, ReplayOptions, ReplayStats, SelectReport, Selection, WindowStart,
 };
-use upstream::StreamEvent;
-pub use upstream::{ApiKey, Provider};
-use writer::{Turn, Writer};
+pub use upstream::{ApiKey, Provider, Usage};
+use writer::Writer;
 
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
@@ -82,8 +82,23 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Time allowed to send the request body.
     pub body_timeout: Duration,
-    /// Time allowed for the upstream's answer (504 beyond).
+    /// Time allowed for the upstream's answer, retries included (504
+    /// beyond), and between two pieces of a streamed answer.
     pub upstream_timeout: Duration,
+    /// Times a failed upstream call is tried again (rate limits, overload,
+    /// connection failures), with exponential backoff and jitter.
+    pub upstream_retries: u32,
+    /// The first retry's wait (it doubles with each, up to 30 s), unless the
+    /// upstream's `retry-after` says otherwise.
+    pub retry_min_delay: Duration,
+    /// Extra request fields sent upstream (`--upstream-field`), after the
+    /// defaults and before a request's own `params`.
+    pub upstream_fields: Vec<(String, Value)>,
+    /// How long an idempotency key is remembered.
+    pub idempotency_ttl: Duration,
+    /// A client that reads nothing of a streamed answer for this long is let
+    /// go (the answer is still read to its end and appended).
+    pub write_timeout: Duration,
     /// Engine options for the replay.
     pub replay: ReplayOptions,
     /// Filters, windows and the pending mark for every replay.
@@ -111,6 +126,11 @@ impl Config {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             upstream_timeout: Duration::from_secs(300),
+            upstream_retries: 2,
+            retry_min_delay: Duration::from_millis(500),
+            upstream_fields: Vec::new(),
+            idempotency_ttl: Duration::from_secs(24 * 3600),
+            write_timeout: Duration::from_secs(30),
             replay: ReplayOptions::default(),
             selection: Selection::default(),
             state: None,
@@ -120,6 +140,8 @@ impl Config {
 
 struct AppState {
     cfg: Config,
+    /// The upstream's endpoint, checked at start.
+    upstream: Option<reqwest::Url>,
     system: String,
     live: Arc<Mutex<LiveReplay>>,
     writer: Writer,
@@ -129,6 +151,10 @@ struct AppState {
     window: Mutex<Option<WindowStart>>,
     /// The state store, once opened.
     store: Mutex<Option<Arc<Mutex<Store>>>>,
+    /// Keyed turns running now.
+    inflight: turn::InFlight,
+    /// Tokens used since start.
+    totals: Mutex<turn::Totals>,
 }
 
 impl AppState {
@@ -152,12 +178,14 @@ impl AppState {
 }
 
 /// An error answered as JSON with its status.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
     upstream_status: Option<u16>,
+    upstream_code: Option<String>,
+    retry_after: Option<Duration>,
 }
 
 impl ApiError {
@@ -167,6 +195,8 @@ impl ApiError {
             code,
             message: message.into(),
             upstream_status: None,
+            upstream_code: None,
+            retry_after: None,
         }
     }
 
@@ -175,8 +205,19 @@ impl ApiError {
         if let Some(s) = self.upstream_status {
             e["upstream_status"] = json!(s);
         }
+        if let Some(c) = &self.upstream_code {
+            e["upstream_code"] = json!(c);
+        }
+        if let Some(r) = self.retry_after {
+            e["retry_after"] = json!(retry_after_secs(r));
+        }
         json!({ "error": e })
     }
+}
+
+/// Whole seconds to wait, rounded up (a `retry-after` header's unit).
+fn retry_after_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 impl IntoResponse for ApiError {
@@ -187,44 +228,12 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(d) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(d)));
+        }
         r
     }
-}
-
-/// A client's `/respond` or `/v1/context` input.
-struct Input {
-    text: String,
-    session_id: Option<String>,
-    stream: bool,
-}
-
-fn parse_input(body: &[u8]) -> Result<Input, ApiError> {
-    let bad = |code, msg: &str| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| bad("invalid_json", &format!("the body is not valid JSON: {e}")))?;
-    let Some(obj) = v.as_object() else {
-        return Err(bad("invalid_json", "the body must be a JSON object"));
-    };
-    let text = match obj.get("text") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(bad("invalid_text", "`text` must be a string")),
-        None => return Err(bad("missing_text", "`text` is required")),
-    };
-    let session_id = match obj.get("session_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(bad("invalid_session_id", "`session_id` must be a string")),
-    };
-    let stream = match obj.get("stream") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(bad("invalid_stream", "`stream` must be a boolean")),
-    };
-    Ok(Input {
-        text,
-        session_id,
-        stream,
-    })
 }
 
 /// Reads a request body up to the limit, within the body timeout.
@@ -283,8 +292,46 @@ struct Snapshot {
     select: Option<SelectReport>,
 }
 
-/// `report`: also find the pending prompt (and report the selection) when
-/// the selection does not ask for it.
+/// The selection applied to `live` as it stands. `report`: also find the
+/// pending prompt (and report the selection) when the selection does not
+/// ask for it.
+fn snapshot_of(
+    st: &AppState,
+    live: &mut LiveReplay,
+    report: bool,
+) -> Result<Snapshot, crate::Error> {
+    let sel = &st.cfg.selection;
+    let (chunks, select) = if sel.is_everything() && !report {
+        (live.chunks(), None)
+    } else {
+        let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
+        let (chunks, report) = live.select(sel, *window)?;
+        if sel.trim_to.is_some() && report.window_start != *window {
+            *window = report.window_start;
+            let store = st.store()?;
+            let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
+        }
+        (chunks, Some(report))
+    };
+    Ok(Snapshot {
+        chunks,
+        stats: live.stats().clone(),
+        info: live.info(),
+        select,
+    })
+}
+
+fn replay_failed(e: crate::Error) -> ApiError {
+    tracing::error!(error = %e, "replay failed");
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "replay_failed",
+        e.to_string(),
+    )
+}
+
+/// The log replayed up to its end.
 async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
@@ -293,38 +340,12 @@ async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiEr
             // Another file now: a remembered window start means nothing.
             *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let sel = &st.cfg.selection;
-        let (chunks, select) = if sel.is_everything() && !report {
-            (live.chunks(), None)
-        } else {
-            let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
-            let (chunks, report) = live.select(sel, *window)?;
-            if sel.trim_to.is_some() && report.window_start != *window {
-                *window = report.window_start;
-                let store = st.store()?;
-                let store = store.lock().unwrap_or_else(|p| p.into_inner());
-                store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
-            }
-            (chunks, Some(report))
-        };
-        Ok::<_, crate::Error>(Snapshot {
-            chunks,
-            stats: live.stats().clone(),
-            info: live.info(),
-            select,
-        })
+        snapshot_of(&st, &mut live, report)
     })
     .await;
     match res {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "replay failed");
-            Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "replay_failed",
-                e.to_string(),
-            ))
-        }
+        Ok(Err(e)) => Err(replay_failed(e)),
         Err(e) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "replay_failed",
@@ -334,22 +355,6 @@ async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiEr
 }
 
 impl AppState {
-    /// The request body's pieces: head, the rendered messages, tail.
-    fn body_parts(&self, snap: &Snapshot, input: &Input, stream: bool) -> Vec<Bytes> {
-        let p = self.cfg.provider;
-        let fields = p.fields(&self.cfg.model, self.cfg.max_tokens, stream);
-        let current = CurrentRequest {
-            text: &input.text,
-            session_id: input.session_id.as_deref(),
-        };
-        let (head, tail) = crate::request_envelope(p.format(), &fields, &self.system, &current);
-        let mut parts = Vec::with_capacity(snap.chunks.len() + 2);
-        parts.push(Bytes::from(head));
-        parts.extend(snap.chunks.iter().cloned());
-        parts.push(Bytes::from(tail));
-        parts
-    }
-
     fn permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         self.replays.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
@@ -363,14 +368,12 @@ impl AppState {
         })
     }
 
-    async fn append(&self, turn: Turn) -> Result<writer::Appended, ApiError> {
-        self.writer.append(turn).await.map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "append_failed",
-                format!("cannot append to {}: {e}", self.cfg.log.display()),
-            )
-        })
+    fn append_failed(&self, e: &std::io::Error) -> ApiError {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "append_failed",
+            format!("cannot append to {}: {e}", self.cfg.log.display()),
+        )
     }
 }
 
@@ -388,247 +391,6 @@ fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
     r
 }
 
-fn stream_body(parts: Vec<Bytes>) -> Body {
-    Body::from_stream(futures_util::stream::iter(
-        parts.into_iter().map(Ok::<_, Infallible>),
-    ))
-}
-
-async fn context(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(&state, req).await?;
-    let input = parse_input(&body)?;
-    let _permit = state.permit()?;
-    let snap = snapshot(&state, false).await?;
-    let parts = state.body_parts(&snap, &input, input.stream);
-    Ok(json_response(StatusCode::OK, stream_body(parts)))
-}
-
-async fn respond(State(state): State<Arc<AppState>>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(&state, req).await?;
-    let input = parse_input(&body)?;
-    let permit = state.permit()?;
-    let Some(base) = state.cfg.upstream.clone() else {
-        // No model to call: show the request, append nothing.
-        let snap = snapshot(&state, false).await?;
-        let mut parts = vec![Bytes::from_static(b"{\"request\":")];
-        parts.extend(state.body_parts(&snap, &input, input.stream));
-        let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
-        parts.push(Bytes::from(format!(",\"stats\":{stats}}}")));
-        return Ok(json_response(StatusCode::OK, stream_body(parts)));
-    };
-    state
-        .append(Turn {
-            kind: "text_input",
-            session_id: input.session_id.clone(),
-            text: input.text.clone(),
-        })
-        .await?;
-    let snap = snapshot(&state, false).await?;
-    let parts = state.body_parts(&snap, &input, input.stream);
-    let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-    let provider = state.cfg.provider;
-    let request = state
-        .client
-        .post(provider.endpoint(&base))
-        .headers(provider.headers(state.cfg.api_key.as_ref()))
-        .header(header::CONTENT_LENGTH, len)
-        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
-            parts.into_iter().map(Ok::<_, Infallible>),
-        )));
-    let sent = tokio::time::timeout(state.cfg.upstream_timeout, request.send()).await;
-    let resp = match sent {
-        Err(_) => return Err(upstream_timeout(&state)),
-        Ok(Err(e)) if e.is_timeout() => return Err(upstream_timeout(&state)),
-        Ok(Err(e)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                format!("cannot reach the upstream: {}", without_url(&e)),
-            ));
-        }
-        Ok(Ok(r)) => r,
-    };
-    let status = resp.status();
-    if !status.is_success() {
-        let body = tokio::time::timeout(state.cfg.upstream_timeout, resp.bytes())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let mut e = ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_error",
-            format!(
-                "the upstream answered {}: {}",
-                status.as_u16(),
-                upstream::upstream_error_message(&body)
-            ),
-        );
-        e.upstream_status = Some(status.as_u16());
-        return Err(e);
-    }
-    let max_skips = state.cfg.replay.max_skips;
-    if input.stream {
-        // The permit moves into the relay task: the turn is running until
-        // the answer is complete.
-        return Ok(relay_stream(
-            state.clone(),
-            input,
-            resp,
-            snap.stats,
-            permit,
-            max_skips,
-        ));
-    }
-    drop(permit);
-    let body = match tokio::time::timeout(state.cfg.upstream_timeout, resp.bytes()).await {
-        Err(_) => return Err(upstream_timeout(&state)),
-        Ok(Err(e)) => {
-            return Err(ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_error",
-                format!("reading the upstream's answer: {}", without_url(&e)),
-            ));
-        }
-        Ok(Ok(b)) => b,
-    };
-    let text = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|v| provider.answer_text(&v))
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_bad_answer",
-                "the upstream's answer has no text in the provider's format",
-            )
-        })?;
-    state
-        .append(Turn {
-            kind: "text_output",
-            session_id: input.session_id,
-            text: text.clone(),
-        })
-        .await?;
-    let out = json!({"text": text, "stats": stats_json(&snap.stats, max_skips)});
-    Ok(json_response(StatusCode::OK, out.to_string()))
-}
-
-fn upstream_timeout(state: &AppState) -> ApiError {
-    ApiError::new(
-        StatusCode::GATEWAY_TIMEOUT,
-        "upstream_timeout",
-        format!(
-            "the upstream did not answer within {} s",
-            state.cfg.upstream_timeout.as_secs()
-        ),
-    )
-}
-
-/// A reqwest error's text without its URL (which could carry credentials).
-fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(u) = e.url() {
-        s = s.replace(u.as_str(), "<upstream>");
-    }
-    s
-}
-
-fn sse(event: &str, data: &Value) -> Bytes {
-    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
-}
-
-/// Relays the upstream's streamed answer as server-sent events (`delta`,
-/// then `done` with the whole text and the stats, or `error`), and appends
-/// the answer once it is complete.
-fn relay_stream(
-    state: Arc<AppState>,
-    input: Input,
-    resp: reqwest::Response,
-    stats: ReplayStats,
-    permit: OwnedSemaphorePermit,
-    max_skips: usize,
-) -> Response {
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let provider = state.cfg.provider;
-    tokio::spawn(async move {
-        let _permit = permit;
-        let mut upstream = resp.bytes_stream();
-        let mut parser = upstream::SseParser::default();
-        let mut text = String::new();
-        let idle = state.cfg.upstream_timeout;
-        let outcome: Result<(), ApiError> = 'relay: loop {
-            let next = match tokio::time::timeout(idle, upstream.next()).await {
-                Err(_) => break 'relay Err(upstream_timeout(&state)),
-                Ok(None) => {
-                    break 'relay Err(ApiError::new(
-                        StatusCode::BAD_GATEWAY,
-                        "upstream_incomplete",
-                        "the upstream's stream ended before the answer was complete",
-                    ));
-                }
-                Ok(Some(Err(e))) => {
-                    break 'relay Err(ApiError::new(
-                        StatusCode::BAD_GATEWAY,
-                        "upstream_error",
-                        format!("reading the upstream's stream: {}", without_url(&e)),
-                    ));
-                }
-                Ok(Some(Ok(b))) => b,
-            };
-            for data in parser.feed(&next) {
-                match provider.stream_event(&data) {
-                    StreamEvent::Text(t) => {
-                        text.push_str(&t);
-                        // A client that went away does not stop the turn.
-                        let _ = tx.send(sse("delta", &json!({ "text": t }))).await;
-                    }
-                    StreamEvent::Done => break 'relay Ok(()),
-                    StreamEvent::Error(m) => {
-                        break 'relay Err(ApiError::new(
-                            StatusCode::BAD_GATEWAY,
-                            "upstream_error",
-                            format!("the upstream reported an error: {m}"),
-                        ));
-                    }
-                    StreamEvent::Ignore => {}
-                }
-            }
-        };
-        let last = match outcome {
-            Ok(()) => match state
-                .append(Turn {
-                    kind: "text_output",
-                    session_id: input.session_id,
-                    text: text.clone(),
-                })
-                .await
-            {
-                Ok(_) => sse(
-                    "done",
-                    &json!({"text": text, "stats": stats_json(&stats, max_skips)}),
-                ),
-                Err(e) => sse("error", &e.json()),
-            },
-            Err(e) => {
-                tracing::warn!(code = e.code, message = %e.message, "streamed answer failed");
-                sse("error", &e.json())
-            }
-        };
-        let _ = tx.send(last).await;
-    });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    let mut r = Response::new(Body::from_stream(stream));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
-}
-
 async fn healthz() -> Response {
     json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
 }
@@ -637,6 +399,13 @@ async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError>
     let _permit = state.permit()?;
     let snap = snapshot(&state, true).await?;
     let i = snap.info;
+    let totals = {
+        let t = state.totals.lock().unwrap_or_else(|p| p.into_inner());
+        turn::Totals {
+            turns: t.turns,
+            usage: t.usage,
+        }
+    };
     let selection = match &snap.select {
         Some(r) => serde_json::from_str::<Value>(&format!("{{{}}}", r.json_members()))
             .unwrap_or(Value::Null),
@@ -655,6 +424,10 @@ async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError>
             "segments": i.segments,
             "rebuilds": i.rebuilds,
             "late_records": i.late_records,
+        },
+        "turns": {
+            "answered": totals.turns,
+            "usage": totals.usage.to_json(),
         },
     });
     Ok(json_response(StatusCode::OK, body.to_string()))
@@ -794,8 +567,8 @@ async fn method_not_allowed() -> ApiError {
 
 fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/respond", post(respond))
-        .route("/v1/context", post(context))
+        .route("/respond", post(turn::respond))
+        .route("/v1/context", post(turn::context))
         .route("/v1/stats", get(stats))
         .route("/v1/turn/prepare", post(turn_prepare))
         .route("/v1/turn/ack", post(turn_ack))
@@ -830,6 +603,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// A setting is not valid.
+    #[error("{0}")]
+    Config(String),
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
@@ -859,8 +635,16 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     install_crypto_provider();
+    let upstream = match &cfg.upstream {
+        None => None,
+        Some(u) => Some(upstream::parse_upstream(u).map_err(ServeError::Config)?),
+    }
+    .map(|u| cfg.provider.endpoint(&u));
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        // The key goes to the configured upstream only: a redirect is an
+        // upstream error, never followed.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ServeError::Client(e.to_string()))?;
     let (writer, writer_thread) =
@@ -885,6 +669,9 @@ pub async fn serve(
         "log replayed"
     );
     let state = Arc::new(AppState {
+        upstream,
+        inflight: turn::InFlight::default(),
+        totals: Mutex::new(turn::Totals::default()),
         window: Mutex::new(None),
         store: Mutex::new(None),
         system: crate::system_prompt(cfg.system.as_deref()),

@@ -1,9 +1,15 @@
-//! Talking to the model: each provider's request fields, headers, answer
-//! shape and streaming events.
+//! Talking to the model, whatever the provider: the request's leading
+//! fields, the answer (text, why it stopped, token usage), the streamed
+//! events, and upstream errors (status, code, message, `retry-after`) with
+//! the API key redacted from anything relayed or logged. Each provider's own
+//! shapes are in [`super::anthropic`] and [`super::openai`].
 
 use std::fmt;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
+
+use super::{anthropic, openai};
 
 /// Which API the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +32,9 @@ impl std::str::FromStr for Provider {
         }
     }
 }
+
+/// Request fields a client or operator may not set: the server writes them.
+pub const RESERVED_FIELDS: &[&str] = &["messages", "system", "model", "stream"];
 
 impl Provider {
     /// The body format of this provider's requests.
@@ -54,154 +63,372 @@ impl Provider {
 
     /// The endpoint: `base` itself when it already has a path, else
     /// `base` + the provider's path.
-    pub fn endpoint(self, base: &str) -> String {
-        let trimmed = base.trim_end_matches('/');
-        let has_path = trimmed
-            .split_once("://")
-            .is_some_and(|(_, rest)| rest.contains('/'));
-        if has_path {
-            return trimmed.to_string();
+    pub fn endpoint(self, base: &reqwest::Url) -> reqwest::Url {
+        let path = base.path().trim_end_matches('/');
+        if !path.is_empty() {
+            return base.clone();
         }
-        match self {
-            Provider::Anthropic => format!("{trimmed}/v1/messages"),
-            Provider::OpenAi => format!("{trimmed}/v1/chat/completions"),
-        }
+        let mut u = base.clone();
+        u.set_path(match self {
+            Provider::Anthropic => "/v1/messages",
+            Provider::OpenAi => "/v1/chat/completions",
+        });
+        u
     }
 
-    /// JSON members written first in the request body.
-    pub fn fields(self, model: &str, max_tokens: u32, stream: bool) -> String {
-        let model = serde_json::to_string(model).expect("a string serialises");
-        let mut s = match self {
-            Provider::Anthropic => format!("\"model\":{model},\"max_tokens\":{max_tokens}"),
-            Provider::OpenAi => format!("\"model\":{model}"),
-        };
+    /// JSON members written first in the request body: the model, the token
+    /// limit (`max_tokens` for Anthropic, `max_completion_tokens` for
+    /// OpenAI), streaming (with usage asked for, for OpenAI), then `extra`
+    /// in order; an extra member replaces a default of the same name.
+    pub fn fields(
+        self,
+        model: &str,
+        max_tokens: u32,
+        stream: bool,
+        extra: &[(String, Value)],
+    ) -> String {
+        let mut members: Vec<(String, Value)> = vec![("model".into(), json!(model))];
+        match self {
+            Provider::Anthropic => members.push(("max_tokens".into(), json!(max_tokens))),
+            Provider::OpenAi => members.push(("max_completion_tokens".into(), json!(max_tokens))),
+        }
         if stream {
-            s.push_str(",\"stream\":true");
+            members.push(("stream".into(), json!(true)));
+            if self == Provider::OpenAi {
+                members.push(("stream_options".into(), json!({"include_usage": true})));
+            }
+        }
+        for (k, v) in extra {
+            match members.iter_mut().find(|(name, _)| name == k) {
+                Some(m) => m.1 = v.clone(),
+                None => members.push((k.clone(), v.clone())),
+            }
+        }
+        let mut s = String::new();
+        for (i, (k, v)) in members.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&serde_json::to_string(k).expect("a string serialises"));
+            s.push(':');
+            s.push_str(&v.to_string());
         }
         s
     }
 
-    /// Adds the provider's headers (the key marked sensitive, so it is never
+    /// The provider's headers (the key marked sensitive, so it is never
     /// printed by the HTTP stack's debug output).
     pub fn headers(self, key: Option<&ApiKey>) -> reqwest::header::HeaderMap {
         use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
         let mut h = HeaderMap::new();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         match self {
-            Provider::Anthropic => {
-                h.insert("anthropic-version", HeaderValue::from_static("2023-06-01"));
-                if let Some(k) = key
-                    && let Ok(mut v) = HeaderValue::from_str(&k.0)
-                {
-                    v.set_sensitive(true);
-                    h.insert("x-api-key", v);
-                }
-            }
-            Provider::OpenAi => {
-                if let Some(k) = key
-                    && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", k.0))
-                {
-                    v.set_sensitive(true);
-                    h.insert(reqwest::header::AUTHORIZATION, v);
-                }
-            }
+            Provider::Anthropic => anthropic::headers(&mut h, key),
+            Provider::OpenAi => openai::headers(&mut h, key),
         }
         h
     }
 
-    /// The answer's text in a non-streaming response.
-    pub fn answer_text(self, body: &Value) -> Option<String> {
+    /// The answer of a non-streaming response.
+    pub fn answer(self, body: &Value) -> Option<Answer> {
         match self {
-            Provider::Anthropic => {
-                let parts = body.get("content")?.as_array()?;
-                let mut text = String::new();
-                for p in parts {
-                    if p.get("type").and_then(Value::as_str) == Some("text")
-                        && let Some(t) = p.get("text").and_then(Value::as_str)
-                    {
-                        text.push_str(t);
-                    }
-                }
-                Some(text)
-            }
-            Provider::OpenAi => body
-                .get("choices")?
-                .get(0)?
-                .get("message")?
-                .get("content")?
-                .as_str()
-                .map(str::to_string),
+            Provider::Anthropic => anthropic::answer(body),
+            Provider::OpenAi => openai::answer(body),
         }
     }
 
-    /// What one streamed event means.
-    pub fn stream_event(self, data: &str) -> StreamEvent {
-        if self == Provider::OpenAi && data.trim() == "[DONE]" {
-            return StreamEvent::Done;
+    /// A fresh decoder of this provider's streamed events.
+    pub fn stream(self) -> StreamDecoder {
+        StreamDecoder {
+            provider: self,
+            answer: Answer::default(),
+            text_blocks: Vec::new(),
+            finished: false,
         }
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
-            return StreamEvent::Ignore;
-        };
-        if let Some(e) = v.get("error") {
-            return StreamEvent::Error(error_message(e));
-        }
-        match self {
-            Provider::Anthropic => match v.get("type").and_then(Value::as_str) {
-                Some("content_block_delta") => v
-                    .get("delta")
-                    .filter(|d| d.get("type").and_then(Value::as_str) == Some("text_delta"))
-                    .and_then(|d| d.get("text"))
-                    .and_then(Value::as_str)
-                    .map_or(StreamEvent::Ignore, |t| StreamEvent::Text(t.to_string())),
-                Some("message_stop") => StreamEvent::Done,
-                _ => StreamEvent::Ignore,
-            },
-            Provider::OpenAi => v
-                .get("choices")
-                .and_then(|c| c.get(0))
-                .and_then(|c| c.get("delta"))
-                .and_then(|d| d.get("content"))
-                .and_then(Value::as_str)
-                .map_or(StreamEvent::Ignore, |t| StreamEvent::Text(t.to_string())),
-        }
+    }
+
+    /// Whether `stop_reason` is the provider's ordinary end of an answer
+    /// (the model finished, or hit a stop sequence it was given).
+    pub fn normal_stop(self, stop_reason: &str) -> bool {
+        matches!(stop_reason, "end_turn" | "stop" | "stop_sequence")
     }
 }
 
-/// A streamed event, decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StreamEvent {
+/// Tokens of one exchange, as the provider reported them. `None`: the
+/// provider did not report that count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Input tokens billed at the base rate: neither read from nor written
+    /// to the cache (OpenAI: `prompt_tokens` less `cached_tokens`).
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_input_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache (Anthropic).
+    pub cache_creation_input_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Takes every count `other` has.
+    pub fn merge(&mut self, other: Usage) {
+        self.input_tokens = other.input_tokens.or(self.input_tokens);
+        self.output_tokens = other.output_tokens.or(self.output_tokens);
+        self.cache_read_input_tokens = other
+            .cache_read_input_tokens
+            .or(self.cache_read_input_tokens);
+        self.cache_creation_input_tokens = other
+            .cache_creation_input_tokens
+            .or(self.cache_creation_input_tokens);
+    }
+
+    /// Adds `other`'s counts (for totals).
+    pub fn add(&mut self, other: &Usage) {
+        fn sum(a: &mut Option<u64>, b: Option<u64>) {
+            if let Some(b) = b {
+                *a = Some(a.unwrap_or(0) + b);
+            }
+        }
+        sum(&mut self.input_tokens, other.input_tokens);
+        sum(&mut self.output_tokens, other.output_tokens);
+        sum(
+            &mut self.cache_read_input_tokens,
+            other.cache_read_input_tokens,
+        );
+        sum(
+            &mut self.cache_creation_input_tokens,
+            other.cache_creation_input_tokens,
+        );
+    }
+
+    /// The counts reported, as a JSON object.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Option<u64>| {
+            if let Some(v) = v {
+                m.insert(k.into(), json!(v));
+            }
+        };
+        put("input_tokens", self.input_tokens);
+        put("output_tokens", self.output_tokens);
+        put("cache_read_input_tokens", self.cache_read_input_tokens);
+        put(
+            "cache_creation_input_tokens",
+            self.cache_creation_input_tokens,
+        );
+        Value::Object(m)
+    }
+}
+
+/// What the model answered.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    /// The text of every text block, in order.
+    pub text: String,
+    /// Why the model stopped, as the provider says it (`end_turn`,
+    /// `max_tokens`, `stop`, `length`, …).
+    pub stop_reason: Option<String>,
+    /// Token counts.
+    pub usage: Usage,
+    /// The provider's own usage object(s), as sent.
+    pub provider_usage: Option<Value>,
+}
+
+/// Decodes one streamed answer, event by event.
+pub struct StreamDecoder {
+    pub(super) provider: Provider,
+    pub(super) answer: Answer,
+    /// Anthropic: whether each content block (by index) is a text block.
+    pub(super) text_blocks: Vec<bool>,
+    pub(super) finished: bool,
+}
+
+/// What one streamed event means.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
     /// More answer text.
     Text(String),
     /// The answer is complete.
     Done,
     /// The upstream reported an error mid-stream.
-    Error(String),
-    /// Anything else (pings, metadata).
-    Ignore,
+    Error(UpstreamError),
+    /// Nothing to relay (pings, metadata, usage, non-text blocks).
+    Nothing,
 }
 
-/// The message of an error object (`{"message": ...}`) or its JSON text.
-pub fn error_message(e: &Value) -> String {
-    e.get("message")
-        .and_then(Value::as_str)
-        .map_or_else(|| e.to_string(), str::to_string)
-}
-
-/// The message of an upstream error body, as precise as the body allows.
-pub fn upstream_error_message(body: &[u8]) -> String {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(v) => v
-            .get("error")
-            .map(error_message)
-            .unwrap_or_else(|| v.to_string()),
-        Err(_) => {
-            let s = String::from_utf8_lossy(&body[..body.len().min(512)]);
-            s.trim().to_string()
+impl StreamDecoder {
+    /// Decodes one event (`event` is its name, or empty; `data` its data).
+    pub fn event(&mut self, event: &str, data: &str) -> Step {
+        if self.finished {
+            return Step::Nothing;
         }
+        let step = match self.provider {
+            Provider::Anthropic => anthropic::stream_event(self, event, data),
+            Provider::OpenAi => openai::stream_event(self, data),
+        };
+        if step == Step::Done {
+            self.finished = true;
+        }
+        step
+    }
+
+    /// Whether the stream said the answer is complete.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The answer so far.
+    pub fn answer(&self) -> &Answer {
+        &self.answer
+    }
+
+    /// The answer, once complete.
+    pub fn into_answer(self) -> Answer {
+        self.answer
     }
 }
 
-/// An API key; its `Debug` never shows it.
+/// An error from the upstream: its HTTP status (none for a connection
+/// failure or a mid-stream error event), the provider's error type or code,
+/// its message (redacted and bounded), and how long it asked us to wait.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamError {
+    /// The HTTP status, if the upstream answered.
+    pub status: Option<u16>,
+    /// The provider's error type or code (`rate_limit_error`,
+    /// `overloaded_error`, `insufficient_quota`, …).
+    pub code: Option<String>,
+    /// What went wrong.
+    pub message: String,
+    /// The upstream's `retry-after`.
+    pub retry_after: Option<Duration>,
+    /// Whether trying again may succeed.
+    pub retryable: bool,
+}
+
+/// Statuses worth trying again: timeouts, rate limits, overload and the
+/// gateway errors of proxies in between.
+pub fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
+}
+
+/// The longest upstream message relayed to a client or logged.
+const MAX_MESSAGE: usize = 1000;
+
+impl UpstreamError {
+    /// An error answer: status, headers and body.
+    pub fn from_response(
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+        body: &[u8],
+        key: Option<&ApiKey>,
+    ) -> UpstreamError {
+        let (code, message) = error_body(body);
+        UpstreamError {
+            status: Some(status),
+            code,
+            message: redact(&message, key),
+            retry_after: retry_after(headers),
+            retryable: retryable_status(status),
+        }
+    }
+
+    /// An error event in a stream, or an error object in a 200 answer.
+    pub fn from_error_object(e: &Value) -> UpstreamError {
+        let code = e
+            .get("type")
+            .or_else(|| e.get("code"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let message = e
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| e.to_string(), str::to_string);
+        UpstreamError {
+            status: None,
+            code,
+            message: bound(&message),
+            retry_after: None,
+            retryable: false,
+        }
+    }
+
+    /// The key removed from the message (for errors built before it was
+    /// known, such as stream events).
+    pub fn redacted(mut self, key: Option<&ApiKey>) -> UpstreamError {
+        self.message = redact(&self.message, key);
+        self
+    }
+}
+
+/// The error type (or code) and message of an upstream error body, as
+/// precise as the body allows.
+fn error_body(body: &[u8]) -> (Option<String>, String) {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => match v.get("error") {
+            Some(e) if e.is_object() => {
+                let u = UpstreamError::from_error_object(e);
+                (u.code, u.message)
+            }
+            Some(Value::String(s)) => (None, s.clone()),
+            _ => (None, v.to_string()),
+        },
+        Err(_) => (None, String::from_utf8_lossy(body).trim().to_string()),
+    }
+}
+
+/// `retry-after` as seconds or an HTTP date.
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0)
+            .then(|| Duration::from_secs_f64(secs.min(86_400.0)));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(
+        at.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// `s` with the key (and any long piece of it) replaced, bounded in length.
+pub fn redact(s: &str, key: Option<&ApiKey>) -> String {
+    let mut out = s.to_string();
+    if let Some(k) = key
+        && !k.0.is_empty()
+    {
+        out = out.replace(&k.0, "<redacted>");
+        // A key cut short (an upstream that echoes a prefix of it) is still
+        // the key: any 12-character piece of a long key is redacted too.
+        let chars: Vec<char> = k.0.chars().collect();
+        if chars.len() >= 24 {
+            for w in chars.windows(12) {
+                let piece: String = w.iter().collect();
+                if out.contains(&piece) {
+                    out = out.replace(&piece, "<redacted>");
+                }
+            }
+        }
+    }
+    bound(&out)
+}
+
+fn bound(s: &str) -> String {
+    if s.len() <= MAX_MESSAGE {
+        return s.to_string();
+    }
+    let mut end = MAX_MESSAGE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// An API key; its `Debug` and `Display` never show it.
 #[derive(Clone)]
 pub struct ApiKey(pub String);
 
@@ -211,112 +438,196 @@ impl fmt::Debug for ApiKey {
     }
 }
 
-/// Splits a server-sent event stream into the `data` of each event.
-#[derive(Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-}
-
-impl SseParser {
-    /// Feeds bytes; returns the data of every event they completed.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        while let Some((event_len, sep_len)) = find_event_end(&self.buf) {
-            let event: Vec<u8> = self.buf.drain(..event_len + sep_len).collect();
-            let text = String::from_utf8_lossy(&event[..event_len]);
-            let mut data = Vec::new();
-            for line in text.lines() {
-                if let Some(d) = line.strip_prefix("data:") {
-                    data.push(d.strip_prefix(' ').unwrap_or(d).to_string());
-                }
-            }
-            if !data.is_empty() {
-                out.push(data.join("\n"));
-            }
-        }
-        out
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
     }
 }
 
-/// The end of the first complete event: its length and the separator's.
-fn find_event_end(b: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
-    while i + 1 < b.len() {
-        if b[i] == b'\n' && b[i + 1] == b'\n' {
-            return Some((i, 2));
-        }
-        if b[i] == b'\r' && b[i + 1] == b'\n' && b.get(i + 2..i + 4) == Some(b"\r\n") {
-            return Some((i, 4));
-        }
-        i += 1;
+/// The upstream URL checked: http or https, with a host.
+pub fn parse_upstream(s: &str) -> Result<reqwest::Url, String> {
+    let u = reqwest::Url::parse(s).map_err(|e| {
+        let hint = if !s.contains("://") {
+            format!(" (did you mean https://{s}?)")
+        } else {
+            String::new()
+        };
+        format!("--upstream {s:?} is not a URL: {e}{hint}")
+    })?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!(
+            "--upstream {s:?}: the scheme must be http or https, not {:?}",
+            u.scheme()
+        ));
     }
-    None
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("--upstream {s:?} has no host"));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(format!(
+            "--upstream {s:?}: a query or fragment is not allowed"
+        ));
+    }
+    Ok(u)
+}
+
+/// `NAME=JSON` (from `--upstream-field`), checked.
+pub fn parse_field(s: &str) -> Result<(String, Value), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        format!("--upstream-field {s:?}: expected NAME=JSON, e.g. temperature=0.2")
+    })?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("--upstream-field {s:?}: the name is empty"));
+    }
+    if RESERVED_FIELDS.contains(&k) {
+        return Err(format!(
+            "--upstream-field {k}: the server sets `{k}` (use --model for the model)"
+        ));
+    }
+    let v: Value = serde_json::from_str(v).map_err(|e| {
+        format!("--upstream-field {k}: {v:?} is not JSON ({e}); quote a string: {k}='\"text\"'")
+    })?;
+    Ok((k.to_string(), v))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn url(s: &str) -> reqwest::Url {
+        parse_upstream(s).unwrap()
+    }
+
     #[test]
     fn endpoints() {
         let a = Provider::Anthropic;
         assert_eq!(
-            a.endpoint("https://api.anthropic.com"),
+            a.endpoint(&url("https://api.anthropic.com")).as_str(),
             "https://api.anthropic.com/v1/messages"
         );
         assert_eq!(
-            a.endpoint("http://127.0.0.1:9/"),
+            a.endpoint(&url("http://127.0.0.1:9/")).as_str(),
             "http://127.0.0.1:9/v1/messages"
         );
         assert_eq!(
-            a.endpoint("http://h:1/custom/path"),
+            a.endpoint(&url("http://h:1/custom/path")).as_str(),
             "http://h:1/custom/path"
         );
         assert_eq!(
-            Provider::OpenAi.endpoint("https://api.openai.com"),
+            Provider::OpenAi
+                .endpoint(&url("https://api.openai.com"))
+                .as_str(),
             "https://api.openai.com/v1/chat/completions"
         );
     }
 
     #[test]
-    fn sse_events_split_across_reads() {
-        let mut p = SseParser::default();
-        assert!(p.feed(b"event: x\ndata: {\"a\"").is_empty());
+    fn upstream_urls_are_checked() {
+        let e = parse_upstream("api.anthropic.com").unwrap_err();
+        assert!(e.contains("https://api.anthropic.com"), "{e}");
+        assert!(parse_upstream("ftp://h/").unwrap_err().contains("scheme"));
+        assert!(parse_upstream("http://").is_err());
+        assert!(parse_upstream("https://h/?a=1").is_err());
+        assert!(parse_upstream("http://localhost:8080").is_ok());
+    }
+
+    #[test]
+    fn fields_of_each_provider() {
         assert_eq!(
-            p.feed(b":1}\n\ndata: two\r\n\r\n: comment\n\n"),
-            vec!["{\"a\":1}", "two"]
+            Provider::Anthropic.fields("m", 50, true, &[]),
+            r#""model":"m","max_tokens":50,"stream":true"#
+        );
+        assert_eq!(
+            Provider::OpenAi.fields("m", 50, false, &[]),
+            r#""model":"m","max_completion_tokens":50"#
+        );
+        assert_eq!(
+            Provider::OpenAi.fields("m", 50, true, &[]),
+            r#""model":"m","max_completion_tokens":50,"stream":true,"stream_options":{"include_usage":true}"#
+        );
+        let extra = vec![
+            ("temperature".to_string(), json!(0.2)),
+            ("max_tokens".to_string(), json!(7)),
+        ];
+        assert_eq!(
+            Provider::Anthropic.fields("m", 50, false, &extra),
+            r#""model":"m","max_tokens":7,"temperature":0.2"#
         );
     }
 
     #[test]
-    fn stream_events_of_each_provider() {
-        let a = Provider::Anthropic;
+    fn upstream_fields_are_json_and_not_reserved() {
         assert_eq!(
-            a.stream_event(r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#),
-            StreamEvent::Text("Hi".into())
+            parse_field("temperature=0.2").unwrap(),
+            ("temperature".into(), json!(0.2))
         );
         assert_eq!(
-            a.stream_event(r#"{"type":"message_stop"}"#),
-            StreamEvent::Done
+            parse_field("stop=[\"x\"]").unwrap(),
+            ("stop".into(), json!(["x"]))
         );
-        assert_eq!(
-            a.stream_event(
-                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
-            ),
-            StreamEvent::Error("Overloaded".into())
-        );
-        let o = Provider::OpenAi;
-        assert_eq!(
-            o.stream_event(r#"{"choices":[{"index":0,"delta":{"content":"Yo"}}]}"#),
-            StreamEvent::Text("Yo".into())
-        );
-        assert_eq!(o.stream_event("[DONE]"), StreamEvent::Done);
+        assert!(parse_field("user=abc").unwrap_err().contains("quote"));
+        assert!(parse_field("messages=[]").is_err());
+        assert!(parse_field("model=\"x\"").is_err());
+        assert!(parse_field("noequals").is_err());
     }
 
     #[test]
-    fn the_key_is_never_in_debug_output() {
-        let k = ApiKey("sk-secret".into());
-        assert!(!format!("{k:?}").contains("secret"));
+    fn error_bodies_of_both_providers() {
+        let h = reqwest::header::HeaderMap::new();
+        let e = UpstreamError::from_response(
+            429,
+            &h,
+            br#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+            None,
+        );
+        assert_eq!(e.code.as_deref(), Some("rate_limit_error"));
+        assert_eq!(e.message, "slow down");
+        assert!(e.retryable);
+        let e = UpstreamError::from_response(
+            400,
+            &h,
+            br#"{"error":{"message":"bad","type":"invalid_request_error","code":"x"}}"#,
+            None,
+        );
+        assert_eq!(e.code.as_deref(), Some("invalid_request_error"));
+        assert!(!e.retryable);
+        let e = UpstreamError::from_response(502, &h, b"<html>bad gateway</html>", None);
+        assert_eq!(e.message, "<html>bad gateway</html>");
+    }
+
+    #[test]
+    fn the_key_is_redacted_whole_or_in_part_and_messages_are_bounded() {
+        let k = ApiKey("sk-ant-0123456789abcdefghijklmnop".into());
+        let h = reqwest::header::HeaderMap::new();
+        let body = format!(
+            r#"{{"error":{{"type":"authentication_error","message":"invalid x-api-key {} (prefix {})"}}}}"#,
+            k.0,
+            &k.0[..20]
+        );
+        let e = UpstreamError::from_response(401, &h, body.as_bytes(), Some(&k));
+        assert!(!e.message.contains(&k.0[..12]), "{}", e.message);
+        assert!(e.message.contains("<redacted>"));
+        let long = "x".repeat(10_000);
+        assert!(redact(&long, None).len() < 1100);
+        assert!(!format!("{k:?} {k}").contains("sk-ant"));
+    }
+
+    #[test]
+    fn retry_after_in_seconds_or_a_date() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after", "0.5".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(500)));
+        let later = std::time::SystemTime::now() + Duration::from_secs(30);
+        h.insert(
+            "retry-after",
+            httpdate::fmt_http_date(later).parse().unwrap(),
+        );
+        let d = retry_after(&h).unwrap();
+        assert!(d > Duration::from_secs(25) && d <= Duration::from_secs(30));
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
     }
 }

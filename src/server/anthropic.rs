@@ -1,0 +1,257 @@
+//! Anthropic Messages: headers, the answer, and the streamed events
+//! (`message_start`, `content_block_start`/`_delta`/`_stop`,
+//! `message_delta`, `message_stop`, `ping`, `error`).
+//!
+//! Only text blocks make the answer's text; other blocks (tool use,
+//! thinking, …) are skipped and said so in a debug log. Usage comes in
+//! `message_start` (input and cache counts) and `message_delta` (the output
+//! count so far, and sometimes the input counts again); the last value of
+//! each count wins. Event types this module does not know are ignored, as
+//! the API's versioning policy asks of clients.
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use super::upstream::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+
+/// The API version this server speaks.
+pub const VERSION: &str = "2023-06-01";
+
+pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
+    h.insert("anthropic-version", HeaderValue::from_static(VERSION));
+    if let Some(k) = key
+        && let Ok(mut v) = HeaderValue::from_str(&k.0)
+    {
+        v.set_sensitive(true);
+        h.insert("x-api-key", v);
+    }
+}
+
+pub(super) fn usage(u: &Value) -> Usage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    Usage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_read_input_tokens: n("cache_read_input_tokens"),
+        cache_creation_input_tokens: n("cache_creation_input_tokens"),
+    }
+}
+
+pub(super) fn answer(body: &Value) -> Option<Answer> {
+    let parts = body.get("content")?.as_array()?;
+    let mut a = Answer::default();
+    for p in parts {
+        match p.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    a.text.push_str(t);
+                }
+            }
+            other => tracing::debug!(block = ?other, "ignoring a non-text content block"),
+        }
+    }
+    a.stop_reason = body
+        .get("stop_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(u) = body.get("usage") {
+        a.usage = usage(u);
+        a.provider_usage = Some(u.clone());
+    }
+    Some(a)
+}
+
+fn merge_usage(d: &mut StreamDecoder, u: &Value) {
+    d.answer.usage.merge(usage(u));
+    let mut merged = d
+        .answer
+        .provider_usage
+        .take()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let (Some(m), Some(new)) = (merged.as_object_mut(), u.as_object()) {
+        for (k, v) in new {
+            if !v.is_null() {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    d.answer.provider_usage = Some(merged);
+}
+
+pub(super) fn stream_event(d: &mut StreamDecoder, event: &str, data: &str) -> Step {
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        tracing::debug!(event, "ignoring an event whose data is not JSON");
+        return Step::Nothing;
+    };
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
+    match kind {
+        "message_start" => {
+            if let Some(u) = v.get("message").and_then(|m| m.get("usage")) {
+                merge_usage(d, u);
+            }
+            Step::Nothing
+        }
+        "content_block_start" => {
+            let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let block = v.get("content_block");
+            let is_text = block.and_then(|b| b.get("type")).and_then(Value::as_str) == Some("text");
+            if d.text_blocks.len() <= index {
+                d.text_blocks.resize(index + 1, false);
+            }
+            d.text_blocks[index] = is_text;
+            if !is_text {
+                tracing::debug!(block = ?block.and_then(|b| b.get("type")), "ignoring a non-text content block");
+                return Step::Nothing;
+            }
+            match block.and_then(|b| b.get("text")).and_then(Value::as_str) {
+                Some(t) if !t.is_empty() => {
+                    d.answer.text.push_str(t);
+                    Step::Text(t.to_string())
+                }
+                _ => Step::Nothing,
+            }
+        }
+        "content_block_delta" => {
+            let delta = v.get("delta");
+            if delta.and_then(|x| x.get("type")).and_then(Value::as_str) != Some("text_delta") {
+                return Step::Nothing;
+            }
+            match delta.and_then(|x| x.get("text")).and_then(Value::as_str) {
+                Some(t) => {
+                    d.answer.text.push_str(t);
+                    Step::Text(t.to_string())
+                }
+                None => Step::Nothing,
+            }
+        }
+        "message_delta" => {
+            if let Some(r) = v
+                .get("delta")
+                .and_then(|x| x.get("stop_reason"))
+                .and_then(Value::as_str)
+            {
+                d.answer.stop_reason = Some(r.to_string());
+            }
+            if let Some(u) = v.get("usage") {
+                merge_usage(d, u);
+            }
+            Step::Nothing
+        }
+        "message_stop" => Step::Done,
+        "error" => Step::Error(UpstreamError::from_error_object(
+            v.get("error").unwrap_or(&Value::Null),
+        )),
+        // ping, content_block_stop, and anything newer.
+        _ => Step::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::upstream::Provider;
+    use super::*;
+
+    /// A full stream as the API sends it: usage in `message_start` and
+    /// `message_delta`, a ping, a thinking block that is skipped, a text
+    /// block, and a `max_tokens` stop.
+    #[test]
+    fn a_whole_stream_gives_text_stop_reason_and_usage() {
+        let mut d = Provider::Anthropic.stream();
+        let events = [
+            (
+                "message_start",
+                r#"{"type":"message_start","message":{"id":"m","usage":{"input_tokens":25,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":1}}}"#,
+            ),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}"#,
+            ),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":0}"#,
+            ),
+            ("ping", r#"{"type": "ping"}"#),
+            (
+                "content_block_start",
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hel"}}"#,
+            ),
+            (
+                "content_block_delta",
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"lo"}}"#,
+            ),
+            (
+                "content_block_stop",
+                r#"{"type":"content_block_stop","index":1}"#,
+            ),
+            (
+                "message_delta",
+                r#"{"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"output_tokens":15}}"#,
+            ),
+            ("future_event", r#"{"type":"future_event"}"#),
+        ];
+        let mut text = String::new();
+        for (e, data) in events {
+            match d.event(e, data) {
+                Step::Text(t) => text.push_str(&t),
+                Step::Nothing => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(!d.finished());
+        assert_eq!(
+            d.event("message_stop", r#"{"type":"message_stop"}"#),
+            Step::Done
+        );
+        assert_eq!(text, "Hello");
+        let a = d.into_answer();
+        assert_eq!(a.text, "Hello");
+        assert_eq!(a.stop_reason.as_deref(), Some("max_tokens"));
+        assert_eq!(
+            a.usage,
+            Usage {
+                input_tokens: Some(25),
+                output_tokens: Some(15),
+                cache_read_input_tokens: Some(2000),
+                cache_creation_input_tokens: Some(100),
+            }
+        );
+        assert_eq!(a.provider_usage.unwrap()["output_tokens"], 15);
+    }
+
+    #[test]
+    fn an_error_event_is_an_error() {
+        let mut d = Provider::Anthropic.stream();
+        match d.event(
+            "error",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        ) {
+            Step::Error(e) => {
+                assert_eq!(e.code.as_deref(), Some("overloaded_error"));
+                assert_eq!(e.message, "Overloaded");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_non_streamed_answer() {
+        let body: Value = serde_json::from_str(
+            r#"{"content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"x","input":{}},{"type":"text","text":"b"}],
+                "stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4}}"#,
+        )
+        .unwrap();
+        let a = answer(&body).unwrap();
+        assert_eq!(a.text, "ab");
+        assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
+        assert_eq!(a.usage.input_tokens, Some(3));
+        assert_eq!(a.usage.cache_read_input_tokens, None);
+    }
+}

@@ -1,0 +1,150 @@
+//! OpenAI Chat Completions: headers, the answer, and the streamed chunks
+//! (`choices[0].delta.content`, `finish_reason`, the usage chunk that
+//! `stream_options.include_usage` adds before `data: [DONE]`).
+//!
+//! OpenAI's `prompt_tokens` includes the cached ones
+//! (`prompt_tokens_details.cached_tokens`); [`Usage::input_tokens`] is the
+//! rest, so that the counts mean the same for both providers.
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::Value;
+
+use super::upstream::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+
+pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
+    if let Some(k) = key
+        && let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", k.0))
+    {
+        v.set_sensitive(true);
+        h.insert(AUTHORIZATION, v);
+    }
+}
+
+pub(super) fn usage(u: &Value) -> Usage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    let cached = u
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .and_then(Value::as_u64);
+    Usage {
+        input_tokens: n("prompt_tokens").map(|p| p.saturating_sub(cached.unwrap_or(0))),
+        output_tokens: n("completion_tokens"),
+        cache_read_input_tokens: cached,
+        cache_creation_input_tokens: None,
+    }
+}
+
+pub(super) fn answer(body: &Value) -> Option<Answer> {
+    let choice = body.get("choices")?.get(0)?;
+    let message = choice.get("message")?;
+    let mut a = Answer {
+        text: message
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        stop_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..Answer::default()
+    };
+    if message.get("tool_calls").is_some() {
+        tracing::debug!("ignoring tool calls in the answer");
+    }
+    if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
+        a.usage = usage(u);
+        a.provider_usage = Some(u.clone());
+    }
+    Some(a)
+}
+
+pub(super) fn stream_event(d: &mut StreamDecoder, data: &str) -> Step {
+    if data.trim() == "[DONE]" {
+        return Step::Done;
+    }
+    let Ok(v) = serde_json::from_str::<Value>(data) else {
+        tracing::debug!("ignoring a chunk that is not JSON");
+        return Step::Nothing;
+    };
+    if let Some(e) = v.get("error") {
+        return Step::Error(UpstreamError::from_error_object(e));
+    }
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        d.answer.usage = usage(u);
+        d.answer.provider_usage = Some(u.clone());
+    }
+    let Some(choice) = v.get("choices").and_then(|c| c.get(0)) else {
+        return Step::Nothing;
+    };
+    if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+        d.answer.stop_reason = Some(r.to_string());
+    }
+    match choice
+        .get("delta")
+        .and_then(|x| x.get("content"))
+        .and_then(Value::as_str)
+    {
+        Some(t) if !t.is_empty() => {
+            d.answer.text.push_str(t);
+            Step::Text(t.to_string())
+        }
+        _ => Step::Nothing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::upstream::Provider;
+    use super::*;
+
+    #[test]
+    fn a_whole_stream_with_usage_then_done() {
+        let mut d = Provider::OpenAi.stream();
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Yo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":2006,"completion_tokens":300,"total_tokens":2306,"prompt_tokens_details":{"cached_tokens":1920}}}"#,
+        ];
+        let mut text = String::new();
+        for c in chunks {
+            if let Step::Text(t) = d.event("", c) {
+                text.push_str(&t);
+            }
+        }
+        assert_eq!(d.event("", "[DONE]"), Step::Done);
+        assert_eq!(text, "Yo");
+        let a = d.into_answer();
+        assert_eq!(a.stop_reason.as_deref(), Some("length"));
+        assert_eq!(
+            a.usage,
+            Usage {
+                input_tokens: Some(86),
+                output_tokens: Some(300),
+                cache_read_input_tokens: Some(1920),
+                cache_creation_input_tokens: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_non_streamed_answer_and_an_error_chunk() {
+        let body: Value = serde_json::from_str(
+            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":10,"completion_tokens":2}}"#,
+        )
+        .unwrap();
+        let a = answer(&body).unwrap();
+        assert_eq!(
+            (a.text.as_str(), a.stop_reason.as_deref()),
+            ("hi", Some("stop"))
+        );
+        assert_eq!(a.usage.input_tokens, Some(10));
+        let mut d = Provider::OpenAi.stream();
+        assert!(matches!(
+            d.event("", r#"{"error":{"message":"boom","type":"server_error"}}"#),
+            Step::Error(_)
+        ));
+    }
+}

@@ -1,0 +1,881 @@
+//! `POST /respond` and `POST /v1/context`: one turn of the respond path.
+//!
+//! A turn appends the user's `text_input`, then replays the log **as it
+//! stood before that line** (the replay is held while the line is written,
+//! and brought up to the line's offset only), adds `CURRENT_USER_REQUEST`,
+//! and sends that upstream: the user's text appears once, and
+//! `/v1/context` with the same input shows byte for byte what is sent. The
+//! upstream call runs in a task of its own, so a client that goes away —
+//! before the answer starts or in the middle of a stream — does not cut the
+//! turn: the answer is read to its end and appended as `text_output`, with
+//! its `stop_reason` when the model did not end normally.
+//!
+//! **Retries.** Upstream rate limits, overload and connection failures are
+//! retried with exponential backoff and jitter, honouring `retry-after`,
+//! within the request's deadline. **Idempotency.** A turn with a key
+//! (`Idempotency-Key` header or `"request_id"`) is remembered in the state
+//! store: a repeat gets the first answer, waits for a turn still running,
+//! or retries a failed one without appending a second `text_input`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot, watch};
+
+use super::upstream::{Answer, Step, UpstreamError, Usage};
+use super::writer::{self, Line};
+use super::{ApiError, AppState, Snapshot, json_response, read_body, snapshot, stats_json};
+use crate::state::{TurnBegin, TurnStatus};
+use crate::{CurrentRequest, LiveReplay};
+
+/// Longest idempotency key accepted.
+const MAX_KEY: usize = 255;
+/// Most of an upstream error body read.
+const MAX_ERROR_BODY: usize = 64 << 10;
+/// Capacity of a streamed answer's queue towards the client.
+const RELAY_QUEUE: usize = 64;
+
+/// A client's `/respond` or `/v1/context` input.
+pub(super) struct Input {
+    pub text: String,
+    pub session_id: Option<String>,
+    pub stream: bool,
+    /// Request fields for the upstream (`"params"`), checked.
+    pub params: Vec<(String, Value)>,
+    /// The idempotency key, from the header or `"request_id"`.
+    pub key: Option<String>,
+}
+
+impl Input {
+    /// What a key's request is, for telling a repeat from a reuse: the
+    /// text, session and params (not `stream`: a repeat may ask either way).
+    fn hash(&self) -> String {
+        // Stored, so a fixed algorithm (FNV-1a) over a canonical form.
+        let canonical = json!([self.text, self.session_id, self.params]).to_string();
+        let mut f: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in canonical.as_bytes() {
+            f ^= b as u64;
+            f = f.wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("{f:016x}")
+    }
+}
+
+pub(super) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, ApiError> {
+    let bad = |code, msg: String| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| bad("invalid_json", format!("the body is not valid JSON: {e}")))?;
+    let Some(obj) = v.as_object() else {
+        return Err(bad("invalid_json", "the body must be a JSON object".into()));
+    };
+    let text = match obj.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad("invalid_text", "`text` must be a string".into())),
+        None => return Err(bad("missing_text", "`text` is required".into())),
+    };
+    let session_id = match obj.get("session_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(bad(
+                "invalid_session_id",
+                "`session_id` must be a string".into(),
+            ));
+        }
+    };
+    let stream = match obj.get("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("invalid_stream", "`stream` must be a boolean".into())),
+    };
+    let params = match obj.get("params") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(p)) => {
+            let mut out = Vec::with_capacity(p.len());
+            for (k, v) in p {
+                if super::upstream::RESERVED_FIELDS.contains(&k.as_str()) {
+                    return Err(bad(
+                        "invalid_params",
+                        format!("`params` may not set `{k}`: the server writes it"),
+                    ));
+                }
+                out.push((k.clone(), v.clone()));
+            }
+            out
+        }
+        Some(_) => return Err(bad("invalid_params", "`params` must be an object".into())),
+    };
+    let from_body = match obj.get("request_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => {
+            return Err(bad(
+                "invalid_request_id",
+                "`request_id` must be a string".into(),
+            ));
+        }
+    };
+    let from_header = match headers.get("idempotency-key") {
+        None => None,
+        Some(h) => Some(
+            h.to_str()
+                .map_err(|_| {
+                    bad(
+                        "invalid_idempotency_key",
+                        "the Idempotency-Key header must be printable ASCII".into(),
+                    )
+                })?
+                .to_string(),
+        ),
+    };
+    let key = from_header.or(from_body);
+    if let Some(k) = &key
+        && (k.is_empty() || k.len() > MAX_KEY || k.bytes().any(|b| !(0x20..0x7f).contains(&b)))
+    {
+        return Err(bad(
+            "invalid_idempotency_key",
+            format!("an idempotency key must be 1 to {MAX_KEY} printable ASCII characters"),
+        ));
+    }
+    Ok(Input {
+        text,
+        session_id,
+        stream,
+        params,
+        key,
+    })
+}
+
+impl AppState {
+    /// The request body's pieces: head, the rendered messages, tail.
+    pub(super) fn body_parts(&self, snap: &Snapshot, input: &Input, stream: bool) -> Vec<Bytes> {
+        let p = self.cfg.provider;
+        let mut extra = self.cfg.upstream_fields.clone();
+        extra.extend(input.params.iter().cloned());
+        let fields = p.fields(&self.cfg.model, self.cfg.max_tokens, stream, &extra);
+        let current = CurrentRequest {
+            text: &input.text,
+            session_id: input.session_id.as_deref(),
+        };
+        let (head, tail) = crate::request_envelope(p.format(), &fields, &self.system, &current);
+        let mut parts = Vec::with_capacity(snap.chunks.len() + 2);
+        parts.push(Bytes::from(head));
+        parts.extend(snap.chunks.iter().cloned());
+        parts.push(Bytes::from(tail));
+        parts
+    }
+}
+
+fn stream_body(parts: Vec<Bytes>) -> Body {
+    Body::from_stream(futures_util::stream::iter(
+        parts.into_iter().map(Ok::<_, Infallible>),
+    ))
+}
+
+/// `POST /v1/context`: the request body `/respond` would send now.
+pub(super) async fn context(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
+    let body = read_body(&state, req).await?;
+    let input = parse_input(&headers, &body)?;
+    let _permit = state.permit()?;
+    let snap = snapshot(&state, false).await?;
+    let parts = state.body_parts(&snap, &input, input.stream);
+    Ok(json_response(StatusCode::OK, stream_body(parts)))
+}
+
+/// How a turn ended: the answer's JSON, or the error answered.
+pub(super) type Outcome = Result<Value, ApiError>;
+
+/// Turns running now, by idempotency key: repeats wait on them.
+#[derive(Default)]
+pub(super) struct InFlight {
+    turns: std::sync::Mutex<HashMap<String, watch::Sender<Option<Outcome>>>>,
+}
+
+/// What to do with a request, given its key.
+enum Plan {
+    /// Append the `text_input` and run the turn.
+    Fresh,
+    /// Run the turn again on the log before its `text_input` at this offset.
+    Retry(u64),
+    /// Answer what the first attempt answered.
+    Answered(Value),
+    /// Wait for the attempt running now.
+    Wait(watch::Receiver<Option<Outcome>>),
+}
+
+/// `POST /respond`.
+pub(super) async fn respond(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
+    let body = read_body(&state, req).await?;
+    let input = parse_input(&headers, &body)?;
+    if state.upstream.is_none() {
+        // No model to call: show the request, append nothing.
+        let _permit = state.permit()?;
+        let snap = snapshot(&state, false).await?;
+        let mut parts = vec![Bytes::from_static(b"{\"request\":")];
+        parts.extend(state.body_parts(&snap, &input, input.stream));
+        let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
+        parts.push(Bytes::from(format!(",\"stats\":{stats}}}")));
+        return Ok(json_response(StatusCode::OK, stream_body(parts)));
+    }
+    let plan = match &input.key {
+        None => Plan::Fresh,
+        Some(key) => plan_for(&state, key.clone(), input.hash()).await?,
+    };
+    match plan {
+        Plan::Answered(v) => Ok(answered(v, input.stream, true)),
+        Plan::Wait(rx) => {
+            let outcome = wait_for(rx).await;
+            outcome.map(|v| answered(v, input.stream, true))
+        }
+        Plan::Fresh | Plan::Retry(_) => {
+            let permit = match state.permit() {
+                Ok(p) => p,
+                Err(e) => {
+                    forget_key(&state, input.key.as_deref(), &e).await;
+                    return Err(e);
+                }
+            };
+            let retry = if let Plan::Retry(o) = plan {
+                Some(o)
+            } else {
+                None
+            };
+            start_turn(state.clone(), input, retry, permit).await
+        }
+    }
+}
+
+/// Looks the key up (in this process, then in the store) and claims it if
+/// no attempt is running.
+async fn plan_for(state: &Arc<AppState>, key: String, hash: String) -> Result<Plan, ApiError> {
+    let st = state.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let mut turns = st.inflight.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = turns.get(&key) {
+            return Ok(Some(Plan::Wait(tx.subscribe())));
+        }
+        let store = st.store()?;
+        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+        let begin = store.begin_turn(&st.cfg.log, &key, &hash, st.cfg.idempotency_ttl)?;
+        let plan = match begin {
+            TurnBegin::Conflict => return Ok(None),
+            TurnBegin::Seen {
+                status: TurnStatus::Done(response),
+                ..
+            } => {
+                return Ok(Some(Plan::Answered(
+                    serde_json::from_str(&response).unwrap_or(Value::Null),
+                )));
+            }
+            TurnBegin::New => Plan::Fresh,
+            TurnBegin::Seen {
+                input_offset: Some(o),
+                ..
+            } => {
+                store.restart_turn(&key)?;
+                Plan::Retry(o)
+            }
+            TurnBegin::Seen {
+                input_offset: None, ..
+            } => {
+                store.restart_turn(&key)?;
+                Plan::Fresh
+            }
+        };
+        let (tx, _) = watch::channel(None);
+        turns.insert(key, tx);
+        Ok::<_, crate::Error>(Some(plan))
+    })
+    .await
+    .map_err(|e| super::internal("state_failed", e))?;
+    match r {
+        Ok(None) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "idempotency_key_reused",
+            "this idempotency key was used for a different request",
+        )),
+        Ok(Some(p)) => Ok(p),
+        Err(e) => Err(super::internal("state_failed", e)),
+    }
+}
+
+async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
+    loop {
+        if let Some(o) = rx.borrow().clone() {
+            return o;
+        }
+        if rx.changed().await.is_err() {
+            // The attempt ended without a word (its task was dropped).
+            if let Some(o) = rx.borrow().clone() {
+                return o;
+            }
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "turn_abandoned",
+                "the first attempt with this key stopped; retry",
+            ));
+        }
+    }
+}
+
+/// The answer of a finished turn, as JSON or as a short event stream.
+fn answered(v: Value, stream: bool, repeated: bool) -> Response {
+    if !stream {
+        let mut r = json_response(StatusCode::OK, v.to_string());
+        if repeated {
+            r.headers_mut()
+                .insert("idempotent-replayed", HeaderValue::from_static("true"));
+        }
+        return r;
+    }
+    let text = v.get("text").cloned().unwrap_or(Value::Null);
+    let events = vec![sse("delta", &json!({ "text": text })), sse("done", &v)];
+    let mut r = Response::new(stream_body(events));
+    sse_headers(&mut r);
+    if repeated {
+        r.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    r
+}
+
+fn sse_headers(r: &mut Response) {
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+}
+
+fn sse(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+/// Records how a keyed turn ended and wakes whoever waits on it.
+async fn finish_key(state: &Arc<AppState>, key: Option<&str>, outcome: &Outcome) {
+    let Some(key) = key else {
+        return;
+    };
+    let st = state.clone();
+    let key = key.to_string();
+    let outcome = outcome.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        let response = outcome.as_ref().ok().map(Value::to_string);
+        match st.store() {
+            Ok(store) => {
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = store.finish_turn(&key, response.as_deref()) {
+                    tracing::error!(error = %e, "cannot record how a turn ended");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot record how a turn ended"),
+        }
+        let mut turns = st.inflight.turns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = turns.remove(&key) {
+            let _ = tx.send(Some(outcome));
+        }
+    })
+    .await;
+}
+
+/// A keyed turn that never started (busy): it failed before its input.
+async fn forget_key(state: &Arc<AppState>, key: Option<&str>, e: &ApiError) {
+    finish_key(state, key, &Err(e.clone())).await;
+}
+
+/// Appends the turn's `text_input` (unless it is a retry) and replays the
+/// log as it stood before it, then runs the rest of the turn in a task of
+/// its own and answers as the client asked.
+async fn start_turn(
+    state: Arc<AppState>,
+    input: Input,
+    retry: Option<u64>,
+    permit: OwnedSemaphorePermit,
+) -> Result<Response, ApiError> {
+    let begun = begin(&state, &input, retry).await;
+    let snap = match begun {
+        Ok(s) => s,
+        Err(e) => {
+            finish_key(&state, input.key.as_deref(), &Err(e.clone())).await;
+            return Err(e);
+        }
+    };
+    let parts = state.body_parts(&snap, &input, input.stream);
+    let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
+    let (started_tx, started_rx) = oneshot::channel::<Result<(), ApiError>>();
+    let (done_tx, done_rx) = oneshot::channel::<Outcome>();
+    let (events_tx, events_rx) = mpsc::channel::<Bytes>(RELAY_QUEUE);
+    let stream = input.stream;
+    let st = state.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let relay = stream.then_some(events_tx);
+        let outcome = run_turn(&st, &input, parts, stats, relay, started_tx).await;
+        finish_key(&st, input.key.as_deref(), &outcome).await;
+        let _ = done_tx.send(outcome);
+    });
+    if !stream {
+        return match done_rx.await {
+            Ok(o) => o.map(|v| answered(v, false, false)),
+            Err(_) => Err(super::internal("turn_failed", "the turn's task stopped")),
+        };
+    }
+    match started_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(e),
+        Err(_) => {
+            return match done_rx.await {
+                Ok(o) => o.map(|v| answered(v, true, false)),
+                Err(_) => Err(super::internal("turn_failed", "the turn's task stopped")),
+            };
+        }
+    }
+    let body = futures_util::stream::unfold(events_rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    let mut r = Response::new(Body::from_stream(body));
+    sse_headers(&mut r);
+    Ok(r)
+}
+
+/// The replay the turn's request is made of: the log before the turn's
+/// `text_input`, which is appended here unless this is a retry of a turn
+/// whose input is already at `retry`.
+async fn begin(
+    state: &Arc<AppState>,
+    input: &Input,
+    retry: Option<u64>,
+) -> Result<Snapshot, ApiError> {
+    let st = state.clone();
+    let key = input.key.clone();
+    let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
+    let r = tokio::task::spawn_blocking(
+        move || -> Result<(Snapshot, Option<writer::Durable>), ApiError> {
+            if let Some(offset) = retry {
+                // The live state has moved on: replay the log's prefix afresh.
+                let mut fresh =
+                    LiveReplay::new(&st.cfg.log, st.cfg.provider.format(), st.cfg.replay.clone())
+                        .with_selection(st.cfg.selection.clone());
+                fresh.refresh_to(offset).map_err(super::replay_failed)?;
+                let snap =
+                    super::snapshot_of(&st, &mut fresh, false).map_err(super::replay_failed)?;
+                return Ok((snap, None));
+            }
+            // Hold the replay while the line is written: nothing else brings
+            // it past the line before this turn's snapshot is taken.
+            let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
+            let (appended, durable) = st
+                .writer
+                .append_blocking(vec![line])
+                .map_err(|e| st.append_failed(&e))?;
+            let offset = appended[0].offset;
+            if let Some(k) = &key {
+                let recorded = st.store().and_then(|s| {
+                    s.lock().unwrap_or_else(|p| p.into_inner()).set_turn_input(
+                        &st.cfg.log,
+                        k,
+                        offset,
+                    )
+                });
+                if let Err(e) = recorded {
+                    tracing::error!(error = %e, "cannot record a turn's input offset");
+                }
+            }
+            if live
+                .refresh_to(offset)
+                .map_err(super::replay_failed)?
+                .rebuilt
+            {
+                *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            }
+            let snap = if live.info().committed_bytes > offset {
+                // Only if the file changed identity under us: build afresh.
+                drop(live);
+                let mut fresh =
+                    LiveReplay::new(&st.cfg.log, st.cfg.provider.format(), st.cfg.replay.clone())
+                        .with_selection(st.cfg.selection.clone());
+                fresh.refresh_to(offset).map_err(super::replay_failed)?;
+                super::snapshot_of(&st, &mut fresh, false).map_err(super::replay_failed)?
+            } else {
+                let s = super::snapshot_of(&st, &mut live, false).map_err(super::replay_failed)?;
+                drop(live);
+                s
+            };
+            Ok((snap, Some(durable)))
+        },
+    )
+    .await
+    .map_err(|e| super::internal("turn_failed", e))??;
+    let (snap, durable) = r;
+    if let Some(d) = durable {
+        writer::durable(d)
+            .await
+            .map_err(|e| state.append_failed(&e))?;
+    }
+    Ok(snap)
+}
+
+/// Why an upstream call failed, before any of the answer was read.
+#[derive(Debug, Clone)]
+enum CallError {
+    /// The request's deadline passed.
+    Timeout,
+    /// No connection, or it broke before the answer's headers.
+    Unreachable(String),
+    /// The upstream answered an error.
+    Status(UpstreamError),
+}
+
+impl CallError {
+    fn retryable(&self) -> bool {
+        match self {
+            CallError::Timeout => false,
+            CallError::Unreachable(_) => true,
+            CallError::Status(u) => u.retryable,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            CallError::Status(u) => u.retry_after,
+            _ => None,
+        }
+    }
+}
+
+impl AppState {
+    fn timeout_error(&self) -> ApiError {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "the upstream did not answer within {} s",
+                self.cfg.upstream_timeout.as_secs()
+            ),
+        )
+    }
+
+    fn call_error(&self, e: CallError) -> ApiError {
+        match e {
+            CallError::Timeout => self.timeout_error(),
+            CallError::Unreachable(m) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                format!("cannot reach the upstream: {m}"),
+            ),
+            CallError::Status(u) => upstream_error(u),
+        }
+    }
+}
+
+/// An upstream error answered to the client: a rate limit stays a 429 and
+/// overload a 503 (with the upstream's `retry-after`), a timeout a 504,
+/// anything else a 502; the body names the upstream's status and code.
+fn upstream_error(u: UpstreamError) -> ApiError {
+    let status = match u.status {
+        Some(429) => StatusCode::TOO_MANY_REQUESTS,
+        Some(503 | 529) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(408 | 504) => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let message = match u.status {
+        Some(s) => format!("the upstream answered {s}: {}", u.message),
+        None => format!("the upstream reported an error: {}", u.message),
+    };
+    let mut e = ApiError::new(status, "upstream_error", message);
+    e.upstream_status = u.status;
+    e.upstream_code = u.code;
+    e.retry_after = u.retry_after;
+    e
+}
+
+/// A reqwest error's text without its URL (which could carry credentials).
+pub(super) fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(u) = e.url() {
+        s = s.replace(u.as_str(), "<upstream>");
+    }
+    s
+}
+
+/// Sends the request, retrying what may succeed on a later try.
+async fn call(
+    state: &AppState,
+    parts: &[Bytes],
+    deadline: tokio::time::Instant,
+) -> Result<reqwest::Response, CallError> {
+    let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    let provider = state.cfg.provider;
+    let endpoint = state.upstream.clone().expect("a turn has an upstream");
+    let once = || async {
+        let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
+            Vec::from(parts).into_iter().map(Ok::<_, Infallible>),
+        ));
+        let request = state
+            .client
+            .post(endpoint.clone())
+            .headers(provider.headers(state.cfg.api_key.as_ref()))
+            .header(header::CONTENT_LENGTH, len)
+            .body(body);
+        let resp = match tokio::time::timeout_at(deadline, request.send()).await {
+            Err(_) => return Err(CallError::Timeout),
+            Ok(Err(e)) if e.is_timeout() => return Err(CallError::Timeout),
+            Ok(Err(e)) => return Err(CallError::Unreachable(without_url(&e))),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let headers = resp.headers().clone();
+        let body = read_limited(resp, deadline).await;
+        Err(CallError::Status(UpstreamError::from_response(
+            status.as_u16(),
+            &headers,
+            &body,
+            state.cfg.api_key.as_ref(),
+        )))
+    };
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(state.cfg.retry_min_delay)
+        .with_max_delay(Duration::from_secs(30))
+        .with_jitter()
+        .with_max_times(state.cfg.upstream_retries as usize);
+    once.retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(CallError::retryable)
+        .adjust(|e, backoff| {
+            // The upstream's own wait, if it gave one; never past the
+            // deadline (then the error is answered now, with its wait).
+            let wait = e.retry_after().unwrap_or(backoff?);
+            (tokio::time::Instant::now() + wait < deadline).then_some(wait)
+        })
+        .notify(|e, wait| {
+            tracing::warn!(error = ?e, wait_ms = wait.as_millis() as u64, "upstream call failed; retrying");
+        })
+        .await
+}
+
+/// Up to [`MAX_ERROR_BODY`] of a response's body, by the deadline.
+async fn read_limited(resp: reqwest::Response, deadline: tokio::time::Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while out.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Some(Ok(b))) => out.extend_from_slice(&b[..b.len().min(MAX_ERROR_BODY - out.len())]),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// Calls the upstream, reads its whole answer (relaying a stream to the
+/// client while the client keeps up), appends it, and says how it ended.
+async fn run_turn(
+    state: &Arc<AppState>,
+    input: &Input,
+    parts: Vec<Bytes>,
+    stats: Value,
+    relay: Option<mpsc::Sender<Bytes>>,
+    started: oneshot::Sender<Result<(), ApiError>>,
+) -> Outcome {
+    let deadline = tokio::time::Instant::now() + state.cfg.upstream_timeout;
+    let began = Instant::now();
+    let resp = match call(state, &parts, deadline).await {
+        Ok(r) => r,
+        Err(e) => {
+            let e = state.call_error(e);
+            tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
+            let _ = started.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let answer = if relay.is_some() {
+        let _ = started.send(Ok(()));
+        read_stream(state, resp, relay.clone()).await
+    } else {
+        read_whole(state, resp, deadline).await
+    };
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(code = e.code, message = %e.message, "turn failed");
+            if let Some(tx) = &relay {
+                let _ = tx.try_send(sse("error", &e.json()));
+            }
+            return Err(e);
+        }
+    };
+    let provider = state.cfg.provider;
+    let unusual = answer
+        .stop_reason
+        .as_deref()
+        .filter(|r| !provider.normal_stop(r));
+    let line = Line::turn(
+        "text_output",
+        input.session_id.as_deref(),
+        &answer.text,
+        unusual,
+    );
+    if let Err(e) = state.writer.append(vec![line]).await {
+        let e = state.append_failed(&e);
+        if let Some(tx) = &relay {
+            let _ = tx.try_send(sse("error", &e.json()));
+        }
+        return Err(e);
+    }
+    state.count_usage(&answer.usage);
+    tracing::info!(
+        input_tokens = answer.usage.input_tokens,
+        cache_read_input_tokens = answer.usage.cache_read_input_tokens,
+        cache_creation_input_tokens = answer.usage.cache_creation_input_tokens,
+        output_tokens = answer.usage.output_tokens,
+        stop_reason = answer.stop_reason.as_deref().unwrap_or(""),
+        ms = began.elapsed().as_millis() as u64,
+        "turn answered"
+    );
+    let mut out = json!({
+        "text": answer.text,
+        "stop_reason": answer.stop_reason,
+        "usage": answer.usage.to_json(),
+        "stats": stats,
+    });
+    if let Some(u) = &answer.provider_usage {
+        out["provider_usage"] = u.clone();
+    }
+    if let Some(tx) = &relay {
+        let _ = tx.try_send(sse("done", &out));
+    }
+    Ok(out)
+}
+
+/// A non-streamed answer.
+async fn read_whole(
+    state: &AppState,
+    resp: reqwest::Response,
+    deadline: tokio::time::Instant,
+) -> Result<Answer, ApiError> {
+    let body = match tokio::time::timeout_at(deadline, resp.bytes()).await {
+        Err(_) => return Err(state.timeout_error()),
+        Ok(Err(e)) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                format!("reading the upstream's answer: {}", without_url(&e)),
+            ));
+        }
+        Ok(Ok(b)) => b,
+    };
+    let v: Option<Value> = serde_json::from_slice(&body).ok();
+    if let Some(e) = v
+        .as_ref()
+        .and_then(|v| v.get("error"))
+        .filter(|e| e.is_object())
+    {
+        return Err(upstream_error(
+            UpstreamError::from_error_object(e).redacted(state.cfg.api_key.as_ref()),
+        ));
+    }
+    v.as_ref()
+        .and_then(|v| state.cfg.provider.answer(v))
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_bad_answer",
+                "the upstream's answer has no text in the provider's format",
+            )
+        })
+}
+
+/// A streamed answer, relayed while the client reads. A client that reads
+/// nothing for `--write-timeout` (or has gone) is let go; the answer is
+/// still read to its end.
+async fn read_stream(
+    state: &AppState,
+    resp: reqwest::Response,
+    mut relay: Option<mpsc::Sender<Bytes>>,
+) -> Result<Answer, ApiError> {
+    use eventsource_stream::Eventsource;
+    let mut events = resp.bytes_stream().eventsource();
+    let mut decoder = state.cfg.provider.stream();
+    let idle = state.cfg.upstream_timeout;
+    loop {
+        let event = match tokio::time::timeout(idle, events.next()).await {
+            Err(_) => return Err(state.timeout_error()),
+            Ok(None) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_incomplete",
+                    "the upstream's stream ended before the answer was complete",
+                ));
+            }
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    format!(
+                        "reading the upstream's stream: {}",
+                        super::upstream::redact(&e.to_string(), state.cfg.api_key.as_ref())
+                    ),
+                ));
+            }
+            Ok(Some(Ok(ev))) => ev,
+        };
+        match decoder.event(&event.event, &event.data) {
+            Step::Text(t) => {
+                if let Some(tx) = &relay {
+                    let piece = sse("delta", &json!({ "text": t }));
+                    if tx
+                        .send_timeout(piece, state.cfg.write_timeout)
+                        .await
+                        .is_err()
+                    {
+                        tracing::info!(
+                            "the client stopped reading; finishing the answer without it"
+                        );
+                        relay = None;
+                    }
+                }
+            }
+            Step::Done => return Ok(decoder.into_answer()),
+            Step::Error(e) => {
+                return Err(upstream_error(e.redacted(state.cfg.api_key.as_ref())));
+            }
+            Step::Nothing => {}
+        }
+    }
+}
+
+impl AppState {
+    pub(super) fn count_usage(&self, u: &Usage) {
+        let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        t.turns += 1;
+        t.usage.add(u);
+    }
+}
+
+/// Token counts summed over the turns answered since the server started.
+#[derive(Debug, Default)]
+pub(super) struct Totals {
+    pub turns: u64,
+    pub usage: Usage,
+}
