@@ -3,272 +3,17 @@
 //! provider's protocol, streaming and not, started by each test.
 
 mod common;
+mod mock;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post as post_route;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
-use wmreplay::server::{self, ApiKey, Config, Provider};
+use wmreplay::server::Provider;
 use wmreplay::{CurrentRequest, ReplayOptions, replay};
 
-const KEY: &str = "sk-test-very-secret-key";
-
-/// How the mock upstream behaves.
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    Ok,
-    /// Answers an error status with a provider-style error body.
-    Fail(u16),
-    /// Waits this long before answering.
-    Slow(u64),
-}
-
-#[derive(Clone)]
-struct Mock {
-    provider: Provider,
-    mode: Mode,
-    seen: Arc<Mutex<Vec<Value>>>,
-    keys: Arc<Mutex<Vec<String>>>,
-}
-
-/// The user_text of the request's CURRENT_USER_REQUEST message.
-fn current_text(body: &Value) -> String {
-    let msgs = body["messages"].as_array().unwrap();
-    let last = msgs.last().unwrap();
-    let text = match &last["content"] {
-        Value::String(s) => s.clone(),
-        other => other[0]["text"].as_str().unwrap().to_string(),
-    };
-    text.split_once("user_text: ").unwrap().1.to_string()
-}
-
-fn answer_for(body: &Value) -> String {
-    format!("answer to «{}» \"quoted\"\nline two", current_text(body))
-}
-
-async fn mock_handler(State(m): State<Mock>, headers: HeaderMap, body: String) -> Response {
-    let v: Value = serde_json::from_str(&body).expect("the server sends valid JSON");
-    m.seen.lock().unwrap().push(v.clone());
-    let key = match m.provider {
-        Provider::Anthropic => headers
-            .get("x-api-key")
-            .map(|h| h.to_str().unwrap().to_string()),
-        Provider::OpenAi => headers.get("authorization").map(|h| {
-            h.to_str()
-                .unwrap()
-                .trim_start_matches("Bearer ")
-                .to_string()
-        }),
-    };
-    m.keys.lock().unwrap().push(key.unwrap_or_default());
-    match m.mode {
-        Mode::Fail(code) => {
-            let body = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded, try later"}});
-            return (StatusCode::from_u16(code).unwrap(), body.to_string()).into_response();
-        }
-        Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
-        Mode::Ok => {}
-    }
-    let answer = answer_for(&v);
-    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    if !stream {
-        let body = match m.provider {
-            Provider::Anthropic => json!({
-                "id": "msg_1", "type": "message", "role": "assistant",
-                "content": [{"type": "text", "text": answer}],
-                "stop_reason": "end_turn"
-            }),
-            Provider::OpenAi => json!({
-                "id": "c1", "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]
-            }),
-        };
-        return ([("content-type", "application/json")], body.to_string()).into_response();
-    }
-    // Streamed in pieces of a few characters, each event in its own chunk.
-    let pieces: Vec<String> = answer
-        .chars()
-        .collect::<Vec<_>>()
-        .chunks(4)
-        .map(|c| c.iter().collect())
-        .collect();
-    let mut events: Vec<String> = Vec::new();
-    match m.provider {
-        Provider::Anthropic => {
-            events.push("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}\n\n".into());
-            events.push("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into());
-            events.push("event: ping\ndata: {\"type\":\"ping\"}\n\n".into());
-            for p in &pieces {
-                let d = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}});
-                events.push(format!("event: content_block_delta\ndata: {d}\n\n"));
-            }
-            events.push("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into());
-            events.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into());
-        }
-        Provider::OpenAi => {
-            for p in &pieces {
-                let d = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
-                events.push(format!("data: {d}\n\n"));
-            }
-            events.push("data: [DONE]\n\n".into());
-        }
-    }
-    let stream =
-        futures_util::stream::iter(events.into_iter().map(Ok::<_, std::convert::Infallible>));
-    (
-        [("content-type", "text/event-stream")],
-        Body::from_stream(stream),
-    )
-        .into_response()
-}
-
-async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
-    let m = Mock {
-        provider,
-        mode,
-        seen: Arc::default(),
-        keys: Arc::default(),
-    };
-    let app = Router::new()
-        .route("/v1/messages", post_route(mock_handler))
-        .route("/v1/chat/completions", post_route(mock_handler))
-        .with_state(m.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}"), m)
-}
-
-struct Running {
-    url: String,
-    stop: Option<oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<(), server::ServeError>>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.done.await.unwrap().unwrap();
-    }
-}
-
-async fn start(cfg: Config) -> Running {
-    let listener = server::bind("127.0.0.1:0".parse::<SocketAddr>().unwrap())
-        .await
-        .unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = oneshot::channel::<()>();
-    let done = tokio::spawn(server::serve(cfg, listener, async {
-        let _ = rx.await;
-    }));
-    // Up once it answers (the first replay happens before it serves).
-    for _ in 0..400 {
-        if let Ok(r) = client().get(format!("{url}/healthz")).send().await
-            && r.status() == 200
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Running {
-        url,
-        stop: Some(tx),
-        done,
-    }
-}
-
-fn config(log: &Path, upstream: Option<&str>, provider: Provider) -> Config {
-    let mut c = Config::new(log);
-    c.upstream = upstream.map(str::to_string);
-    c.provider = provider;
-    c.model = "test-model".into();
-    c.api_key = Some(ApiKey(KEY.into()));
-    c.fsync = false;
-    c
-}
-
-fn example_log(dir: &Path) -> PathBuf {
-    let path = dir.join("wm.log");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"),
-        &path,
-    )
-    .unwrap();
-    path
-}
-
-fn client() -> reqwest::Client {
-    server::install_crypto_provider();
-    reqwest::Client::new()
-}
-
-async fn post(url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
-    let r = client()
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.text().await.unwrap())
-}
-
-fn log_lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l.trim()).ok())
-        .collect()
-}
-
-fn example_bytes() -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"))
-        .unwrap()
-}
-
-/// Records of `kind` the server appended (after the example's bytes).
-fn turns(path: &Path, kind: &str) -> Vec<Value> {
-    let all = std::fs::read(path).unwrap();
-    let start = example_bytes().len();
-    String::from_utf8_lossy(&all[start..])
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("appended lines parse"))
-        .filter(|v| v["type"] == kind)
-        .collect()
-}
-
-/// A one-shot body with the provider's fields first in its object.
-fn with_fields(body: &[u8], fields: &str) -> Vec<u8> {
-    assert_eq!(body[0], b'{');
-    let mut out = b"{".to_vec();
-    out.extend_from_slice(fields.as_bytes());
-    out.push(b',');
-    out.extend_from_slice(&body[1..]);
-    out
-}
-
-/// Texts of a request's messages, in order.
-fn message_texts(body: &Value) -> Vec<String> {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| match &m["content"] {
-            Value::String(s) => s.clone(),
-            other => other[0]["text"].as_str().unwrap().to_string(),
-        })
-        .collect()
-}
+use mock::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_upstream_respond_shows_the_request_and_appends_nothing() {
@@ -335,7 +80,7 @@ async fn seed_checklist_labels_continuity_and_no_derived_context() {
         )
         .await;
         assert_eq!(s2, 200, "{b2}");
-        let seen = mock.seen.lock().unwrap().clone();
+        let seen = mock.bodies();
         assert_eq!(seen.len(), 2);
         let second = &seen[1];
         let texts = message_texts(second);
@@ -378,7 +123,7 @@ async fn seed_checklist_labels_continuity_and_no_derived_context() {
             assert_eq!(second["max_tokens"], 1024);
         }
         // The key reached the upstream and nowhere else.
-        assert!(mock.keys.lock().unwrap().iter().all(|k| k == KEY));
+        assert!(mock.keys().iter().all(|k| k == KEY));
         assert!(!b1.contains(KEY) && !b2.contains(KEY));
         // The log: two inputs and two outputs, the session kept, ts_ms rising.
         let ins = turns(&log, "text_input");
@@ -435,7 +180,7 @@ async fn streaming_relays_events_and_appends_the_whole_answer() {
             done["stats"]["parsed_entries"].as_u64().unwrap(),
             before.stats().parsed_entries
         );
-        assert_eq!(mock.seen.lock().unwrap()[0]["stream"], true);
+        assert_eq!(mock.bodies()[0]["stream"], true);
         let outs = turns(&log, "text_output");
         assert_eq!(outs.len(), 1);
         assert_eq!(outs[0]["text"], want);
@@ -447,7 +192,7 @@ async fn streaming_relays_events_and_appends_the_whole_answer() {
 async fn upstream_errors_map_to_503_502_and_504_and_append_no_answer() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
-    let (up, _) = start_mock(Provider::Anthropic, Mode::Fail(529)).await;
+    let (up, _) = start_mock(Provider::Anthropic, Mode::fail(529)).await;
     let mut cfg = config(&log, Some(&up), Provider::Anthropic);
     cfg.retry_min_delay = Duration::from_millis(20);
     let srv = start(cfg).await;

@@ -1,0 +1,410 @@
+//! A recording mock of the model APIs (Anthropic Messages and OpenAI Chat
+//! Completions), a real local HTTP server started by each test: it keeps
+//! every request's raw body and key, and answers as scripted — errors with
+//! the provider's error shape and `retry-after`, slow answers, slow
+//! streams, `max_tokens` stops, redirects, usage with cache counts.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post as post_route};
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use wmreplay::server::{self, ApiKey, Config, Provider};
+
+/// How the mock answers one request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    /// The answer, ending normally.
+    Ok,
+    /// The answer, cut by the token limit (`max_tokens` / `length`).
+    Truncated,
+    /// An error status with a provider-style error body (`echo`: the
+    /// body repeats the request's key, as some APIs do on a 401).
+    Fail {
+        status: u16,
+        retry_after: Option<&'static str>,
+        echo_key: bool,
+    },
+    /// Waits this long before answering.
+    Slow(u64),
+    /// Streams with this many ms between events (non-streamed: a normal
+    /// answer).
+    SlowStream(u64),
+    /// Answers 302 to this URL.
+    Redirect(String),
+}
+
+impl Mode {
+    pub fn fail(status: u16) -> Mode {
+        Mode::Fail {
+            status,
+            retry_after: None,
+            echo_key: false,
+        }
+    }
+}
+
+/// One request as the mock received it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub raw: Vec<u8>,
+    pub json: Value,
+    pub key: String,
+}
+
+#[derive(Clone)]
+pub struct Mock {
+    pub provider: Provider,
+    /// Answers for the next requests, in order; then `mode`.
+    pub script: Arc<Mutex<VecDeque<Mode>>>,
+    pub mode: Mode,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    /// Requests that reached the redirect target.
+    pub redirected: Arc<Mutex<Vec<HeaderMap>>>,
+}
+
+impl Mock {
+    pub fn bodies(&self) -> Vec<Value> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.json.clone())
+            .collect()
+    }
+
+    pub fn keys(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| s.key.clone())
+            .collect()
+    }
+
+    pub fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    /// Answers the next requests so, before the default mode.
+    pub fn then(&self, modes: impl IntoIterator<Item = Mode>) {
+        self.script.lock().unwrap().extend(modes);
+    }
+}
+
+/// The user_text of the request's CURRENT_USER_REQUEST message.
+pub fn current_text(body: &Value) -> String {
+    let msgs = body["messages"].as_array().unwrap();
+    let last = msgs.last().unwrap();
+    let text = match &last["content"] {
+        Value::String(s) => s.clone(),
+        other => other[0]["text"].as_str().unwrap().to_string(),
+    };
+    text.split_once("user_text: ").unwrap().1.to_string()
+}
+
+/// What the mock answers to a request whose current text is `t`.
+pub fn answer_to(t: &str) -> String {
+    format!("answer to «{t}» \"quoted\"\nline two")
+}
+
+async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).expect("the server sends valid JSON");
+    let key = match m.provider {
+        Provider::Anthropic => headers
+            .get("x-api-key")
+            .map(|h| h.to_str().unwrap().to_string()),
+        Provider::OpenAi => headers.get("authorization").map(|h| {
+            h.to_str()
+                .unwrap()
+                .trim_start_matches("Bearer ")
+                .to_string()
+        }),
+    }
+    .unwrap_or_default();
+    m.seen.lock().unwrap().push(Seen {
+        raw: body.to_vec(),
+        json: v.clone(),
+        key: key.clone(),
+    });
+    let mode = m
+        .script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(m.mode.clone());
+    let mut pause = 0;
+    let mut truncated = false;
+    match mode {
+        Mode::Fail {
+            status,
+            retry_after,
+            echo_key,
+        } => {
+            let message = if echo_key {
+                format!("invalid x-api-key: {key}")
+            } else {
+                "Overloaded, try later".to_string()
+            };
+            let kind = if status == 429 {
+                "rate_limit_error"
+            } else {
+                "overloaded_error"
+            };
+            let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+            let mut r = (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
+            if let Some(ra) = retry_after {
+                r.headers_mut().insert("retry-after", ra.parse().unwrap());
+            }
+            return r;
+        }
+        Mode::Redirect(to) => {
+            return (StatusCode::FOUND, [("location", to)], "moved").into_response();
+        }
+        Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        Mode::SlowStream(ms) => pause = ms,
+        Mode::Truncated => truncated = true,
+        Mode::Ok => {}
+    }
+    let answer = answer_to(&current_text(&v));
+    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stop = match (m.provider, truncated) {
+        (Provider::Anthropic, false) => "end_turn",
+        (Provider::Anthropic, true) => "max_tokens",
+        (Provider::OpenAi, false) => "stop",
+        (Provider::OpenAi, true) => "length",
+    };
+    if !stream {
+        let body = match m.provider {
+            Provider::Anthropic => json!({
+                "id": "msg_1", "type": "message", "role": "assistant",
+                "content": [{"type": "text", "text": answer}],
+                "stop_reason": stop,
+                "usage": {"input_tokens": 11, "output_tokens": 7,
+                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+            }),
+            Provider::OpenAi => json!({
+                "id": "c1", "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": stop}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7,
+                          "prompt_tokens_details": {"cached_tokens": 0}}
+            }),
+        };
+        return ([("content-type", "application/json")], body.to_string()).into_response();
+    }
+    // Streamed in pieces of a few characters, each event in its own chunk.
+    let pieces: Vec<String> = answer
+        .chars()
+        .collect::<Vec<_>>()
+        .chunks(4)
+        .map(|c| c.iter().collect())
+        .collect();
+    let mut events: Vec<String> = Vec::new();
+    match m.provider {
+        Provider::Anthropic => {
+            events.push("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":11,\"output_tokens\":1}}}\n\n".into());
+            events.push("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into());
+            events.push("event: ping\ndata: {\"type\":\"ping\"}\n\n".into());
+            for p in &pieces {
+                let d = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}});
+                events.push(format!("event: content_block_delta\ndata: {d}\n\n"));
+            }
+            events.push("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n".into());
+            let d = json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 7}});
+            events.push(format!("event: message_delta\ndata: {d}\n\n"));
+            events.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into());
+        }
+        Provider::OpenAi => {
+            for p in &pieces {
+                let d = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
+                events.push(format!("data: {d}\n\n"));
+            }
+            let d = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": stop}]});
+            events.push(format!("data: {d}\n\n"));
+            if v["stream_options"]["include_usage"] == true {
+                let d = json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 0}}});
+                events.push(format!("data: {d}\n\n"));
+            }
+            events.push("data: [DONE]\n\n".into());
+        }
+    }
+    let stream = futures_util::stream::iter(events).then(move |e| async move {
+        if pause > 0 {
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+        Ok::<_, std::convert::Infallible>(e)
+    });
+    (
+        [("content-type", "text/event-stream")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+async fn redirect_target(State(m): State<Mock>, headers: HeaderMap) -> Response {
+    m.redirected.lock().unwrap().push(headers);
+    let body = json!({
+        "content": [{"type": "text", "text": "from the redirect target"}],
+        "stop_reason": "end_turn",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "from the redirect target"}, "finish_reason": "stop"}]
+    });
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+use futures_util::StreamExt;
+
+/// Starts a mock answering in `mode`; returns its base URL.
+pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
+    let m = Mock {
+        provider,
+        mode,
+        script: Arc::default(),
+        seen: Arc::default(),
+        redirected: Arc::default(),
+    };
+    let app = Router::new()
+        .route("/v1/messages", post_route(handler))
+        .route("/v1/chat/completions", post_route(handler))
+        .route("/elsewhere", get(redirect_target).post(redirect_target))
+        .with_state(m.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), m)
+}
+
+// The server under test, in process.
+
+pub const KEY: &str = "sk-test-very-secret-key";
+
+pub struct Running {
+    pub url: String,
+    stop: Option<oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), server::ServeError>>,
+}
+
+impl Running {
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.done.await.unwrap().unwrap();
+    }
+}
+
+pub async fn start(cfg: Config) -> Running {
+    let listener = server::bind("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .await
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = oneshot::channel::<()>();
+    let done = tokio::spawn(server::serve(cfg, listener, async {
+        let _ = rx.await;
+    }));
+    // Up once it answers (the first replay happens before it serves).
+    for _ in 0..400 {
+        if let Ok(r) = client().get(format!("{url}/healthz")).send().await
+            && r.status() == 200
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Running {
+        url,
+        stop: Some(tx),
+        done,
+    }
+}
+
+pub fn config(log: &Path, upstream: Option<&str>, provider: Provider) -> Config {
+    let mut c = Config::new(log);
+    c.upstream = upstream.map(str::to_string);
+    c.provider = provider;
+    c.model = "test-model".into();
+    c.api_key = Some(ApiKey(KEY.into()));
+    c.fsync = false;
+    c
+}
+
+pub fn example_log(dir: &Path) -> PathBuf {
+    let path = dir.join("wm.log");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"),
+        &path,
+    )
+    .unwrap();
+    path
+}
+
+pub fn client() -> reqwest::Client {
+    server::install_crypto_provider();
+    reqwest::Client::new()
+}
+
+pub async fn post(url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
+    let r = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.text().await.unwrap())
+}
+
+pub fn log_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l.trim()).ok())
+        .collect()
+}
+
+pub fn example_bytes() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"))
+        .unwrap()
+}
+
+/// Records of `kind` the server appended (after the example's bytes).
+pub fn turns(path: &Path, kind: &str) -> Vec<Value> {
+    let all = std::fs::read(path).unwrap();
+    let start = example_bytes().len();
+    String::from_utf8_lossy(&all[start..])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("appended lines parse"))
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// A one-shot body with the provider's fields first in its object.
+pub fn with_fields(body: &[u8], fields: &str) -> Vec<u8> {
+    assert_eq!(body[0], b'{');
+    let mut out = b"{".to_vec();
+    out.extend_from_slice(fields.as_bytes());
+    out.push(b',');
+    out.extend_from_slice(&body[1..]);
+    out
+}
+
+/// Texts of a request's messages, in order.
+pub fn message_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other[0]["text"].as_str().unwrap().to_string(),
+        })
+        .collect()
+}

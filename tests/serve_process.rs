@@ -1,0 +1,253 @@
+//! `wmreplay serve` as a process: settings checked at start-up, a write that
+//! fails part-way (a file size limit), and what its logs show (no colour
+//! codes off a terminal, JSON lines on request, never the API key).
+
+mod mock;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wmreplay::server::Provider;
+
+use mock::*;
+
+fn wmreplay() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+}
+
+/// Runs `serve` with `args` and expects it to refuse them: exit 2 with a
+/// message containing `says`.
+fn refused(args: &[&str], says: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wmreplay()
+        .args(["serve", "--log"])
+        .arg(dir.path().join("wm.log"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err}");
+}
+
+#[test]
+fn settings_are_checked_at_start_up() {
+    refused(
+        &["--upstream", "api.anthropic.com"],
+        "https://api.anthropic.com",
+    );
+    refused(&["--upstream", "ftp://example.com"], "http or https");
+    refused(&["--upstream", "http://"], "--upstream");
+    refused(&["--provider", "gemini"], "unknown provider");
+    refused(&["--header-timeout", "18446744073709551615"], "limit");
+    refused(&["--upstream-timeout", "0"], "more than zero");
+    refused(&["--write-timeout", "2d"], "limit");
+    refused(&["--idempotency-ttl", "forever"], "not a duration");
+    refused(&["--upstream-field", "temperature"], "NAME=JSON");
+    refused(&["--upstream-field", "user=bob"], "quote");
+    refused(&["--upstream-field", "messages=[]"], "messages");
+    refused(&["--upstream-retries", "1000"], "1000");
+    refused(&["--max-tokens", "0"], "0");
+    refused(&["--addr", "no-port"], "--addr");
+    refused(&["--log-format", "xml"], "xml");
+}
+
+/// A server process and what it printed on stderr so far.
+struct Serving {
+    child: Child,
+    url: String,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Serving {
+    /// Starts `serve` on an ephemeral port and waits for its `listening`
+    /// line. `limit`: a file size limit (RLIMIT_FSIZE) for the process.
+    fn start(log: &Path, args: &[&str], envs: &[(&str, &str)], limit: Option<u64>) -> Serving {
+        let mut cmd = wmreplay();
+        cmd.args(["serve", "--log"])
+            .arg(log)
+            .args(["--addr", "localhost:0"])
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        if let Some(bytes) = limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only setrlimit, which is async-signal-safe, runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let l = libc::rlimit {
+                        rlim_cur: bytes,
+                        rlim_max: bytes,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_FSIZE, &l) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let keep = seen.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stderr);
+            let mut line = Vec::new();
+            let mut sent = false;
+            while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+                keep.lock().unwrap().extend_from_slice(&line);
+                let text = String::from_utf8_lossy(&line).to_string();
+                if !sent && text.contains("listening") {
+                    let _ = tx.send(text);
+                    sent = true;
+                }
+                line.clear();
+            }
+            let mut rest = Vec::new();
+            let _ = r.read_to_end(&mut rest);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the server says where it listens");
+        let addr = line
+            .split(|c: char| c.is_whitespace() || c == '"' || c == ',' || c == '=')
+            .find(|w| w.starts_with("127.0.0.1:") || w.starts_with("[::1]:"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        Serving {
+            child,
+            url: format!("http://{addr}"),
+            stderr: seen,
+        }
+    }
+
+    fn stop(mut self) -> String {
+        // SAFETY: kill sends a signal to our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status:?}");
+        std::thread::sleep(Duration::from_millis(50));
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).to_string()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_fails_part_way_leaves_no_torn_line_and_the_next_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let before = std::fs::read(&log).unwrap();
+    let (up, _) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    // Room for a short turn and its answer, not for a long input.
+    let limit = before.len() as u64 + 600;
+    let srv = Serving::start(
+        &log,
+        &[
+            "--upstream",
+            &up,
+            "--state",
+            &dir.path().join("st.db").display().to_string(),
+        ],
+        &[("ANTHROPIC_API_KEY", "k")],
+        Some(limit),
+    );
+    let long = "y".repeat(2000);
+    let (status, body) = post(
+        &format!("{}/respond", srv.url),
+        json!({"text": long}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("append_failed"), "{body}");
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "the failed write was cut back"
+    );
+    let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"short"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let after = std::fs::read(&log).unwrap();
+    assert_eq!(&after[..before.len()], &before[..]);
+    for l in String::from_utf8(after[before.len()..].to_vec())
+        .unwrap()
+        .lines()
+    {
+        serde_json::from_str::<Value>(l).expect("every appended line parses");
+    }
+    assert_eq!(turns(&log, "text_input").len(), 1);
+    assert_eq!(turns(&log, "text_output").len(), 1);
+    srv.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_off_a_terminal_have_no_colour_codes_and_never_the_key() {
+    const SECRET: &str = "sk-ant-api03-verysecretkeymaterial-0123456789";
+    for format in ["text", "json"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(
+            Provider::Anthropic,
+            Mode::Fail {
+                status: 401,
+                retry_after: None,
+                echo_key: true,
+            },
+        )
+        .await;
+        let srv = Serving::start(
+            &log,
+            &["--upstream", &up, "--log-format", format],
+            &[("ANTHROPIC_API_KEY", SECRET), ("RUST_LOG", "trace")],
+            None,
+        );
+        let mut outputs = String::new();
+        let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"hi"}"#).await;
+        assert_eq!(status, 502, "{body}");
+        assert!(body.contains("<redacted>"), "{body}");
+        outputs.push_str(&body);
+        // A redirect elsewhere is an error, not followed with the key.
+        mock.then([Mode::Redirect(format!("{up}/elsewhere"))]);
+        let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"again"}"#).await;
+        assert_eq!(status, 502, "{body}");
+        assert!(body.contains("302"), "{body}");
+        assert!(
+            mock.redirected.lock().unwrap().is_empty(),
+            "the redirect was not followed"
+        );
+        outputs.push_str(&body);
+        for path in ["/v1/stats", "/healthz"] {
+            let r = client()
+                .get(format!("{}{path}", srv.url))
+                .send()
+                .await
+                .unwrap();
+            outputs.push_str(&r.text().await.unwrap());
+        }
+        let (_, ctx) = post(&format!("{}/v1/context", srv.url), r#"{"text":"x"}"#).await;
+        outputs.push_str(&ctx);
+        assert!(
+            mock.keys().iter().all(|k| k == SECRET),
+            "the key was sent upstream"
+        );
+        let logs = srv.stop();
+        outputs.push_str(&logs);
+        assert!(!logs.is_empty());
+        assert!(!logs.contains('\u{1b}'), "no escape bytes in {format} logs");
+        assert!(!outputs.contains(SECRET), "the key leaked");
+        assert!(!outputs.contains(&SECRET[..16]), "part of the key leaked");
+        if format == "json" {
+            for l in logs.lines() {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                assert!(v.get("level").is_some(), "{l}");
+            }
+        }
+    }
+}
