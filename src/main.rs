@@ -303,6 +303,15 @@ struct ServeArgs {
     /// let go; the answer is still read to its end and appended.
     #[arg(long, env = "WMREPLAY_WRITE_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
     write_timeout: std::time::Duration,
+    /// A connection with no request in flight for this long is closed (a
+    /// new connection closes the longest-idle one sooner when all
+    /// --max-connections are open).
+    #[arg(long, env = "WMREPLAY_KEEP_ALIVE_TIMEOUT", default_value = "60", value_parser = parse_timeout)]
+    keep_alive_timeout: std::time::Duration,
+    /// On SIGINT/SIGTERM, the time open requests get to finish (their
+    /// appends included) before the server closes what is left and exits.
+    #[arg(long, env = "WMREPLAY_SHUTDOWN_TIMEOUT", default_value = "10", value_parser = parse_timeout)]
+    shutdown_timeout: std::time::Duration,
     /// Worker threads for replaying (0 = one per core).
     #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
     threads: usize,
@@ -698,6 +707,8 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.body_timeout = args.body_timeout;
     cfg.upstream_timeout = args.upstream_timeout;
     cfg.write_timeout = args.write_timeout;
+    cfg.keep_alive_timeout = args.keep_alive_timeout;
+    cfg.shutdown_timeout = args.shutdown_timeout;
     cfg.upstream_retries = args.upstream_retries;
     cfg.upstream_fields = args.upstream_fields;
     cfg.idempotency_ttl = args.idempotency_ttl;

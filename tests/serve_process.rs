@@ -251,3 +251,134 @@ async fn logs_off_a_terminal_have_no_colour_codes_and_never_the_key() {
         }
     }
 }
+
+/// Opens a connection that sends the HTTP/2 preface and an empty SETTINGS
+/// frame, then nothing, and reads nothing.
+async fn h2_preface_only(addr: &str) -> Option<tokio::net::TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let mut s = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .ok()?;
+    Some(s)
+}
+
+/// Sends a streaming /respond and never reads the answer (with a small
+/// receive buffer, so the server's writes stall soon).
+async fn non_reading_stream(addr: std::net::SocketAddr, text: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    let body = json!({"text": text, "stream": true}).to_string();
+    let req = format!(
+        "POST /respond HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+/// Hostile clients hold nothing for long: 1,100 HTTP/2 connections that
+/// send only their preface (more than --max-connections) and 20 streaming
+/// clients that never read, while /healthz and a normal turn keep
+/// answering within a second; then SIGTERM stops the server within its
+/// shutdown timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http2_and_non_reading_clients_hold_no_slot_and_sigterm_stops_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    mock.then((0..20).map(|_| Mode::Big(2048)));
+    let srv = Serving::start(
+        &log,
+        &[
+            "--upstream",
+            &up,
+            "--no-fsync",
+            "--max-concurrent",
+            "24",
+            "--write-timeout",
+            "1",
+            "--shutdown-timeout",
+            "2",
+            // The big answers stay out of the normal turns' requests.
+            "--max-tokens-window",
+            "100000",
+            "--tokenizer",
+            "bytes",
+        ],
+        &[("ANTHROPIC_API_KEY", "k")],
+        None,
+    );
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let sock_addr: std::net::SocketAddr = addr.parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..1100 {
+        if let Some(s) = h2_preface_only(&addr).await {
+            idle.push(s);
+        }
+    }
+    assert!(idle.len() >= 1050, "{} idle connections opened", idle.len());
+    let mut stalled = Vec::new();
+    for i in 0..20 {
+        stalled.push(non_reading_stream(sock_addr, &format!("big {i}")).await);
+    }
+    // Give the streams time to fill their buffers and stall.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    wmreplay::server::install_crypto_provider();
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        let r = quick.get(format!("{}/healthz", srv.url)).send().await;
+        assert!(
+            matches!(&r, Ok(r) if r.status() == 200),
+            "round {round}: /healthz did not answer within a second: {r:?}"
+        );
+        let r = quick
+            .post(format!("{}/respond", srv.url))
+            .body(r#"{"text":"normal"}"#)
+            .send()
+            .await;
+        assert!(
+            matches!(&r, Ok(r) if r.status() == 200),
+            "round {round}: /respond did not answer within a second: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    // Every stalled client's answer is appended whole all the same.
+    for i in 0..20 {
+        let want = answer_to(&format!("big {i}"));
+        let mut found = false;
+        for _ in 0..200 {
+            if turns(&log, "text_output").iter().any(|v| {
+                v["text"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with(&want) && t.len() > 2048 << 10)
+            }) {
+                found = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(found, "the answer to big {i} was appended");
+    }
+    // SIGTERM with the hostile connections still open.
+    let t = std::time::Instant::now();
+    let logs = srv.stop();
+    assert!(
+        t.elapsed() < Duration::from_millis(3500),
+        "stopped in {:?}, past the 2 s shutdown timeout",
+        t.elapsed()
+    );
+    assert!(
+        logs.contains("the client stopped reading"),
+        "the stalled clients were let go by the write timeout"
+    );
+    drop((idle, stalled));
+}

@@ -23,6 +23,7 @@
 //! lines ([`writer`]). Errors are JSON, `{"error": {"code", "message"}}`.
 
 mod anthropic;
+mod conn;
 mod openai;
 mod turn;
 pub mod upstream;
@@ -96,9 +97,14 @@ pub struct Config {
     pub upstream_fields: Vec<(String, Value)>,
     /// How long an idempotency key is remembered.
     pub idempotency_ttl: Duration,
-    /// A client that reads nothing of a streamed answer for this long is let
-    /// go (the answer is still read to its end and appended).
+    /// A client that reads nothing of a response for this long is let go
+    /// (a streamed answer is still read to its end and appended).
     pub write_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub keep_alive_timeout: Duration,
+    /// On shutdown, the time open requests get to finish before their
+    /// connections are closed.
+    pub shutdown_timeout: Duration,
     /// Engine options for the replay.
     pub replay: ReplayOptions,
     /// Filters, windows and the pending mark for every replay.
@@ -131,6 +137,8 @@ impl Config {
             upstream_fields: Vec::new(),
             idempotency_ttl: Duration::from_secs(24 * 3600),
             write_timeout: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(60),
+            shutdown_timeout: Duration::from_secs(10),
             replay: ReplayOptions::default(),
             selection: Selection::default(),
             state: None,
@@ -694,67 +702,26 @@ pub async fn serve(
         *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
     }
     let app = router(state.clone());
-    let connections = Arc::new(Semaphore::new(state.cfg.max_connections.max(1)));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut builder =
-        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(state.cfg.header_timeout);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => p.expect("never closed"),
-            () = &mut shutdown => break,
-        };
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait, go on.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let header_timeout = state.cfg.header_timeout;
-        tokio::spawn(async move {
-            // A connection that sends nothing at all is dropped after the
-            // header timeout too (hyper's timer covers headers once they
-            // start), so silent connections cannot hold every slot.
-            // (`peek` waits for a byte; `readable` may report readiness
-            // before any arrives.)
-            let mut first = [0u8; 1];
-            match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => {
-                    tracing::debug!(%peer, "connection sent nothing in time; closed");
-                    return;
-                }
-            }
-            let conn = builder
-                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-            drop(permit);
-        });
+    let bounds = conn::Bounds {
+        header_timeout: state.cfg.header_timeout,
+        keep_alive_timeout: state.cfg.keep_alive_timeout,
+        write_timeout: state.cfg.write_timeout,
+        shutdown_timeout: state.cfg.shutdown_timeout,
+        max_connections: state.cfg.max_connections,
+    };
+    conn::accept_loop(listener, app, bounds, shutdown).await;
+    // Turns still running (their answers not yet appended) hold the state:
+    // they get what is left of the shutdown timeout.
+    let deadline = tokio::time::Instant::now() + state.cfg.shutdown_timeout;
+    match tokio::time::timeout_at(deadline, wait_for_last(state)).await {
+        Ok(state) => {
+            drop(state);
+            let joined = tokio::task::spawn_blocking(move || writer_thread.join());
+            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(1), joined).await;
+            tracing::info!("stopped");
+        }
+        Err(_) => tracing::warn!("turns still running after the shutdown timeout; stopping anyway"),
     }
-    tracing::info!("shutting down: finishing open requests");
-    drop(listener);
-    graceful.shutdown().await;
-    drop(app);
-    // Streams still relaying hold the state; wait for them to let go.
-    let state = wait_for_last(state).await;
-    drop(state);
-    let _ = tokio::task::spawn_blocking(move || writer_thread.join()).await;
-    tracing::info!("stopped");
     Ok(())
 }
 

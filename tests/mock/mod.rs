@@ -42,6 +42,9 @@ pub enum Mode {
     SlowStream(u64),
     /// Answers 302 to this URL.
     Redirect(String),
+    /// A long answer: the usual one, then this many KiB, streamed in
+    /// pieces of 1 KiB.
+    Big(usize),
 }
 
 impl Mode {
@@ -145,6 +148,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         .unwrap_or(m.mode.clone());
     let mut pause = 0;
     let mut truncated = false;
+    let mut big = 0;
     match mode {
         Mode::Fail {
             status,
@@ -174,9 +178,15 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Mode::SlowStream(ms) => pause = ms,
         Mode::Truncated => truncated = true,
+        Mode::Big(kib) => big = kib,
         Mode::Ok => {}
     }
-    let answer = answer_to(&current_text(&v));
+    let mut answer = answer_to(&current_text(&v));
+    if big > 0 {
+        answer.push('\n');
+        answer.push_str(&"y".repeat(big << 10));
+    }
+    let piece = if big > 0 { 1024 } else { 4 };
     let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let stop = match (m.provider, truncated) {
         (Provider::Anthropic, false) => "end_turn",
@@ -206,7 +216,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     let pieces: Vec<String> = answer
         .chars()
         .collect::<Vec<_>>()
-        .chunks(4)
+        .chunks(piece)
         .map(|c| c.iter().collect())
         .collect();
     let mut events: Vec<String> = Vec::new();
@@ -276,6 +286,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         .route("/v1/messages", post_route(handler))
         .route("/v1/chat/completions", post_route(handler))
         .route("/elsewhere", get(redirect_target).post(redirect_target))
+        .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(m.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
