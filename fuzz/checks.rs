@@ -531,3 +531,94 @@ pub fn check_next_line(data: &[u8]) {
         None => assert!(!common, "fused path declined a plain line: {}", show(data)),
     }
 }
+
+/// The server's settings parsers and range checks, fed random settings:
+/// nothing panics, and whatever is accepted is within its documented range
+/// and safe to use (a timer set from an accepted timeout cannot overflow).
+pub fn check_settings(data: &[u8]) {
+    use std::time::{Duration, Instant};
+    use wmreplay::server::settings::{self, MAX_BODY_LIMIT, MAX_TIMEOUT, MAX_TTL};
+    let Some((&kind, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let word = |i: usize| -> u64 {
+        let mut b = [0u8; 8];
+        for (j, x) in rest.iter().skip(i * 8).take(8).enumerate() {
+            b[j] = *x;
+        }
+        u64::from_le_bytes(b)
+    };
+    match kind % 7 {
+        0 => {
+            if let Ok(d) = settings::parse_timeout(&text) {
+                assert!(!d.is_zero() && d <= MAX_TIMEOUT, "{text:?} gave {d:?}");
+                assert!(Instant::now().checked_add(d).is_some());
+            }
+        }
+        1 => {
+            if let Ok(d) = settings::parse_ttl(&text) {
+                assert!(!d.is_zero() && d <= MAX_TTL, "{text:?} gave {d:?}");
+                assert!(u64::try_from(d.as_millis()).is_ok());
+            }
+        }
+        2 => {
+            if let Ok(n) = settings::parse_size(&text, MAX_BODY_LIMIT) {
+                assert!(n <= MAX_BODY_LIMIT, "{text:?} gave {n}");
+            }
+        }
+        3 => {
+            if let Ok(u) = settings::parse_upstream(&text) {
+                assert!(matches!(u.scheme(), "http" | "https"), "{text:?}");
+                assert!(u.host_str().is_some_and(|h| !h.is_empty()), "{text:?}");
+            }
+        }
+        4 => {
+            if let Ok((k, v)) = settings::parse_field(&text) {
+                assert!(!k.is_empty());
+                assert!(!wmreplay::server::upstream::RESERVED_FIELDS.contains(&k.as_str()));
+                let again: serde_json::Value = serde_json::from_str(&v.to_string()).unwrap();
+                assert_eq!(again, v);
+            }
+        }
+        5 => {
+            // A configuration built in code, with arbitrary numbers.
+            let mut c = wmreplay::server::Config::new("wm.log");
+            let d = |w: u64| Duration::from_nanos(w);
+            c.header_timeout = d(word(0));
+            c.body_timeout = d(word(1));
+            c.upstream_timeout = d(word(2));
+            c.write_timeout = d(word(3));
+            c.keep_alive_timeout = d(word(4));
+            c.shutdown_timeout = d(word(5));
+            c.max_concurrent = word(6) as usize % 200_000;
+            c.max_connections = word(7) as usize;
+            c.body_limit = word(8) as usize;
+            c.upstream_retries = word(9) as u32;
+            c.selection.since = Some(f64::from_bits(word(10)));
+            c.selection.until = Some(f64::from_bits(word(11)));
+            if c.validate().is_ok() {
+                for t in [
+                    c.header_timeout,
+                    c.body_timeout,
+                    c.upstream_timeout,
+                    c.write_timeout,
+                    c.keep_alive_timeout,
+                    c.shutdown_timeout,
+                ] {
+                    assert!(!t.is_zero() && t <= MAX_TIMEOUT);
+                    assert!(Instant::now().checked_add(t * 2).is_some());
+                }
+                assert!((1..=settings::MAX_CONCURRENT).contains(&c.max_concurrent));
+                assert!((1..=settings::MAX_CONNECTIONS).contains(&c.max_connections));
+                assert!(c.body_limit as u64 <= MAX_BODY_LIMIT && c.body_limit > 0);
+                assert!(c.upstream_retries <= settings::MAX_RETRIES);
+                assert!(c.selection.since.is_none_or(f64::is_finite));
+                assert!(c.selection.until.is_none_or(f64::is_finite));
+            }
+        }
+        _ => {
+            let _ = settings::parse_duration(&text, Duration::from_nanos(word(0)));
+        }
+    }
+}

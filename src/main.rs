@@ -280,13 +280,14 @@ struct ServeArgs {
     #[arg(long, env = "WMREPLAY_NO_FSYNC")]
     no_fsync: bool,
     /// Largest request body accepted, e.g. 1MiB (413 beyond).
-    #[arg(long, env = "WMREPLAY_BODY_LIMIT", default_value = "1MiB", value_parser = parse_size)]
+    #[arg(long, env = "WMREPLAY_BODY_LIMIT", default_value = "1MiB", value_parser = parse_body_limit)]
     body_limit: u64,
-    /// Replays and upstream calls running at once; more get 503.
-    #[arg(long, env = "WMREPLAY_MAX_CONCURRENT", default_value_t = 64)]
+    /// Replays and upstream calls running at once (at most 65536); more get 503.
+    #[arg(long, env = "WMREPLAY_MAX_CONCURRENT", default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     max_concurrent: usize,
-    /// Open connections at once; more wait to be accepted.
-    #[arg(long, env = "WMREPLAY_MAX_CONNECTIONS", default_value_t = 1024)]
+    /// Open connections at once (at most 1000000); a new one closes the
+    /// longest-idle one, or waits when all are busy.
+    #[arg(long, env = "WMREPLAY_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     max_connections: usize,
     /// Time allowed to send the request headers: seconds, or with a unit
     /// (500ms, 10s, 2m; at most 1d).
@@ -411,40 +412,23 @@ fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
 }
 
 fn parse_upstream(s: &str) -> Result<String, String> {
-    wmreplay::server::upstream::parse_upstream(s).map(|_| s.to_string())
+    wmreplay::server::settings::parse_upstream(s).map(|_| s.to_string())
 }
 
 fn parse_field(s: &str) -> Result<(String, serde_json::Value), String> {
-    wmreplay::server::upstream::parse_field(s)
-}
-
-/// A duration: plain seconds (`30`) or with units (`500ms`, `2m`, `1h 30m`),
-/// at most `max`.
-fn parse_duration(s: &str, max: std::time::Duration) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let d = match t.parse::<u64>() {
-        Ok(secs) => std::time::Duration::from_secs(secs),
-        Err(_) => humantime::parse_duration(t)
-            .map_err(|e| format!("{s:?} is not a duration ({e}); e.g. 30, 30s, 500ms, 5m"))?,
-    };
-    if d > max {
-        return Err(format!(
-            "{s:?} is longer than the limit, {}",
-            humantime::format_duration(max)
-        ));
-    }
-    if d.is_zero() {
-        return Err(format!("{s:?}: a duration must be more than zero"));
-    }
-    Ok(d)
+    wmreplay::server::settings::parse_field(s)
 }
 
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
-    parse_duration(s, std::time::Duration::from_secs(86_400))
+    wmreplay::server::settings::parse_timeout(s)
 }
 
 fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
-    parse_duration(s, std::time::Duration::from_secs(365 * 86_400))
+    wmreplay::server::settings::parse_ttl(s)
+}
+
+fn parse_body_limit(s: &str) -> Result<u64, String> {
+    wmreplay::server::settings::parse_size(s, wmreplay::server::settings::MAX_BODY_LIMIT)
 }
 
 fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {

@@ -25,6 +25,7 @@
 mod anthropic;
 mod conn;
 mod openai;
+pub mod settings;
 mod turn;
 pub mod upstream;
 pub mod writer;
@@ -643,6 +644,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
     install_crypto_provider();
+    cfg.validate().map_err(ServeError::Config)?;
     let upstream = match &cfg.upstream {
         None => None,
         Some(u) => Some(upstream::parse_upstream(u).map_err(ServeError::Config)?),

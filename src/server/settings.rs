@@ -1,0 +1,183 @@
+//! The server's settings, parsed and checked: every duration and size has
+//! a documented range, so no setting can overflow a timer or a buffer once
+//! the server runs. The command line parses its flags with these functions,
+//! and [`Config::validate`] checks a configuration built in code.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Config;
+
+/// The longest timeout accepted (header, body, upstream, write, keep-alive,
+/// shutdown).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest an idempotency key may be remembered.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 86_400);
+/// The largest request body accepted.
+pub const MAX_BODY_LIMIT: u64 = 1 << 30;
+/// The most replays (and upstream calls) at once.
+pub const MAX_CONCURRENT: usize = 65_536;
+/// The most open connections at once.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// The most retries of an upstream call.
+pub const MAX_RETRIES: u32 = 10;
+
+/// A duration: plain seconds (`30`) or with units (`500ms`, `2m`, `1h 30m`),
+/// more than zero and at most `max`.
+pub fn parse_duration(s: &str, max: Duration) -> Result<Duration, String> {
+    let t = s.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("{s:?} is not a duration ({e}); e.g. 30, 30s, 500ms, 5m"))?,
+    };
+    check_duration(s, d, max)
+}
+
+fn check_duration(what: &str, d: Duration, max: Duration) -> Result<Duration, String> {
+    if d > max {
+        return Err(format!(
+            "{what:?} is longer than the limit, {}",
+            humantime::format_duration(max)
+        ));
+    }
+    if d.is_zero() {
+        return Err(format!("{what:?}: a duration must be more than zero"));
+    }
+    Ok(d)
+}
+
+/// A timeout, at most [`MAX_TIMEOUT`].
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    parse_duration(s, MAX_TIMEOUT)
+}
+
+/// How long an idempotency key is remembered, at most [`MAX_TTL`].
+pub fn parse_ttl(s: &str) -> Result<Duration, String> {
+    parse_duration(s, MAX_TTL)
+}
+
+/// A size such as `1MiB`, `64k` or `1048576`, at most `max` bytes.
+pub fn parse_size(s: &str, max: u64) -> Result<u64, String> {
+    let n = crate::corpus::parse_size(s)?;
+    if n > max {
+        return Err(format!("{s:?} is larger than the limit, {max} bytes"));
+    }
+    Ok(n)
+}
+
+/// The upstream URL checked: http or https, with a host.
+pub fn parse_upstream(s: &str) -> Result<reqwest::Url, String> {
+    super::upstream::parse_upstream(s)
+}
+
+/// `NAME=JSON` (from `--upstream-field`), checked.
+pub fn parse_field(s: &str) -> Result<(String, Value), String> {
+    super::upstream::parse_field(s)
+}
+
+impl Config {
+    /// Checks every setting against its range (the constants of this
+    /// module) and the selection's bounds; the message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, d) in [
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+            ("--upstream-timeout", self.upstream_timeout),
+            ("--write-timeout", self.write_timeout),
+            ("--keep-alive-timeout", self.keep_alive_timeout),
+            ("--shutdown-timeout", self.shutdown_timeout),
+        ] {
+            check_duration(name, d, MAX_TIMEOUT)?;
+        }
+        check_duration("--idempotency-ttl", self.idempotency_ttl, MAX_TTL)?;
+        if self.retry_min_delay > MAX_TIMEOUT {
+            return Err("the retry delay is longer than a day".into());
+        }
+        if self.body_limit == 0 || self.body_limit as u64 > MAX_BODY_LIMIT {
+            return Err(format!(
+                "--body-limit must be between 1 and {MAX_BODY_LIMIT} bytes"
+            ));
+        }
+        if !(1..=MAX_CONCURRENT).contains(&self.max_concurrent) {
+            return Err(format!(
+                "--max-concurrent must be between 1 and {MAX_CONCURRENT}"
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS).contains(&self.max_connections) {
+            return Err(format!(
+                "--max-connections must be between 1 and {MAX_CONNECTIONS}"
+            ));
+        }
+        if self.upstream_retries > MAX_RETRIES {
+            return Err(format!("--upstream-retries must be at most {MAX_RETRIES}"));
+        }
+        if self.max_tokens == 0 {
+            return Err("--max-tokens must be at least 1".into());
+        }
+        if let Some(u) = &self.upstream {
+            parse_upstream(u)?;
+        }
+        for (k, _) in &self.upstream_fields {
+            if super::upstream::RESERVED_FIELDS.contains(&k.as_str()) {
+                return Err(format!("--upstream-field may not set `{k}`"));
+            }
+        }
+        self.selection.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_stay_in_range() {
+        assert_eq!(parse_timeout("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_timeout("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_timeout("1h 30m"), Ok(Duration::from_secs(5400)));
+        assert!(
+            parse_timeout("18446744073709551615")
+                .unwrap_err()
+                .contains("limit")
+        );
+        assert!(parse_timeout("0").unwrap_err().contains("more than zero"));
+        assert!(
+            parse_timeout("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(parse_ttl("400d").is_err());
+        assert_eq!(parse_ttl("7d"), Ok(Duration::from_secs(7 * 86_400)));
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        assert_eq!(parse_size("1MiB", MAX_BODY_LIMIT), Ok(1 << 20));
+        assert!(
+            parse_size("2GiB", MAX_BODY_LIMIT)
+                .unwrap_err()
+                .contains("limit")
+        );
+        assert!(parse_size("lots", MAX_BODY_LIMIT).is_err());
+    }
+
+    #[test]
+    fn a_config_out_of_range_is_refused_with_the_settings_name() {
+        let ok = Config::new("wm.log");
+        assert_eq!(ok.validate(), Ok(()));
+        let mut c = ok.clone();
+        c.header_timeout = Duration::MAX;
+        assert!(c.validate().unwrap_err().contains("--header-timeout"));
+        let mut c = ok.clone();
+        c.max_concurrent = 0;
+        assert!(c.validate().unwrap_err().contains("--max-concurrent"));
+        let mut c = ok.clone();
+        c.upstream = Some("api.anthropic.com".into());
+        assert!(c.validate().is_err());
+        let mut c = ok.clone();
+        c.body_limit = usize::MAX;
+        assert!(c.validate().unwrap_err().contains("--body-limit"));
+    }
+}
