@@ -214,7 +214,7 @@ async fn logs_off_a_terminal_have_no_colour_codes_and_never_the_key() {
         assert!(body.contains("<redacted>"), "{body}");
         outputs.push_str(&body);
         // A redirect elsewhere is an error, not followed with the key.
-        mock.then([Mode::Redirect(format!("{up}/elsewhere"))]);
+        mock.then([Mode::Redirect(302, format!("{up}/elsewhere"))]);
         let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"again"}"#).await;
         assert_eq!(status, 502, "{body}");
         assert!(body.contains("302"), "{body}");

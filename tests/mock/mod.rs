@@ -40,8 +40,10 @@ pub enum Mode {
     /// Streams with this many ms between events (non-streamed: a normal
     /// answer).
     SlowStream(u64),
-    /// Answers 302 to this URL.
-    Redirect(String),
+    /// Answers this redirect status to this URL.
+    Redirect(u16, String),
+    /// An error status whose message is this many bytes long.
+    LongError(u16, usize),
     /// A long answer: the usual one, then this many KiB, streamed in
     /// pieces of 1 KiB.
     Big(usize),
@@ -172,8 +174,18 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             }
             return r;
         }
-        Mode::Redirect(to) => {
-            return (StatusCode::FOUND, [("location", to)], "moved").into_response();
+        Mode::Redirect(status, to) => {
+            return (
+                StatusCode::from_u16(status).unwrap(),
+                [("location", to)],
+                "moved",
+            )
+                .into_response();
+        }
+        Mode::LongError(status, n) => {
+            let body =
+                json!({"type": "error", "error": {"type": "api_error", "message": "e".repeat(n)}});
+            return (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
         }
         Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Mode::SlowStream(ms) => pause = ms,
