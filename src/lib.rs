@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod corpus;
 mod error;
 pub mod escape;
