@@ -279,6 +279,7 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
                     sel,
                     start,
                     |i| all[i].id,
+                    |_| 0,
                     |i| all[i].tokens,
                 );
                 let new_start = all.get(range.start).map(|m| WindowStart {

@@ -28,6 +28,15 @@ pub enum Error {
         /// What was noticed.
         what: &'static str,
     },
+    /// The log (or the part of it to read) does not fit in memory: reading
+    /// it would need more than the allocator could give.
+    #[error("{}: cannot allocate {bytes} bytes to read it", path.display())]
+    OutOfMemory {
+        /// The file.
+        path: PathBuf,
+        /// The allocation that failed.
+        bytes: u64,
+    },
     /// Writing the rendered output failed.
     #[error("cannot write output: {0}")]
     Write(#[source] std::io::Error),
@@ -46,6 +55,14 @@ pub enum Error {
 }
 
 impl Error {
+    #[cold]
+    pub(crate) fn out_of_memory(path: &Path, bytes: u64) -> Error {
+        Error::OutOfMemory {
+            path: path.to_path_buf(),
+            bytes,
+        }
+    }
+
     #[cold]
     pub(crate) fn io(path: &Path, op: &'static str, source: std::io::Error) -> Error {
         Error::Io {

@@ -14,7 +14,12 @@
 //! theirs, since their file offset is larger than every record already held.
 //! A segment is split (zero-copy) to make room. If the file shrinks, is
 //! replaced (another device or inode: a rotation) or disappears, the state is
-//! rebuilt from scratch.
+//! rebuilt from scratch; so it is when the bytes already parsed changed (a
+//! rewrite in place, even one that also grows the file): whenever the
+//! file's length or modification time moved, the committed prefix's
+//! fingerprint (`source::fingerprint_bytes`: the whole prefix up to 8 MiB,
+//! its first and last MiB and 64 sampled blocks beyond) is checked
+//! before anything is appended to the state.
 //!
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.
@@ -132,6 +137,10 @@ pub struct LiveReplay {
     /// Key of the last record parsed (filtered out or not), for
     /// `already_ordered`.
     last_key: Option<u64>,
+    /// [`crate::source::fingerprint_bytes`] of the committed bytes.
+    fingerprint: u64,
+    /// The file's length and modification time at the last refresh.
+    seen: Option<(u64, Option<std::time::SystemTime>)>,
 }
 
 impl LiveReplay {
@@ -158,6 +167,8 @@ impl LiveReplay {
             selection: Selection::default(),
             counted_with: None,
             last_key: None,
+            fingerprint: 0,
+            seen: None,
         }
     }
 
@@ -290,6 +301,13 @@ impl LiveReplay {
                 let e = &segments[si].entries[ei];
                 (e.key, e.offset)
             },
+            // The text is at least a sixth of its rendered message, less the
+            // message's wrapping (JSON escapes write at most 6 bytes a byte).
+            |i| {
+                let (si, ei) = locate(i);
+                let len = segments[si].entries[ei].len;
+                sel.tokenizer.least_tokens(len.saturating_sub(64) / 6)
+            },
             |i| {
                 let (si, ei) = locate(i);
                 let seg = &segments[si];
@@ -411,20 +429,13 @@ impl LiveReplay {
     /// after it. A state already committed past `limit` stays as it is.
     pub fn refresh_to(&mut self, limit: u64) -> Result<Refresh, Error> {
         let mut report = Refresh::default();
-        let file = match File::open(&self.path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if self.identity.is_some() || self.committed > 0 {
-                    self.reset();
-                    report.rebuilt = true;
-                }
-                return Ok(report);
+        let Some((file, meta)) = crate::source::open_regular(&self.path)? else {
+            if self.identity.is_some() || self.committed > 0 {
+                self.reset();
+                report.rebuilt = true;
             }
-            Err(e) => return Err(Error::io(&self.path, "cannot open", e)),
+            return Ok(report);
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(&self.path, "cannot stat", e))?;
         let identity = crate::source::identity_of(&meta);
         let id = (identity.dev, identity.inode);
         if self.identity != Some(id) || meta.len() < self.committed {
@@ -435,6 +446,20 @@ impl LiveReplay {
             self.identity = Some(id);
             return self.build(report, limit);
         }
+        // Grown or touched since the last look: the bytes already held must
+        // still be the file's (a rewrite in place is not an append).
+        let seen = (meta.len(), meta.modified().ok());
+        if self.committed > 0 && self.seen != Some(seen) {
+            let now = crate::source::fingerprint_file(&file, self.committed)
+                .map_err(|e| Error::io(&self.path, "cannot read", e))?;
+            if now != Some(self.fingerprint) {
+                self.reset();
+                report.rebuilt = true;
+                self.identity = Some(id);
+                return self.build(report, limit);
+            }
+        }
+        self.seen = Some(seen);
         self.file_len = meta.len();
         let end = meta.len().min(limit);
         if end <= self.committed {
@@ -442,7 +467,11 @@ impl LiveReplay {
         }
         let base = self.committed;
         let want = end - base;
-        let mut buf = Vec::with_capacity(want as usize);
+        let mut buf = Vec::new();
+        usize::try_from(want)
+            .ok()
+            .and_then(|w| buf.try_reserve_exact(w).ok())
+            .ok_or_else(|| Error::out_of_memory(&self.path, want))?;
         read_from(&file, base, want, &mut buf)
             .map_err(|e| Error::io(&self.path, "cannot read", e))?;
         report.bytes_read = buf.len() as u64;
@@ -455,6 +484,11 @@ impl LiveReplay {
             0
         };
         self.absorb(&buf, start, base, &mut report);
+        if report.bytes_committed > 0 {
+            self.fingerprint = crate::source::fingerprint_file(&file, self.committed)
+                .map_err(|e| Error::io(&self.path, "cannot read", e))?
+                .unwrap_or(0);
+        }
         Ok(report)
     }
 
@@ -470,6 +504,10 @@ impl LiveReplay {
         self.file_len = all.len() as u64;
         let start = crate::lines::content_start(bytes);
         self.absorb(bytes, start, 0, &mut report);
+        self.fingerprint = crate::source::fingerprint_bytes(&bytes[..self.committed as usize]);
+        if let Ok(m) = std::fs::metadata(&self.path) {
+            self.seen = Some((m.len(), m.modified().ok()));
+        }
         if let Err(e) = log.verify() {
             // Read from a file that changed under the map: start over on the
             // next call rather than keep a mix.

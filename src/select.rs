@@ -81,6 +81,13 @@ impl Selection {
                 return Err(format!("--trim-to must be in (0, 1], not {f}"));
             }
         }
+        for (name, v) in [("--since", self.since), ("--until", self.until)] {
+            if let Some(v) = v
+                && !v.is_finite()
+            {
+                return Err(format!("{name} must be a finite number of ms, not {v}"));
+            }
+        }
         if let (Some(a), Some(b)) = (self.since, self.until)
             && a > b
         {
@@ -240,11 +247,17 @@ pub fn pending_index(records: &[Record], log: &[u8]) -> Option<usize> {
 /// for items from the newest back, each at most once). `prev` is the start
 /// remembered from the last turn (used with `trim_to`). Returns the range
 /// kept, its tokens (with `max_tokens`) and whether the start jumped.
+///
+/// `least_tokens_of(i)` is a cheap lower bound of item i's tokens: an item
+/// whose bound alone overflows what is left of the budget ends the window
+/// without being counted, so a window's cost depends on its budget, not on
+/// the size of the records it leaves out.
 pub fn window(
     n: usize,
     sel: &Selection,
     prev: Option<WindowStart>,
     key_of: impl Fn(usize) -> (u64, u64),
+    least_tokens_of: impl Fn(usize) -> u64,
     mut tokens_of: impl FnMut(usize) -> u64,
 ) -> (Range<usize>, Option<u64>, bool) {
     let lo = n - sel.tail.unwrap_or(n).min(n);
@@ -266,6 +279,10 @@ pub fn window(
         let mut start = n;
         let mut sum = 0u64;
         while start > from {
+            let back = n - start;
+            if back >= counted.len() && sum + least_tokens_of(start - 1) > limit {
+                break;
+            }
             let t = tokens(start - 1, counted);
             if sum + t > limit {
                 break;
@@ -368,6 +385,8 @@ pub fn apply(
         sel,
         prev,
         |i| (ts_key(records[i].ts), origin(records[i].offset)),
+        // The message text holds the whole line.
+        |i| sel.tokenizer.least_tokens(records[i].len as u64),
         |i| {
             text.clear();
             render::message_text(&records[i], log, &mut text);
@@ -435,6 +454,7 @@ mod tests {
             s,
             prev,
             |i| (i as u64, i as u64),
+            |_| 0,
             |i| tokens[i],
         )
     }
@@ -473,6 +493,7 @@ mod tests {
             &sel(None, Some(100), None),
             None,
             |i| (i as u64, i as u64),
+            |_| 0,
             |_| {
                 calls += 1;
                 10
@@ -480,6 +501,33 @@ mod tests {
         );
         assert_eq!(r, n - 10..n);
         assert_eq!(calls, 11);
+    }
+
+    /// A 40 MB newest record under a 100-token budget took 42 s and 2 GB
+    /// to count: now a record whose lower bound overflows the budget ends
+    /// the window uncounted, with the same answer.
+    #[test]
+    fn a_record_whose_bound_overflows_the_budget_is_not_counted() {
+        let mut calls = 0;
+        let t = [10u64, 10, 1_000_000, 10, 10];
+        for budget in [25, 100, 2_000_000] {
+            let exact = win(&t, &sel(None, Some(budget), None), None);
+            let bounded = window(
+                t.len(),
+                &sel(None, Some(budget), None),
+                None,
+                |i| (i as u64, i as u64),
+                |i| t[i] / 2,
+                |i| {
+                    calls += 1;
+                    t[i]
+                },
+            );
+            assert_eq!(bounded, exact, "budget {budget}");
+        }
+        // Budget 25: counts 10, 10, then the big one is refused by its
+        // bound; budget 100: the same; 2,000,000: counted, all five.
+        assert_eq!(calls, 2 + 2 + 5);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::error::Error;
 /// How to get the bytes of a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReadMode {
-    /// Map regular files, read anything else (pipes, character devices).
+    /// Map the file (read it when it cannot be mapped).
     #[default]
     Auto,
     /// Always read the file into memory with `read()`.
@@ -62,7 +62,7 @@ struct Guarded {
     /// The file's modification time when mapped.
     modified: Option<std::time::SystemTime>,
     #[cfg(unix)]
-    slot: Option<usize>,
+    slot: Option<guard::Slot>,
 }
 
 impl Guarded {
@@ -108,9 +108,13 @@ pub struct LogBytes {
 
 impl LogBytes {
     /// Opens `path`. A missing file gives an empty log with no identity.
+    /// Only regular files are logs: a FIFO, a device or a socket is refused
+    /// at once (it would block, or never end), without waiting for a
+    /// writer. A file read with `read()` is checked as it is read: if it
+    /// shrinks or is replaced meanwhile, the result is [`Error::Changed`].
     pub fn open(path: impl AsRef<Path>, mode: ReadMode) -> Result<LogBytes, Error> {
         let path = path.as_ref();
-        let file = match File::open(path) {
+        let file = match open_nonblocking(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(LogBytes {
@@ -124,21 +128,15 @@ impl LogBytes {
         let meta = file
             .metadata()
             .map_err(|e| Error::io(path, "cannot stat", e))?;
-        if meta.is_dir() {
-            return Err(Error::io(
-                path,
-                "cannot read",
-                std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory"),
-            ));
-        }
+        check_regular(path, &meta)?;
         let identity = Some(identity_of(&meta));
-        let bytes = if mode == ReadMode::Auto && meta.is_file() && meta.len() > 0 {
+        let bytes = if mode == ReadMode::Auto && meta.len() > 0 {
             match Self::map(&file) {
                 Ok(m) => Bytes::Mapped(Guarded::new(m, meta.modified().ok())),
-                Err(_) => Bytes::Owned(read_to_end(&file, path, meta.len())?),
+                Err(_) => Bytes::Owned(read_file(&file, path, &meta)?),
             }
         } else {
-            Bytes::Owned(read_to_end(&file, path, meta.len())?)
+            Bytes::Owned(read_file(&file, path, &meta)?)
         };
         Ok(LogBytes {
             path: path.to_path_buf(),
@@ -214,6 +212,30 @@ impl LogBytes {
     /// read. Call it after using [`bytes`](Self::bytes) and before trusting
     /// the result. Bytes that were read (not mapped) are always intact.
     pub fn verify(&self) -> Result<(), Error> {
+        if let (Bytes::Owned(v), Some(id)) = (&self.bytes, self.identity) {
+            // Read with read(): a read cut short by a truncation ends early;
+            // otherwise the file must still be the one it was read from, no
+            // shorter.
+            if (v.len() as u64) < id.len {
+                return Err(Error::Changed {
+                    path: self.path.clone(),
+                    what: "it was truncated while it was read",
+                });
+            }
+            return match std::fs::metadata(&self.path) {
+                Ok(now) if identity_of(&now).same_file(&id) && now.len() >= v.len() as u64 => {
+                    Ok(())
+                }
+                Ok(now) if now.len() < v.len() as u64 => Err(Error::Changed {
+                    path: self.path.clone(),
+                    what: "it is now shorter",
+                }),
+                _ => Err(Error::Changed {
+                    path: self.path.clone(),
+                    what: "it was removed or replaced",
+                }),
+            };
+        }
         let Bytes::Mapped(m) = &self.bytes else {
             return Ok(());
         };
@@ -363,18 +385,167 @@ fn advise_huge(start: *mut u8, len: usize) {
     }
 }
 
+/// Opens `path` for reading without blocking on a FIFO that has no writer
+/// (the file is then refused as not regular); `O_NONBLOCK` changes nothing
+/// for regular files.
+fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
+
+/// Opens a log for reading: `None` if it does not exist, an error naming
+/// the path if it is not a regular file (refused without blocking).
+pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, std::fs::Metadata)>, Error> {
+    let file = match open_nonblocking(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, "cannot open", e)),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(path, "cannot stat", e))?;
+    check_regular(path, &meta)?;
+    Ok(Some((file, meta)))
+}
+
+/// Refuses anything but a regular file: a directory, a FIFO, a character or
+/// block device, a socket.
+pub(crate) fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), Error> {
+    if meta.is_file() {
+        return Ok(());
+    }
+    let what = if meta.is_dir() {
+        "it is a directory"
+    } else {
+        "it is not a regular file (a FIFO, a device or a socket)"
+    };
+    Err(Error::io(
+        path,
+        "cannot read",
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, what),
+    ))
+}
+
+/// Reads a regular file whole. Whether it shrank or was replaced while it
+/// was read is for [`LogBytes::verify`] to tell, as for a map.
+fn read_file(file: &File, path: &Path, meta: &std::fs::Metadata) -> Result<Vec<u8>, Error> {
+    read_to_end(file, path, meta.len())
+}
+
 /// Reads everything from `reader`: an interrupted read is retried, any other
-/// error ends the read as an [`Error::Io`] naming `path`.
+/// error ends the read as an [`Error::Io`] naming `path`. Memory is reserved
+/// fallibly: a log too large for memory is an [`Error::OutOfMemory`], not
+/// an abort.
 fn read_to_end(mut reader: impl Read, path: &Path, hint: u64) -> Result<Vec<u8>, Error> {
-    let mut v = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    let mut v: Vec<u8> = Vec::new();
+    let want = usize::try_from(hint).map_err(|_| Error::out_of_memory(path, hint))?;
+    v.try_reserve_exact(want)
+        .map_err(|_| Error::out_of_memory(path, hint))?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return Ok(v),
-            Ok(n) => v.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                v.try_reserve(n)
+                    .map_err(|_| Error::out_of_memory(path, (v.len() + n) as u64))?;
+                v.extend_from_slice(&buf[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(Error::io(path, "cannot read", e)),
         }
+    }
+}
+
+/// Prefixes up to this long are fingerprinted whole.
+const FINGERPRINT_WHOLE: u64 = 8 << 20;
+/// Longer ones: this much at each end...
+const FINGERPRINT_EDGE: u64 = 1 << 20;
+/// ...and this many blocks of [`FINGERPRINT_BLOCK`] spread between them.
+const FINGERPRINT_SAMPLES: u64 = 64;
+const FINGERPRINT_BLOCK: u64 = 4096;
+
+/// The byte ranges a fingerprint of a `len`-byte prefix covers.
+fn fingerprint_ranges(len: u64) -> Vec<(u64, u64)> {
+    if len <= FINGERPRINT_WHOLE {
+        return vec![(0, len)];
+    }
+    let mut r = vec![(0, FINGERPRINT_EDGE)];
+    let span = len - 2 * FINGERPRINT_EDGE - FINGERPRINT_BLOCK;
+    for k in 0..FINGERPRINT_SAMPLES {
+        let at = FINGERPRINT_EDGE + span * k / (FINGERPRINT_SAMPLES - 1);
+        r.push((at, FINGERPRINT_BLOCK));
+    }
+    r.push((len - FINGERPRINT_EDGE, FINGERPRINT_EDGE));
+    r
+}
+
+/// A fingerprint of a log's first bytes, to tell whether a prefix already
+/// read is still the same when the file has grown: the whole prefix when it
+/// is at most 8 MiB (about a millisecond to read and hash); for a longer
+/// one, its first and last MiB and 64 blocks of 4 KiB spread evenly between
+/// them (2.25 MiB read, whatever the log's size). A rewrite of a log up to
+/// 8 MiB anywhere, or of a longer one's start or end, always changes it; a
+/// rewrite confined to the middle of a longer log is caught only where a
+/// sampled block covers it.
+pub(crate) fn fingerprint_bytes(prefix: &[u8]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    h.update(&(prefix.len() as u64).to_le_bytes());
+    for (at, n) in fingerprint_ranges(prefix.len() as u64) {
+        h.update(&prefix[at as usize..(at + n) as usize]);
+    }
+    h.digest()
+}
+
+/// [`fingerprint_bytes`] of the first `len` bytes of `file`, read with
+/// positioned reads; `None` if the file has fewer bytes.
+pub(crate) fn fingerprint_file(file: &File, len: u64) -> std::io::Result<Option<u64>> {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    h.update(&len.to_le_bytes());
+    let mut buf = Vec::new();
+    for (at, n) in fingerprint_ranges(len) {
+        buf.resize(n as usize, 0);
+        if !read_exact_at(file, &mut buf, at)? {
+            return Ok(None);
+        }
+        h.update(&buf);
+    }
+    Ok(Some(h.digest()))
+}
+
+/// Fills `buf` from `offset`; false if the file ends first.
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
+    let mut done = 0;
+    while done < buf.len() {
+        #[cfg(unix)]
+        let n = std::os::unix::fs::FileExt::read_at(file, &mut buf[done..], offset + done as u64);
+        #[cfg(not(unix))]
+        let n = {
+            use std::io::Seek;
+            let mut f = file;
+            f.seek(std::io::SeekFrom::Start(offset + done as u64))
+                .and_then(|_| f.read(&mut buf[done..]))
+        };
+        match n {
+            Ok(0) => return Ok(false),
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+impl FileIdentity {
+    /// Whether `other` is the same file (device and inode), whatever its
+    /// length.
+    pub fn same_file(&self, other: &FileIdentity) -> bool {
+        self.dev == other.dev && self.inode == other.inode
     }
 }
 
@@ -398,49 +569,152 @@ pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
 }
 
 /// The SIGBUS guard for maps (see the module docs).
+///
+/// Every map is registered, however many exist at once: slots come in
+/// blocks of [`SLOTS`](guard::SLOTS), chained into a list that only grows.
+/// A block is allocated (outside the signal handler) when all slots are
+/// taken and is never freed, so the handler can walk the list with plain
+/// atomic loads: no lock, no allocation, nothing that is not
+/// async-signal-safe.
 #[cfg(unix)]
 mod guard {
     use std::sync::Once;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
-    const SLOTS: usize = 64;
-    static STARTS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-    static ENDS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-    static FAULTED: [AtomicBool; SLOTS] = [const { AtomicBool::new(false) }; SLOTS];
+    /// Slots per block.
+    pub(super) const SLOTS: usize = 64;
+
+    /// A block of slots: a map's `[start, end)` and whether it faulted.
+    /// `start` is 0 for a free slot and `usize::MAX` while being filled.
+    struct Block {
+        starts: [AtomicUsize; SLOTS],
+        ends: [AtomicUsize; SLOTS],
+        faulted: [AtomicBool; SLOTS],
+        next: AtomicPtr<Block>,
+    }
+
+    impl Block {
+        const fn new() -> Block {
+            Block {
+                starts: [const { AtomicUsize::new(0) }; SLOTS],
+                ends: [const { AtomicUsize::new(0) }; SLOTS],
+                faulted: [const { AtomicBool::new(false) }; SLOTS],
+                next: AtomicPtr::new(std::ptr::null_mut()),
+            }
+        }
+
+        /// The next block, if there is one.
+        fn next(&self) -> Option<&'static Block> {
+            let p = self.next.load(Ordering::Acquire);
+            // SAFETY: `next` is either null or a pointer from
+            // `Box::leak`, published with Release after the block was
+            // fully built, and blocks are never freed.
+            unsafe { p.as_ref() }
+        }
+    }
+
+    /// The first block; the others hang off it.
+    static FIRST: Block = Block::new();
     static PAGE: AtomicUsize = AtomicUsize::new(4096);
     static INSTALL: Once = Once::new();
     /// The handler that was installed before ours, written once before ours
     /// is installed and only read afterwards.
     static mut PREVIOUS: Option<libc::sigaction> = None;
 
-    /// Registers `[start, start + len)`; `None` when every slot is taken (the
-    /// map is then unguarded, as maps were before the guard).
-    pub fn register(start: usize, len: usize) -> Option<usize> {
+    /// A registered map's place in the guard.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Slot {
+        block: &'static Block,
+        index: usize,
+    }
+
+    impl std::fmt::Debug for Block {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Block")
+        }
+    }
+
+    /// Registers `[start, start + len)`; `None` only for an empty map.
+    pub fn register(start: usize, len: usize) -> Option<Slot> {
         if len == 0 {
             return None;
         }
         install();
-        for i in 0..SLOTS {
-            if STARTS[i]
-                .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-            {
-                FAULTED[i].store(false, Ordering::Relaxed);
-                ENDS[i].store(start + len, Ordering::Release);
-                STARTS[i].store(start, Ordering::Release);
-                return Some(i);
+        let mut block: &'static Block = &FIRST;
+        loop {
+            for index in 0..SLOTS {
+                if block.starts[index]
+                    .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    block.faulted[index].store(false, Ordering::Relaxed);
+                    block.ends[index].store(start + len, Ordering::Release);
+                    block.starts[index].store(start, Ordering::Release);
+                    return Some(Slot { block, index });
+                }
             }
+            block = match block.next() {
+                Some(b) => b,
+                None => {
+                    // Every slot is taken: chain a new block (or take the one
+                    // another thread chained first).
+                    let fresh: &'static mut Block = Box::leak(Box::new(Block::new()));
+                    match block.next.compare_exchange(
+                        std::ptr::null_mut(),
+                        fresh,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => fresh,
+                        Err(theirs) => {
+                            // SAFETY: `fresh` was never published; it came
+                            // from `Box::leak` just above.
+                            drop(unsafe { Box::from_raw(fresh as *mut Block) });
+                            // SAFETY: as in `Block::next`.
+                            unsafe { &*theirs }
+                        }
+                    }
+                }
+            };
         }
-        None
     }
 
-    pub fn faulted(slot: usize) -> bool {
-        FAULTED[slot].load(Ordering::Acquire)
+    /// Blocks chained so far (for tests).
+    #[cfg(test)]
+    pub fn blocks() -> usize {
+        let mut n = 1;
+        let mut b = &FIRST;
+        while let Some(next) = b.next() {
+            n += 1;
+            b = next;
+        }
+        n
     }
 
-    pub fn unregister(slot: usize) {
-        ENDS[slot].store(0, Ordering::Release);
-        STARTS[slot].store(0, Ordering::Release);
+    pub fn faulted(slot: Slot) -> bool {
+        slot.block.faulted[slot.index].load(Ordering::Acquire)
+    }
+
+    pub fn unregister(slot: Slot) {
+        slot.block.ends[slot.index].store(0, Ordering::Release);
+        slot.block.starts[slot.index].store(0, Ordering::Release);
+    }
+
+    /// The slot whose map holds `addr`, if any (signal-safe: loads only).
+    fn find(addr: usize) -> Option<(&'static Block, usize)> {
+        let mut block: &'static Block = &FIRST;
+        loop {
+            for i in 0..SLOTS {
+                let start = block.starts[i].load(Ordering::Acquire);
+                if start == 0 || start == usize::MAX {
+                    continue;
+                }
+                if addr >= start && addr < block.ends[i].load(Ordering::Acquire) {
+                    return Some((block, i));
+                }
+            }
+            block = block.next()?;
+        }
     }
 
     fn install() {
@@ -472,31 +746,25 @@ mod guard {
     extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
         let addr = unsafe { (*info).si_addr() } as usize;
-        for i in 0..SLOTS {
-            let start = STARTS[i].load(Ordering::Acquire);
-            if start == 0 || start == usize::MAX {
-                continue;
-            }
-            if addr >= start && addr < ENDS[i].load(Ordering::Acquire) {
-                let page = addr & !(PAGE.load(Ordering::Relaxed) - 1);
-                // SAFETY: the page lies inside a live read-only map this
-                // process owns (registered for the map's lifetime); replacing
-                // it with a private zero page keeps the range mapped, and the
-                // map's owner unmaps the whole range, this page included.
-                let r = unsafe {
-                    libc::mmap(
-                        page as *mut libc::c_void,
-                        PAGE.load(Ordering::Relaxed),
-                        libc::PROT_READ,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                        -1,
-                        0,
-                    )
-                };
-                if r != libc::MAP_FAILED {
-                    FAULTED[i].store(true, Ordering::Release);
-                    return;
-                }
+        if let Some((block, i)) = find(addr) {
+            let page = addr & !(PAGE.load(Ordering::Relaxed) - 1);
+            // SAFETY: the page lies inside a live read-only map this
+            // process owns (registered for the map's lifetime); replacing
+            // it with a private zero page keeps the range mapped, and the
+            // map's owner unmaps the whole range, this page included.
+            let r = unsafe {
+                libc::mmap(
+                    page as *mut libc::c_void,
+                    PAGE.load(Ordering::Relaxed),
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if r != libc::MAP_FAILED {
+                block.faulted[i].store(true, Ordering::Release);
+                return;
             }
         }
         // Not ours: hand it to the previous handler, or to the default
@@ -531,6 +799,50 @@ mod guard {
 #[cfg(test)]
 mod tests {
     use super::{huge_buffer, huge_vec_with_capacity};
+
+    /// The guard had 64 slots: a 65th map was unguarded, and a truncation
+    /// under it killed the process (the server died by SIGBUS with ~66
+    /// concurrent prepares). Now 200 maps of one file, truncated, each
+    /// touched past the new end: every one reads zeros and reports the
+    /// change, and the process lives.
+    #[cfg(unix)]
+    #[test]
+    fn more_maps_than_one_block_of_slots_are_all_guarded() {
+        use super::{LogBytes, ReadMode};
+        use crate::Error;
+        let dir = std::env::temp_dir().join(format!("wmreplay-guard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.jsonl");
+        std::fs::write(&path, vec![b'x'; 3 * 4096]).unwrap();
+        let maps: Vec<LogBytes> = (0..200)
+            .map(|_| LogBytes::open(&path, ReadMode::Auto).unwrap())
+            .collect();
+        assert!(maps.iter().all(LogBytes::is_mapped));
+        assert!(super::guard::blocks() >= 200 / super::guard::SLOTS);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        for m in &maps {
+            // Past the new end: SIGBUS without the guard.
+            let b = m.bytes();
+            assert_eq!(b[b.len() - 1], 0);
+            assert!(matches!(m.verify(), Err(Error::Changed { .. })));
+        }
+        drop(maps);
+        // Slots are reused: many more maps than ever existed at once do not
+        // grow the chain without bound.
+        let before = super::guard::blocks();
+        std::fs::write(&path, vec![b'y'; 4096]).unwrap();
+        for _ in 0..1000 {
+            let m = LogBytes::open(&path, ReadMode::Auto).unwrap();
+            assert_eq!(m.bytes()[0], b'y');
+        }
+        assert_eq!(super::guard::blocks(), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn huge_buffers_are_zeroed_and_writable() {

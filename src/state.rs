@@ -1,5 +1,6 @@
 //! State kept durably next to a log: session positions for prepare/ack
-//! deltas (seed 003) and the starts of cache-stable windows.
+//! deltas, the starts of cache-stable windows, and turns remembered by
+//! their idempotency key.
 //!
 //! The store is one SQLite file, by default the log's path with
 //! `.wmreplay.db` appended, in WAL mode (`synchronous=NORMAL`: a crash of
@@ -9,7 +10,9 @@
 //! **Prepare/ack.** [`prepare`] answers a session key with
 //! - `full`: the key has no acknowledged position, or the log's identity
 //!   changed (another device or inode, shorter than the position, or the
-//!   bytes before the position differ): the whole log, replayed;
+//!   bytes before the position differ, by the prefix fingerprint of
+//!   `source::fingerprint_bytes`: the whole prefix up to 8 MiB, its ends
+//!   and sampled blocks beyond): the whole log, replayed;
 //! - `delta`: only the records whose lines were appended since the key's
 //!   acknowledged position, ordered among themselves;
 //! - `none`: nothing new, an empty body.
@@ -20,7 +23,6 @@
 //! that prepare (never backwards), a failed ack leaves it, so the next
 //! prepare returns the same delta again (plus anything newer).
 
-use std::fs::File;
 use std::hash::{BuildHasher, RandomState};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -35,9 +37,6 @@ use crate::replay::{ReplayOptions, parse_range};
 use crate::select::{self, Selection, WindowStart};
 use crate::source::{LogBytes, ReadMode};
 use crate::xml::Document;
-
-/// Bytes before a position that identify the log it was taken on.
-const FINGERPRINT_BYTES: u64 = 4096;
 
 /// The durable state of one log.
 pub struct Store {
@@ -291,11 +290,11 @@ impl Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| state_err(&path, e))?;
-        type Row = (String, i64, i64, i64, i64, String, i64);
+        type Row = (String, i64, i64, i64, i64, String, i64, String);
         let row: Option<Row> = tx
             .query_row(
-                "SELECT session_key, dev, inode, to_pos, fingerprint, status, rowid FROM prepares
-                 WHERE prepare_id = ?1",
+                "SELECT session_key, dev, inode, to_pos, fingerprint, status, rowid, mode
+                 FROM prepares WHERE prepare_id = ?1",
                 params![prepare_id],
                 |r| {
                     Ok((
@@ -306,12 +305,13 @@ impl Store {
                         r.get(4)?,
                         r.get(5)?,
                         r.get(6)?,
+                        r.get(7)?,
                     ))
                 },
             )
             .optional()
             .map_err(|e| state_err(&path, e))?;
-        let Some((key, dev, inode, to, fp, status, seq)) = row else {
+        let Some((key, dev, inode, to, fp, status, seq, mode)) = row else {
             return Err(Error::UnknownPrepare(prepare_id.to_string()));
         };
         let new_status = if success { "success" } else { "failed" };
@@ -328,7 +328,11 @@ impl Store {
             // On the same file a position only moves forward; on another file
             // (a rotation) only a prepare made after the one that set the
             // position may move it, so a late ack from the old file cannot.
+            // A full prepare sent the whole log as it then was: its ack
+            // replaces the position and fingerprint (if no later prepare's
+            // ack did), even at the same length (a log rewritten in place).
             let advance = match current {
+                Some((_, _, _, set_by)) if mode == "full" => seq > set_by,
                 Some((d, i, pos, _)) if d == dev && i == inode => (to as u64) > (pos as u64),
                 Some((_, _, _, set_by)) => seq > set_by,
                 None => true,
@@ -411,17 +415,6 @@ fn log_id(log: &Path) -> Result<Option<LogId>, Error> {
     }
 }
 
-/// FNV-1a of `bytes`: a cheap check that the bytes before a position are
-/// still the ones it was taken on.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// What to prepare.
 #[derive(Debug, Clone)]
 pub struct PrepareRequest<'a> {
@@ -445,20 +438,12 @@ pub struct PrepareRequest<'a> {
 pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepared, Error> {
     let lock = || store.lock().unwrap_or_else(|p| p.into_inner());
     let path = req.log;
-    let file = match File::open(path) {
-        Ok(f) => Some(f),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(path, "cannot open", e)),
-    };
-    let (id, len) = match &file {
-        Some(f) => {
-            let m = f
-                .metadata()
-                .map_err(|e| Error::io(path, "cannot stat", e))?;
-            (crate::source::identity_of(&m).into(), m.len())
-        }
+    let opened = crate::source::open_regular(path)?;
+    let (id, len) = match &opened {
+        Some((_, m)) => (crate::source::identity_of(m).into(), m.len()),
         None => (LogId { dev: 0, inode: 0 }, 0),
     };
+    let file = opened.map(|(f, _)| f);
     let known = lock().session(req.session_key)?;
     let filters = Selection {
         session: req.selection.session.clone(),
@@ -474,19 +459,23 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
     // meanwhile.
     let delta = match (known, &file) {
         (Some((kid, pos, fp)), Some(f)) if kid == id && pos <= len && pos > 0 => {
-            let start = pos.saturating_sub(FINGERPRINT_BYTES);
-            let mut buf = Vec::new();
-            crate::live::read_from(f, start, len - start, &mut buf)
-                .map_err(|e| Error::io(path, "cannot read", e))?;
-            let at = (pos - start) as usize;
-            (buf.len() >= at && fnv1a(&buf[..at]) == fp).then_some((pos, start, buf))
+            let same = crate::source::fingerprint_file(f, pos)
+                .map_err(|e| Error::io(path, "cannot read", e))?
+                == Some(fp);
+            if same {
+                let mut buf = Vec::new();
+                crate::live::read_from(f, pos, len - pos, &mut buf)
+                    .map_err(|e| Error::io(path, "cannot read", e))?;
+                Some((pos, buf))
+            } else {
+                None
+            }
         }
         _ => None,
     };
     let (prepared, fp, id) = match delta {
-        Some((from, start, buf)) => {
-            let at = (from - start) as usize;
-            let tail = &buf[at..];
+        Some((from, buf)) => {
+            let tail = &buf[..];
             let commit = memchr::memrchr(b'\n', tail).map_or(0, |k| k + 1);
             let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
             let mut records = parsed.records;
@@ -503,8 +492,12 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
                     render_body(&records, data, req.format, Document::Delta { from, to }),
                 )
             };
-            let end = at + commit;
-            let fp = fnv1a(&buf[end.saturating_sub(FINGERPRINT_BYTES as usize)..end]);
+            let fp = match &file {
+                Some(f) => crate::source::fingerprint_file(f, to)
+                    .map_err(|e| Error::io(path, "cannot read", e))?
+                    .unwrap_or(0),
+                None => 0,
+            };
             let prepared = Prepared {
                 prepare_id: new_prepare_id(),
                 mode,
@@ -524,7 +517,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let mut r = crate::replay::replay(&all[..commit], req.options);
             r.select(req.selection, None);
             let body = render_body(r.records(), r.data(), req.format, Document::Context);
-            let fp = fnv1a(&all[commit.saturating_sub(FINGERPRINT_BYTES as usize)..commit]);
+            let fp = crate::source::fingerprint_bytes(&all[..commit]);
             log.verify()?;
             let prepared = Prepared {
                 prepare_id: new_prepare_id(),
@@ -552,17 +545,6 @@ fn render_body(
     match format {
         Format::Xml => crate::request::render_xml(records, log, doc),
         f => crate::request::render_messages(records, log, f),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fnv_is_stable() {
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
     }
 }
 

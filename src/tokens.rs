@@ -31,6 +31,16 @@ impl Default for Tokenizer {
     }
 }
 
+/// Bytes of text tokenized so far in this process (see [`tokenized_bytes`]).
+static TOKENIZED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Bytes of text [`Tokenizer::count`] has read in this process: what tests
+/// hold a window's work to.
+#[doc(hidden)]
+pub fn tokenized_bytes() -> u64 {
+    TOKENIZED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Tokenizer {
     /// The name the CLI spells it with.
     pub fn name(self) -> &'static str {
@@ -43,8 +53,45 @@ impl Tokenizer {
         }
     }
 
+    /// A lower bound of the tokens of any text of at least `bytes` bytes,
+    /// without reading it: no token is longer than the vocabulary's longest
+    /// (computed once per vocabulary).
+    pub fn least_tokens(self, bytes: u64) -> u64 {
+        match self {
+            Tokenizer::Bytes => bytes.div_ceil(4),
+            #[cfg(feature = "tiktoken")]
+            _ => bytes / self.longest_token(),
+        }
+    }
+
+    /// Bytes of the vocabulary's longest token.
+    #[cfg(feature = "tiktoken")]
+    fn longest_token(self) -> u64 {
+        use std::sync::OnceLock;
+        static O200K: OnceLock<u64> = OnceLock::new();
+        static CL100K: OnceLock<u64> = OnceLock::new();
+        let longest = |bpe: &tiktoken_rs::CoreBPE| {
+            // Ranks are dense from 0; the special tokens after them do not
+            // decode as ordinary ones and are never counted.
+            (0u32..)
+                .map_while(|r| bpe.decode_bytes(&[r]).ok())
+                .map(|b| b.len() as u64)
+                .max()
+                .unwrap_or(1)
+                .max(1)
+        };
+        match self {
+            Tokenizer::Bytes => 4,
+            Tokenizer::O200k => *O200K.get_or_init(|| longest(tiktoken_rs::o200k_base_singleton())),
+            Tokenizer::Cl100k => {
+                *CL100K.get_or_init(|| longest(tiktoken_rs::cl100k_base_singleton()))
+            }
+        }
+    }
+
     /// Tokens in `text`.
     pub fn count(self, text: &str) -> u64 {
+        TOKENIZED.fetch_add(text.len() as u64, std::sync::atomic::Ordering::Relaxed);
         match self {
             Tokenizer::Bytes => text.len().div_ceil(4) as u64,
             #[cfg(feature = "tiktoken")]

@@ -68,3 +68,271 @@ async fn upstream_error_bodies_are_relayed_without_the_key_and_bounded() {
     assert!(message.len() < 1200, "{} bytes relayed", message.len());
     srv.stop().await;
 }
+
+fn wmreplay() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+}
+
+/// Runs `cmd` with an address-space limit of `bytes` (RLIMIT_AS).
+fn with_memory_limit(cmd: &mut std::process::Command, bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only setrlimit, which is async-signal-safe, runs between fork
+    // and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let l = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// `serve --log FIFO` hung, and `stats /dev/zero` read until memory ran
+/// out and aborted. Special files are refused at once, by the CLI, the
+/// library (mapped or read, one-shot or live) and the server.
+#[test]
+fn special_files_are_refused_at_once_not_read_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("wm.fifo");
+    mkfifo(&fifo);
+    for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+        for args in [
+            vec!["stats"],
+            vec!["stats", "--no-mmap"],
+            vec!["respond", "--text", "x"],
+        ] {
+            let out = wmreplay()
+                .args(&args[..1])
+                .arg(path)
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{args:?} {}: {err}",
+                path.display()
+            );
+            assert!(err.contains("not a regular file"), "{err}");
+            assert!(err.contains(&path.display().to_string()), "{err}");
+        }
+        for mode in [wmreplay::ReadMode::Auto, wmreplay::ReadMode::Read] {
+            assert!(wmreplay::LogBytes::open(path, mode).is_err());
+        }
+        let mut live =
+            wmreplay::LiveReplay::new(path, wmreplay::Format::Anthropic, Default::default());
+        assert!(live.refresh().is_err());
+        let out = wmreplay()
+            .args(["serve", "--log"])
+            .arg(path)
+            .args(["--addr", "127.0.0.1:0"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"));
+    }
+}
+
+/// `stats` on a sparse 40 GB file with `--no-mmap` died with "memory
+/// allocation of … bytes failed" (SIGABRT). Memory sized from the input
+/// is reserved fallibly: one line, exit 1.
+#[test]
+fn a_log_too_large_for_memory_is_an_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sparse.log");
+    std::fs::File::create(&log)
+        .unwrap()
+        .set_len(40 << 30)
+        .unwrap();
+    let mut cmd = wmreplay();
+    cmd.args(["stats", "--no-mmap"]).arg(&log);
+    with_memory_limit(&mut cmd, 4 << 30);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot allocate"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// A served log grown sparse to 40 GB killed the server (rc 134). It now
+/// answers 507 for that log and keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_log_grown_past_memory_is_a_507_and_the_server_lives() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cmd = wmreplay();
+    cmd.args(["serve", "--log"])
+        .arg(&log)
+        .args(["--addr", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped());
+    with_memory_limit(&mut cmd, 4 << 30);
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let l = lines.next().expect("the server starts").unwrap();
+        if let Some(at) = l.find("addr=") {
+            break l[at + 5..].split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    let url = format!("http://{addr}");
+    let (status, _) = post(&format!("{url}/v1/context"), r#"{"text":"x"}"#).await;
+    assert_eq!(status, 200);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(40 << 30)
+        .unwrap();
+    let (status, body) = post(&format!("{url}/v1/context"), r#"{"text":"x"}"#).await;
+    assert_eq!(status, 507, "{body}");
+    assert!(body.contains("insufficient_memory"), "{body}");
+    let r = client().get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(child.try_wait().unwrap().is_none(), "the server is alive");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}
+
+/// `stats LOG --no-mmap` while the log was truncated to 0 exited 0 with a
+/// replay of an arbitrary prefix; the map path exited 1 "file changed".
+/// The read path checks the same: never an exit 0 with a partial replay.
+#[test]
+fn a_log_truncated_while_read_without_mmap_is_reported_changed() {
+    use wmreplay::{Error, LogBytes, ReadMode};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    // After the read: the library's verify says so.
+    std::fs::write(&log, example_bytes()).unwrap();
+    let read = LogBytes::open(&log, ReadMode::Read).unwrap();
+    assert!(!read.is_mapped());
+    assert!(read.verify().is_ok());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert!(matches!(read.verify(), Err(Error::Changed { .. })));
+    // Replaced by another file: changed too.
+    std::fs::write(&log, example_bytes()).unwrap();
+    let read = LogBytes::open(&log, ReadMode::Read).unwrap();
+    let other = dir.path().join("other.log");
+    std::fs::write(&other, example_bytes()).unwrap();
+    std::fs::rename(&other, &log).unwrap();
+    assert!(matches!(read.verify(), Err(Error::Changed { .. })));
+    // During the read, from the command line: a 64 MiB log truncated while
+    // `stats --no-mmap` runs gives exit 1, or exit 0 with the whole log's
+    // stats; never exit 0 with a part of it.
+    let line = "{\"type\":\"wm_event\",\"ts_ms\":1,\"pad\":\"0123456789012345678901234567890123456789\"}\n";
+    let whole = line.repeat((64 << 20) / line.len());
+    let n = (whole.len() / line.len()) as u64;
+    for round in 0..5 {
+        std::fs::write(&log, &whole).unwrap();
+        let child = wmreplay()
+            .args(["stats", "--no-mmap"])
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2 + round * 3));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        match out.status.code() {
+            Some(1) => assert!(String::from_utf8_lossy(&out.stderr).contains("changed")),
+            Some(0) => {
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["parsed_entries"], n, "a partial replay was presented");
+            }
+            other => panic!("exit {other:?}"),
+        }
+    }
+}
+
+/// `--since NaN` / `--until NaN` were accepted and the filter dropped.
+#[test]
+fn non_finite_time_bounds_are_refused() {
+    for (flag, v) in [
+        ("--since", "NaN"),
+        ("--until", "nan"),
+        ("--since", "inf"),
+        ("--until=-inf", ""),
+    ] {
+        let args: Vec<&str> = [flag, v].into_iter().filter(|a| !a.is_empty()).collect();
+        let out = wmreplay()
+            .args(["stats", "examples/working_memory.log"])
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {v}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("finite"));
+    }
+    let sel = wmreplay::Selection {
+        since: Some(f64::NAN),
+        ..Default::default()
+    };
+    assert!(sel.validate().is_err());
+}
+
+/// A 40 MB newest record under `--max-tokens 100` took 42 s and 2 GB: its
+/// tokens were counted in full. A record whose size alone shows it cannot
+/// fit is now left out uncounted, one-shot and live, with the same window.
+#[test]
+fn a_huge_record_under_a_small_token_budget_is_not_tokenized() {
+    use wmreplay::{Format, LiveReplay, ReplayOptions, Selection, Tokenizer, replay};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let mut text = String::new();
+    for i in 0..5 {
+        text.push_str(&format!(
+            "{{\"type\":\"text_input\",\"ts_ms\":{i},\"text\":\"hello {i}\"}}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "{{\"type\":\"wm_event\",\"ts_ms\":9,\"blob\":\"{}\"}}\n",
+        "word ".repeat(8 << 20)
+    ));
+    std::fs::write(&log, &text).unwrap();
+    let sel = Selection {
+        max_tokens: Some(100),
+        tokenizer: Tokenizer::O200k,
+        ..Selection::default()
+    };
+    let before = wmreplay::tokens::tokenized_bytes();
+    let bytes = std::fs::read(&log).unwrap();
+    let mut r = replay(&bytes, &ReplayOptions::default());
+    let report = r.select(&sel, None);
+    assert_eq!(report.selected, 0, "the newest record alone overflows");
+    let mut live = LiveReplay::new(&log, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    let (_, report) = live.select(&sel, None).unwrap();
+    assert_eq!(report.selected, 0);
+    let work = wmreplay::tokens::tokenized_bytes() - before;
+    assert!(
+        work < 1 << 20,
+        "{work} bytes tokenized for a 100-token window"
+    );
+}

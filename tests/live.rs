@@ -207,3 +207,73 @@ fn bom_before_the_first_newline_of_a_live_log_is_dropped() {
     check(&mut live, &path, "the line completed");
     assert_eq!(live.info().records, 1);
 }
+
+/// A log rewritten in place (same inode, longer) was taken for an append:
+/// records a, b served, the file rewritten as x, y, z, and the next refresh
+/// served a, b, z. The committed prefix is now checked before appended
+/// bytes are parsed: every rewrite below (at the start, in the middle of a
+/// large log with the same length then an append, at the end) rebuilds,
+/// and the state equals a one-shot replay of the file.
+#[test]
+fn a_log_rewritten_in_place_is_rebuilt_not_taken_for_an_append() {
+    let line = |t: &str, ts: u64| {
+        format!(
+            "{{\"type\":\"{t}\",\"ts_ms\":{ts},\"pad\":\"{}\"}}\n",
+            "p".repeat(40)
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let path = path.as_path();
+    let write = |s: &str| {
+        // In place: the same inode, truncated and written again.
+        use std::io::Write;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .unwrap();
+        f.write_all(s.as_bytes()).unwrap();
+    };
+    std::fs::write(path, format!("{}{}", line("a", 1), line("b", 2))).unwrap();
+    let mut live = LiveReplay::new(path, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    write(&format!("{}{}{}", line("x", 1), line("y", 2), line("z", 3)));
+    let r = live.refresh().unwrap();
+    assert!(r.rebuilt, "a rewrite is not an append");
+    assert_same_as_one_shot(&live, path);
+
+    // A large log (4 MiB), one byte in the middle changed, the same
+    // length, then an append; and a change in its last line.
+    let mut big = String::new();
+    let mut ts = 0;
+    while big.len() < 4 << 20 {
+        ts += 1;
+        big.push_str(&line("e", ts));
+    }
+    write(&big);
+    live.refresh().unwrap();
+    assert_same_as_one_shot(&live, path);
+    for at in [0, big.len() / 2, big.len() - 20] {
+        let mut changed = big.clone().into_bytes();
+        let k = (at..).find(|&k| changed[k] == b'p').unwrap();
+        changed[k] = b'Q';
+        let mut text = String::from_utf8(changed).unwrap();
+        text.push_str(&line("appended", ts + 1));
+        write(&text);
+        let r = live.refresh().unwrap();
+        assert!(r.rebuilt, "a change at byte {k} was not noticed");
+        assert_same_as_one_shot(&live, path);
+        write(&big);
+        live.refresh().unwrap();
+    }
+}
+
+fn assert_same_as_one_shot(live: &LiveReplay, path: &Path) {
+    let (want, stats) = one_shot(path, live.format());
+    assert!(
+        live_body(live) == want,
+        "live state differs from a one-shot replay"
+    );
+    assert_eq!(live.stats(), &stats);
+}

@@ -421,3 +421,47 @@ fn a_late_ack_from_before_a_rotation_does_not_move_the_position() {
     assert_eq!(acked.position, Some(new.to));
     assert_eq!(f.prepare("k").mode, Mode::None);
 }
+
+/// After prepare/ack on a 10 KB log, changing a word in its first line
+/// answered `none`, then `delta`: only the 4 KiB before the position were
+/// checked. The whole prefix is fingerprinted now (whole up to 1 MiB), so a
+/// change anywhere before the position gives `full`.
+#[test]
+fn a_rewrite_anywhere_before_the_position_gives_full() {
+    for at in ["first", "middle", "last"] {
+        let f = Fixture::new();
+        let mut log = String::new();
+        for i in 0..100 {
+            log.push_str(&rec(
+                i,
+                &format!("line {i} of a ten kilobyte log, padded to be long"),
+            ));
+        }
+        assert!(log.len() > 5_000);
+        std::fs::write(&f.log, &log).unwrap();
+        let p = f.prepare("k");
+        assert_eq!(p.mode, Mode::Full);
+        f.ack(&p, true);
+        assert_eq!(f.prepare("k").mode, Mode::None);
+        // The same length, one word changed.
+        let word = match at {
+            "first" => "line 0 ",
+            "middle" => "line 50 ",
+            _ => "line 99 ",
+        };
+        let changed = log.replacen(word, &word.to_uppercase(), 1);
+        assert_eq!(changed.len(), log.len());
+        std::fs::write(&f.log, &changed).unwrap();
+        assert_eq!(f.prepare("k").mode, Mode::Full, "{at} word changed");
+        // And with an append after the change.
+        let p = f.prepare("k");
+        f.ack(&p, true);
+        let changed2 = changed.replacen("LINE", "line", 1);
+        std::fs::write(&f.log, format!("{changed2}{}", rec(200, "new"))).unwrap();
+        assert_eq!(
+            f.prepare("k").mode,
+            Mode::Full,
+            "{at} changed back, then appended"
+        );
+    }
+}

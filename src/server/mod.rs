@@ -333,11 +333,19 @@ fn snapshot_of(
 
 fn replay_failed(e: crate::Error) -> ApiError {
     tracing::error!(error = %e, "replay failed");
-    ApiError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "replay_failed",
-        e.to_string(),
-    )
+    match e {
+        // The server keeps serving; this log needs more memory than there is.
+        crate::Error::OutOfMemory { .. } => ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "insufficient_memory",
+            e.to_string(),
+        ),
+        e => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "replay_failed",
+            e.to_string(),
+        ),
+    }
 }
 
 /// The log replayed up to its end.
@@ -510,9 +518,12 @@ async fn turn_prepare(
     })
     .await
     .map_err(|e| internal("prepare_failed", e))?
-    .map_err(|e| {
-        tracing::error!(error = %e, "prepare failed");
-        internal("prepare_failed", e)
+    .map_err(|e| match e {
+        e @ crate::Error::OutOfMemory { .. } => replay_failed(e),
+        e => {
+            tracing::error!(error = %e, "prepare failed");
+            internal("prepare_failed", e)
+        }
     })?;
     Ok(json_response(StatusCode::OK, prepared.to_json()))
 }
