@@ -19,8 +19,8 @@ mod sim;
 use std::hash::{BuildHasher, Hasher};
 
 use sim::{Block, Cache, Rules, Ttl, Usage};
-use wmreplay::cache::{CacheMemory, CachePolicy, CacheTtl};
-use wmreplay::corpus::{GenOptions, generate};
+use wmreplay::__internals::cache::{CacheMemory, CachePolicy, CacheTtl};
+use wmreplay::__internals::corpus::{GenOptions, generate};
 use wmreplay::{ReplayOptions, Selection, Tokenizer, WindowStart};
 
 /// A replayed message: its identity, content hash and tokens.
@@ -123,9 +123,12 @@ fn absorb(log: &[u8], from: usize, out: &mut Vec<Message>) {
     let mut text = String::new();
     for rec in r.records() {
         text.clear();
-        wmreplay::render::message_text(rec, data, &mut text);
+        wmreplay::__internals::render::message_text(rec, data, &mut text);
         out.push(Message {
-            id: (wmreplay::order::ts_key(rec.ts), rec.offset + from as u64),
+            id: (
+                wmreplay::__internals::order::ts_key(rec.ts_ms()),
+                rec.offset() + from as u64,
+            ),
             hash: hash(rec.is_output(), &text),
             tokens: Tokenizer::O200k.count(&text),
         });
@@ -274,7 +277,7 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
         let range = match window {
             None => 0..all.len(),
             Some(sel) => {
-                let (range, _, _) = wmreplay::select::window(
+                let (range, _, _) = wmreplay::__internals::select::window(
                     all.len(),
                     sel,
                     start,
@@ -326,7 +329,12 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
                     CacheTtl::FiveMinutes => Ttl::FiveMinutes,
                     CacheTtl::OneHour => Ttl::OneHour,
                 };
-                for i in wmreplay::cache::place(msgs.len(), |i| msgs[i].id, &policy, &mut memory) {
+                for i in wmreplay::__internals::cache::place(
+                    msgs.len(),
+                    |i| msgs[i].id,
+                    &policy,
+                    &mut memory,
+                ) {
                     // Message i is block i + 1 (the system block is first).
                     blocks[i + 1].breakpoint = Some(sim_ttl);
                 }
@@ -360,7 +368,7 @@ fn main() {
     let turns: usize = arg(&args, "--turns").map_or(1000, |v| v.parse().expect("--turns N"));
     let seed: u64 = arg(&args, "--seed").map_or(1, |v| v.parse().expect("--seed N"));
     let base = arg(&args, "--base-size").map_or(400 << 10, |v| {
-        wmreplay::corpus::parse_size(&v).expect("--base-size SIZE")
+        wmreplay::__internals::corpus::parse_size(&v).expect("--base-size SIZE")
     });
     let rules = Rules {
         min_tokens: arg(&args, "--min-tokens").map_or(1024, |v| v.parse().expect("--min-tokens N")),

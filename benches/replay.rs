@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use wmreplay::corpus::{GenOptions, generate, parse_size};
-use wmreplay::lines::{Lines, content_start, trim};
-use wmreplay::{
-    CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, Validator, order, parse_range, replay,
-};
+use wmreplay::__internals::corpus::{GenOptions, generate, parse_size};
+use wmreplay::__internals::lines::{Lines, content_start, trim};
+use wmreplay::__internals::order;
+use wmreplay::__internals::replay::parse_range;
+use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, Validator, replay};
 
 #[path = "../tests/naive/mod.rs"]
 mod naive;
@@ -88,7 +88,7 @@ fn benches(c: &mut Criterion) {
                 &|_| {},
             );
             let mut v = [p.records, p.late].concat();
-            v.sort_unstable_by_key(|r| r.offset);
+            v.sort_unstable_by_key(|r| r.offset());
             v
         };
 

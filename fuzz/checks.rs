@@ -18,11 +18,11 @@
 
 use std::io::Write;
 
-use wmreplay::lines::{Lines, chunks};
-use wmreplay::parse::LineParser;
+use wmreplay::__internals::lines::{Lines, chunks};
+use wmreplay::__internals::parse::LineParser;
+use wmreplay::__internals::{json, scan};
 use wmreplay::{
-    CurrentRequest, DEFAULT_MAX_DEPTH, Format, LiveReplay, ReplayOptions, SkipReason, json, replay,
-    scan,
+    CurrentRequest, DEFAULT_MAX_DEPTH, Format, LiveReplay, ReplayOptions, SkipReason, replay,
 };
 
 /// Lines nested at least this deep are not given to serde_json: its
@@ -61,7 +61,7 @@ pub fn check_line(data: &[u8]) {
         assert_eq!(s.ts_ms, fields.ts_ms, "{}", show(data));
         assert_eq!(
             s.escape_extra as usize,
-            wmreplay::escape::escaped_extra(data),
+            wmreplay::__internals::escape::escaped_extra(data),
             "{}",
             show(data)
         );
@@ -85,7 +85,7 @@ pub fn check_line(data: &[u8]) {
     };
     // What the line parser decides (it trims JavaScript whitespace first, a
     // superset of JSON's, so only untrimmed-equal lines are compared).
-    if wmreplay::lines::trim(data) != (0..data.len()) {
+    if wmreplay::__internals::lines::trim(data) != (0..data.len()) {
         return;
     }
     let parsed = LineParser::new(max).parse(data, 0);
@@ -240,7 +240,7 @@ const JS_WHITESPACE: &[char] = &[
     '\u{200a}', '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}', '\u{feff}',
 ];
 
-/// The js record mode (`wmreplay::js`): never panics; nothing is written
+/// The js record mode (`wmreplay::__internals::js`): never panics; nothing is written
 /// unless a value is; a value is written exactly when the simple validator
 /// accepts the decoded, trimmed line; what is written is well-formed JSON
 /// that serde_json reads, equal under JavaScript's semantics to what
@@ -248,7 +248,7 @@ const JS_WHITESPACE: &[char] = &[
 /// `null`, the last duplicate winning, keys in V8's order), and writing it
 /// again gives the same bytes.
 pub fn check_js(data: &[u8]) {
-    use wmreplay::js::{JsStringifier, JsValueKind};
+    use wmreplay::__internals::js::{JsStringifier, JsValueKind};
     let mut js = JsStringifier::new(DEFAULT_MAX_DEPTH);
     let mut out = b"#".to_vec();
     let result = js.stringify(data, &mut out);
@@ -441,7 +441,7 @@ pub fn check_select(data: &[u8]) {
         "{}",
         show(data)
     );
-    let offsets = |rs: &[wmreplay::Record]| rs.iter().map(|x| x.offset).collect::<Vec<_>>();
+    let offsets = |rs: &[wmreplay::Record]| rs.iter().map(|x| x.offset()).collect::<Vec<_>>();
     let all = offsets(filtered.records());
     let kept = offsets(r.records());
     assert!(all.ends_with(&kept), "not a suffix: {}", show(data));
@@ -510,7 +510,7 @@ pub fn check_next_line(data: &[u8]) {
         return;
     };
     let line = &data[..newline];
-    let t = wmreplay::lines::trim(line);
+    let t = wmreplay::__internals::lines::trim(line);
     let slow = scan::scan_line(&line[t.clone()], max, &mut Vec::new());
     let content = line.trim_ascii_end();
     let common = line.first() == Some(&b'{')

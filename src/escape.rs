@@ -5,8 +5,8 @@
 //! writes it into a slice, so the renderer can size its buffer exactly before
 //! writing and then write in parallel at precomputed offsets.
 
-use crate::json::StringUnits;
-use crate::simd;
+use crate::parse::json::StringUnits;
+use crate::parse::simd;
 
 /// Extra bytes `JSON.stringify` adds when escaping one byte of UTF-8 text.
 #[inline]
@@ -382,6 +382,15 @@ impl JsNumber {
             JsNumber::new(x).len
         }
     }
+}
+
+/// Writes `bytes` at `at`, cut short where `out` ends (only a log changed
+/// under its memory map makes a message outgrow the size measured for it).
+#[inline]
+pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
+    let n = bytes.len().min(out.len() - at);
+    copy_short(&mut out[at..at + n], &bytes[..n]);
+    at + n
 }
 
 #[cfg(test)]

@@ -30,46 +30,125 @@
 //! assert!(body.ends_with(r#"CURRENT_USER_REQUEST\nsession_id: none\nuser_text: hello"}]}]}"#));
 //! ```
 //!
-//! To replay a file, open it with [`LogBytes::open`] (a missing file is an
-//! empty log) and pass [`LogBytes::bytes`] to [`replay`].
+//! What an embedder needs, stage by stage:
+//! - **Open a log**: [`LogBytes::open`] (a missing file is an empty log);
+//!   [`LogBytes::verify`] after use.
+//! - **Replay it**: [`replay`] with [`ReplayOptions`] gives a [`Replay`]:
+//!   its [`Record`]s in order, its [`ReplayStats`] and located [`Skip`]s.
+//! - **Select**: [`Selection`] (filters, `tail` and token windows,
+//!   cache-stable trimming, the pending mark) through [`Replay::select`].
+//! - **Render**: [`Replay::render_request`] / [`Replay::write_request`] in a
+//!   [`Format`], or [`Replay::render_messages`]; [`request_envelope`] gives
+//!   the bytes around the messages; [`CachePolicy`] places prompt-cache
+//!   breakpoints.
+//! - **Keep it live**: [`LiveReplay`] parses only what was appended since the
+//!   last call.
+//! - **Sessions**: [`state`] keeps session positions, window starts and
+//!   idempotency keys next to the log (feature `state`).
+//! - **Serve**: [`server::serve`] with a [`server::Config`] (feature
+//!   `server`).
+//!
+//! The data flow and where each stage lives: `docs/architecture.md`; the
+//! contract every test holds the engine to: `docs/contract.md`.
 
 #![warn(missing_docs)]
 
-pub mod cache;
-pub mod corpus;
+mod buffers;
+mod corpus;
 mod error;
-pub mod escape;
-pub mod js;
-pub mod json;
-pub mod lines;
-pub mod live;
-pub mod order;
-pub mod parse;
-pub mod render;
+mod escape;
+mod input;
+mod live;
+mod order;
+mod parse;
+mod render;
 mod replay;
-pub mod request;
-pub mod scan;
-pub mod select;
+mod select;
 #[cfg(feature = "server")]
 pub mod server;
-mod simd;
-pub mod source;
 #[cfg(feature = "state")]
 pub mod state;
-pub mod tokens;
-pub mod xml;
 
 pub use error::Error;
+pub use input::{FileIdentity, LogBytes, ReadMode};
 pub use live::{LiveInfo, LiveReplay, Refresh};
+pub use parse::json::JsonErrorKind;
 pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
-pub use replay::{
-    Parsed, RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, arena_origin,
-    parse_range, replay, replay_with_progress,
-};
-pub use request::{
+pub use render::cache::{CacheMemory, CachePolicy, CacheTtl};
+pub use render::request::{
     CurrentRequest, SYSTEM_RULE, current_user_request_text, request_envelope, system_prompt,
 };
+pub use replay::{
+    RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, replay,
+    replay_with_progress,
+};
+pub use select::tokens::Tokenizer;
 pub use select::{Pending, SelectReport, Selection, WindowStart};
-pub use source::{FileIdentity, LogBytes, ReadMode};
-pub use tokens::Tokenizer;
+
+/// Not API: the internals that the fuzz targets, benchmarks and tests reach
+/// into (the scanner, the simple validator, the generator…). Anything here
+/// may change in any release; embedders use the crate root.
+#[doc(hidden)]
+pub mod __internals {
+    /// The generator of realistic logs (`wmreplay gen`, the benchmarks).
+    pub mod corpus {
+        pub use crate::corpus::*;
+    }
+    /// JSON.stringify's escaping and JavaScript's number formatting.
+    pub mod escape {
+        pub use crate::escape::*;
+    }
+    /// Line splitting and chunking.
+    pub mod lines {
+        pub use crate::input::lines::*;
+    }
+    /// Sorting by `ts_ms`.
+    pub mod order {
+        pub use crate::order::*;
+    }
+    /// One line to a record: the line parser.
+    pub mod parse {
+        pub use crate::parse::*;
+    }
+    /// The simple, exact JSON validator and field scan (the oracle).
+    pub mod json {
+        pub use crate::parse::json::*;
+    }
+    /// The one-pass scanner.
+    pub mod scan {
+        pub use crate::parse::scan::*;
+    }
+    /// The JavaScript-exact record.
+    pub mod js {
+        pub use crate::parse::js::*;
+    }
+    /// Message rendering.
+    pub mod render {
+        pub use crate::render::*;
+    }
+    /// The request's pieces.
+    pub mod request {
+        pub use crate::render::request::*;
+    }
+    /// `<memory_context>` documents.
+    pub mod xml {
+        pub use crate::render::xml::*;
+    }
+    /// Prompt-cache breakpoint placement.
+    pub mod cache {
+        pub use crate::render::cache::*;
+    }
+    /// The parallel driver's pieces.
+    pub mod replay {
+        pub use crate::replay::*;
+    }
+    /// Windows and filters.
+    pub mod select {
+        pub use crate::select::*;
+    }
+    /// Tokenizers.
+    pub mod tokens {
+        pub use crate::select::tokens::*;
+    }
+}

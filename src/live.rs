@@ -31,12 +31,12 @@ use std::path::{Path, PathBuf};
 use bytes::{Bytes, BytesMut};
 
 use crate::error::Error;
+use crate::input::{FileIdentity, LogBytes, ReadMode};
 use crate::order::{self, ts_key};
 use crate::render::{self, Format};
 use crate::replay::{ReplayOptions, ReplayStats, parse_range};
+use crate::select::tokens::Tokenizer;
 use crate::select::{self, Pending, SelectReport, Selection, WindowStart};
-use crate::source::{FileIdentity, LogBytes, ReadMode};
-use crate::tokens::Tokenizer;
 
 /// Segments smaller than this absorb the next in-order append by copying, so
 /// a stream of one-record appends does not leave one segment per record.
@@ -137,7 +137,7 @@ pub struct LiveReplay {
     /// Key of the last record parsed (filtered out or not), for
     /// `already_ordered`.
     last_key: Option<u64>,
-    /// [`crate::source::fingerprint_bytes`] of the committed bytes.
+    /// [`crate::input::fingerprint_bytes`] of the committed bytes.
     fingerprint: u64,
     /// The file's length and modification time at the last refresh.
     seen: Option<(u64, Option<std::time::SystemTime>)>,
@@ -429,14 +429,14 @@ impl LiveReplay {
     /// after it. A state already committed past `limit` stays as it is.
     pub fn refresh_to(&mut self, limit: u64) -> Result<Refresh, Error> {
         let mut report = Refresh::default();
-        let Some((file, meta)) = crate::source::open_regular(&self.path)? else {
+        let Some((file, meta)) = crate::input::open_regular(&self.path)? else {
             if self.identity.is_some() || self.committed > 0 {
                 self.reset();
                 report.rebuilt = true;
             }
             return Ok(report);
         };
-        let identity = crate::source::identity_of(&meta);
+        let identity = crate::input::identity_of(&meta);
         let id = (identity.dev, identity.inode);
         if self.identity != Some(id) || meta.len() < self.committed {
             if self.identity.is_some() {
@@ -450,7 +450,7 @@ impl LiveReplay {
         // still be the file's (a rewrite in place is not an append).
         let seen = (meta.len(), meta.modified().ok());
         if self.committed > 0 && self.seen != Some(seen) {
-            let now = crate::source::fingerprint_file(&file, self.committed)
+            let now = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?;
             if now != Some(self.fingerprint) {
                 self.reset();
@@ -479,13 +479,13 @@ impl LiveReplay {
         // Nothing committed yet: the file's start, where a byte-order mark
         // is dropped (it may have been written before the first line ended).
         let start = if base == 0 {
-            crate::lines::content_start(&buf)
+            crate::input::lines::content_start(&buf)
         } else {
             0
         };
         self.absorb(&buf, start, base, &mut report);
         if report.bytes_committed > 0 {
-            self.fingerprint = crate::source::fingerprint_file(&file, self.committed)
+            self.fingerprint = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?
                 .unwrap_or(0);
         }
@@ -502,9 +502,9 @@ impl LiveReplay {
         }
         report.bytes_read = bytes.len() as u64;
         self.file_len = all.len() as u64;
-        let start = crate::lines::content_start(bytes);
+        let start = crate::input::lines::content_start(bytes);
         self.absorb(bytes, start, 0, &mut report);
-        self.fingerprint = crate::source::fingerprint_bytes(&bytes[..self.committed as usize]);
+        self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {
             self.seen = Some((m.len(), m.modified().ok()));
         }
@@ -760,7 +760,7 @@ fn message_text_of(msg: &[u8], format: Format, output: bool, out: &mut String) {
     let content = msg
         .get(open..msg.len().saturating_sub(close))
         .unwrap_or(&[]);
-    crate::json::decode_string(content, out);
+    crate::parse::json::decode_string(content, out);
 }
 
 /// A rendered message with `PENDING_USER_INPUT\n` as its first line.

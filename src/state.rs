@@ -31,12 +31,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Error;
+use crate::input::{LogBytes, ReadMode};
 use crate::order;
 use crate::render::Format;
+use crate::render::xml::Document;
 use crate::replay::{ReplayOptions, parse_range};
 use crate::select::{self, Selection, WindowStart};
-use crate::source::{LogBytes, ReadMode};
-use crate::xml::Document;
 
 /// The durable state of one log.
 pub struct Store {
@@ -398,8 +398,8 @@ fn new_prepare_id() -> String {
     format!("{a:016x}{b:016x}")
 }
 
-impl From<crate::source::FileIdentity> for LogId {
-    fn from(i: crate::source::FileIdentity) -> Self {
+impl From<crate::input::FileIdentity> for LogId {
+    fn from(i: crate::input::FileIdentity) -> Self {
         LogId {
             dev: i.dev,
             inode: i.inode,
@@ -409,7 +409,7 @@ impl From<crate::source::FileIdentity> for LogId {
 
 fn log_id(log: &Path) -> Result<Option<LogId>, Error> {
     match std::fs::metadata(log) {
-        Ok(m) => Ok(Some(crate::source::identity_of(&m).into())),
+        Ok(m) => Ok(Some(crate::input::identity_of(&m).into())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(log, "cannot stat", e)),
     }
@@ -438,9 +438,9 @@ pub struct PrepareRequest<'a> {
 pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepared, Error> {
     let lock = || store.lock().unwrap_or_else(|p| p.into_inner());
     let path = req.log;
-    let opened = crate::source::open_regular(path)?;
+    let opened = crate::input::open_regular(path)?;
     let (id, len) = match &opened {
-        Some((_, m)) => (crate::source::identity_of(m).into(), m.len()),
+        Some((_, m)) => (crate::input::identity_of(m).into(), m.len()),
         None => (LogId { dev: 0, inode: 0 }, 0),
     };
     let file = opened.map(|(f, _)| f);
@@ -459,7 +459,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
     // meanwhile.
     let delta = match (known, &file) {
         (Some((kid, pos, fp)), Some(f)) if kid == id && pos <= len && pos > 0 => {
-            let same = crate::source::fingerprint_file(f, pos)
+            let same = crate::input::fingerprint_file(f, pos)
                 .map_err(|e| Error::io(path, "cannot read", e))?
                 == Some(fp);
             if same {
@@ -493,7 +493,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
                 )
             };
             let fp = match &file {
-                Some(f) => crate::source::fingerprint_file(f, to)
+                Some(f) => crate::input::fingerprint_file(f, to)
                     .map_err(|e| Error::io(path, "cannot read", e))?
                     .unwrap_or(0),
                 None => 0,
@@ -517,7 +517,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let mut r = crate::replay::replay(&all[..commit], req.options);
             r.select(req.selection, None);
             let body = render_body(r.records(), r.data(), req.format, Document::Context);
-            let fp = crate::source::fingerprint_bytes(&all[..commit]);
+            let fp = crate::input::fingerprint_bytes(&all[..commit]);
             log.verify()?;
             let prepared = Prepared {
                 prepare_id: new_prepare_id(),
@@ -543,8 +543,8 @@ fn render_body(
     doc: Document,
 ) -> Vec<u8> {
     match format {
-        Format::Xml => crate::request::render_xml(records, log, doc),
-        f => crate::request::render_messages(records, log, f),
+        Format::Xml => crate::render::request::render_xml(records, log, doc),
+        f => crate::render::request::render_messages(records, log, f),
     }
 }
 

@@ -74,7 +74,7 @@ fn no_allocation_per_line() {
 
 fn parsing_lines_allocates_nothing_after_warm_up() {
     let lines = lines();
-    let mut parser = wmreplay::parse::LineParser::new(wmreplay::DEFAULT_MAX_DEPTH);
+    let mut parser = wmreplay::__internals::parse::LineParser::new(wmreplay::DEFAULT_MAX_DEPTH);
     for l in &lines {
         let _ = parser.parse(l, 0);
     }

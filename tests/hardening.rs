@@ -239,7 +239,8 @@ fn a_log_truncated_while_read_without_mmap_is_reported_changed() {
     assert!(matches!(read.verify(), Err(Error::Changed { .. })));
     // During the read, from the command line: a 64 MiB log truncated while
     // `stats --no-mmap` runs gives exit 1, or exit 0 with the whole log's
-    // stats; never exit 0 with a part of it.
+    // stats (or the empty log's, if it opened it after the truncation);
+    // never exit 0 with a part of it.
     let line = "{\"type\":\"wm_event\",\"ts_ms\":1,\"pad\":\"0123456789012345678901234567890123456789\"}\n";
     let whole = line.repeat((64 << 20) / line.len());
     let n = (whole.len() / line.len()) as u64;
@@ -263,8 +264,13 @@ fn a_log_truncated_while_read_without_mmap_is_reported_changed() {
         match out.status.code() {
             Some(1) => assert!(String::from_utf8_lossy(&out.stderr).contains("changed")),
             Some(0) => {
+                // Read whole before the truncation, or opened after it.
                 let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-                assert_eq!(v["parsed_entries"], n, "a partial replay was presented");
+                let parsed = v["parsed_entries"].as_u64().unwrap();
+                assert!(
+                    parsed == n || parsed == 0,
+                    "a partial replay was presented: {parsed} of {n}"
+                );
             }
             other => panic!("exit {other:?}"),
         }
@@ -321,7 +327,7 @@ fn a_huge_record_under_a_small_token_budget_is_not_tokenized() {
         tokenizer: Tokenizer::O200k,
         ..Selection::default()
     };
-    let before = wmreplay::tokens::tokenized_bytes();
+    let before = wmreplay::__internals::tokens::tokenized_bytes();
     let bytes = std::fs::read(&log).unwrap();
     let mut r = replay(&bytes, &ReplayOptions::default());
     let report = r.select(&sel, None);
@@ -330,7 +336,7 @@ fn a_huge_record_under_a_small_token_budget_is_not_tokenized() {
     live.refresh().unwrap();
     let (_, report) = live.select(&sel, None).unwrap();
     assert_eq!(report.selected, 0);
-    let work = wmreplay::tokens::tokenized_bytes() - before;
+    let work = wmreplay::__internals::tokens::tokenized_bytes() - before;
     assert!(
         work < 1 << 20,
         "{work} bytes tokenized for a 100-token window"

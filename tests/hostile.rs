@@ -1,7 +1,8 @@
 //! Hostile inputs, each on its own: the engine answers with counts and
 //! located skips, never a crash, a stack overflow or a lost record.
 
-use wmreplay::{Format, ReplayOptions, SkipReason, json::JsonErrorKind, replay};
+use wmreplay::__internals::json::JsonErrorKind;
+use wmreplay::{Format, ReplayOptions, SkipReason, replay};
 
 fn counts(log: &[u8], threads: usize) -> [u64; 4] {
     let r = replay(

@@ -149,9 +149,9 @@ fn js_mode_is_the_same_through_threads_chunks_and_the_live_state() {
         assert!(
             log[line_start..src]
                 .iter()
-                .all(|&b| wmreplay::lines::is_trim_byte(b))
+                .all(|&b| wmreplay::__internals::lines::is_trim_byte(b))
         );
-        assert!(!wmreplay::lines::is_trim_byte(log[src]));
+        assert!(!wmreplay::__internals::lines::is_trim_byte(log[src]));
     }
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wm.log");

@@ -1,4 +1,4 @@
-//! `wmreplay::js` against Node.js: thousands of generated lines, each one
+//! `wmreplay::__internals::js` against Node.js: thousands of generated lines, each one
 //! exercising some of the rules (lossy UTF-8, JavaScript trim, key order and
 //! duplicates, number and string output, invalid JSON), go through
 //! `tests/oracle/js_stringify.js` and must come out byte for byte as
@@ -14,7 +14,7 @@ use std::process::Command;
 mod common;
 
 use common::jsgen::lines;
-use wmreplay::js::JsStringifier;
+use wmreplay::__internals::js::JsStringifier;
 
 /// Lines generated for the differential test.
 const LINES: usize = 30_000;
@@ -76,7 +76,7 @@ fn js_stringify_matches_node_byte_for_byte() {
         match got[0] {
             b'B' => blank += 1,
             b'E' => invalid += 1,
-            _ if got[1..] == line[wmreplay::js::js_trim(line)] => same += 1,
+            _ if got[1..] == line[wmreplay::__internals::js::js_trim(line)] => same += 1,
             _ => rewritten += 1,
         }
     }
@@ -158,17 +158,17 @@ fn no_allocation_per_line_after_warm_up() {
     );
 }
 
-/// Throughput over generated records (`wmreplay::corpus`, about 400-byte
+/// Throughput over generated records (`wmreplay::__internals::corpus`, about 400-byte
 /// lines); prints MB/s, asserts nothing about time.
 #[test]
 #[ignore = "a measurement: run with --release --ignored --nocapture"]
 fn throughput() {
     let mut log = Vec::new();
-    let options = wmreplay::corpus::GenOptions {
+    let options = wmreplay::__internals::corpus::GenOptions {
         size: 50 << 20,
         ..Default::default()
     };
-    wmreplay::corpus::generate(&options, &mut log, &|_| {}).unwrap();
+    wmreplay::__internals::corpus::generate(&options, &mut log, &|_| {}).unwrap();
     let lines: Vec<&[u8]> = log.split(|&b| b == b'\n').collect();
     let mut js = JsStringifier::new(wmreplay::DEFAULT_MAX_DEPTH);
     let mut out = Vec::with_capacity(log.len() + (log.len() >> 4));

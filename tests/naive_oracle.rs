@@ -4,7 +4,7 @@
 
 mod naive;
 
-use wmreplay::corpus::{GenOptions, generate};
+use wmreplay::__internals::corpus::{GenOptions, generate};
 use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay};
 
 #[test]

@@ -5,8 +5,8 @@
 mod common;
 
 use proptest::prelude::*;
-use wmreplay::json::{self, Member};
-use wmreplay::lines::{content_start, trim};
+use wmreplay::__internals::json::{self, Member};
+use wmreplay::__internals::lines::{content_start, trim};
 use wmreplay::{
     CurrentRequest, Format, LogBytes, ReadMode, ReplayOptions, SYSTEM_RULE, Validator, replay,
 };
@@ -108,7 +108,7 @@ proptest! {
         let (want, nonempty) = naive(&log);
         prop_assert_eq!(s.total_lines, nonempty);
         prop_assert_eq!(s.total_lines, s.parsed_entries + s.skipped_invalid_json + s.skipped_invalid_shape);
-        let got: Vec<(f64, u64)> = r.records().iter().map(|x| (x.ts, x.offset)).collect();
+        let got: Vec<(f64, u64)> = r.records().iter().map(|x| (x.ts_ms(), x.offset())).collect();
         prop_assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
             prop_assert!(g.1 == w.1 && (g.0 == w.0), "{:?} != {:?}", g, w);

@@ -5,7 +5,7 @@
 //! allows, so those inputs are left out of that comparison).
 
 use proptest::prelude::*;
-use wmreplay::{escape, json, scan};
+use wmreplay::__internals::{escape, json, scan};
 
 /// JSON-ish text: tokens of the grammar, near-misses and odd bytes, joined
 /// at random, so both valid and invalid lines come up often.

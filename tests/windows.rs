@@ -6,7 +6,7 @@ mod common;
 
 use proptest::prelude::*;
 use serde_json::Value;
-use wmreplay::request::render_messages;
+use wmreplay::__internals::request::render_messages;
 use wmreplay::{
     CurrentRequest, Format, LiveReplay, ReplayOptions, Selection, Tokenizer, WindowStart, replay,
 };
@@ -422,7 +422,11 @@ fn live_windows_filters_and_marks_match_a_one_shot_replay() {
                 let want = one.select(sel, None);
                 assert_eq!(report, want, "selection {k} {format:?} at {at}");
                 let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
-                let expected = wmreplay::request::render_messages(one.records(), committed, format);
+                let expected = wmreplay::__internals::request::render_messages(
+                    one.records(),
+                    committed,
+                    format,
+                );
                 let expected: &[u8] = match format {
                     Format::Ndjson => &expected,
                     // Drop the brackets; the live chunks keep every separator.
@@ -473,7 +477,9 @@ fn xml_is_well_formed_for_any_log_and_keeps_every_record() {
             assert_eq!(a, b);
             assert_eq!(
                 e.attribute("ts_ms").unwrap(),
-                String::from_utf8_lossy(wmreplay::escape::JsNumber::new(rec.ts).as_bytes())
+                String::from_utf8_lossy(
+                    wmreplay::__internals::escape::JsNumber::new(rec.ts_ms()).as_bytes()
+                )
             );
             assert!(e.attribute("kind").is_some());
         }
@@ -481,10 +487,10 @@ fn xml_is_well_formed_for_any_log_and_keeps_every_record() {
     // A delta document, and an empty one.
     let log = lines(&[r#"{"type":"k","ts_ms":1}"#]);
     let r = replay(&log, &ReplayOptions::default());
-    let delta = wmreplay::request::render_xml(
+    let delta = wmreplay::__internals::request::render_xml(
         r.records(),
         &log,
-        wmreplay::xml::Document::Delta { from: 10, to: 33 },
+        wmreplay::__internals::xml::Document::Delta { from: 10, to: 33 },
     );
     let text = String::from_utf8(delta).unwrap();
     let doc = roxmltree::Document::parse(&text).unwrap();

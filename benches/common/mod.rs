@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use wmreplay::corpus::{GenOptions, generate, parse_size};
+use wmreplay::__internals::corpus::{GenOptions, generate, parse_size};
 
 /// A fresh copy of the seed-1 corpus of `WMREPLAY_LIVE_SIZE` bytes (default
 /// 1GiB, generated once into `target/bench-data/`), named after `name`, and

@@ -1,6 +1,6 @@
 //! One line → a [`Record`] or a [`SkipReason`].
 //!
-//! By default a line is decided in one pass by [`crate::scan`], which
+//! By default a line is decided in one pass by [`crate::parse::scan`], which
 //! validates it exactly, finds the top-level `type` and `ts_ms` and measures
 //! its escaping. The alternative, [`Validator::SimdJson`], validates with
 //! simd-json (the line copied into a per-thread padded scratch buffer,
@@ -11,11 +11,15 @@
 //! buffers have grown, records are spans into the log (not owned strings),
 //! and `ts_ms` is correctly rounded from its text, as `JSON.parse` does.
 
+pub(crate) mod js;
+pub(crate) mod json;
+pub(crate) mod scan;
+pub(crate) mod simd;
+
 use std::fmt;
 
+use self::json::{JsonErrorKind, Member};
 use crate::escape;
-use crate::json::{self, JsonErrorKind, Member};
-use crate::scan;
 
 /// The deepest nesting a line may have (objects and arrays), by default.
 /// Lines nested deeper are skipped as invalid JSON with the reason
@@ -32,34 +36,56 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Zeroable)]
 pub struct Record {
     /// `ts_ms` as a double, as JavaScript reads it.
-    pub ts: f64,
+    pub(crate) ts: f64,
     /// Byte offset of the trimmed line in the log.
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Length of the trimmed line.
-    pub len: u32,
+    pub(crate) len: u32,
     /// How many bytes JSON-escaping the line adds (at most one per byte:
     /// a valid line's only raw control characters are tabs and CRs between
     /// tokens, so this never overflows).
-    pub escape_extra: u32,
+    pub(crate) escape_extra: u32,
     /// [`Record::OUTPUT`], [`Record::KIND_ESCAPED`] and [`Record::KIND_FAR`],
     /// found while parsing so rendering never looks at the kind twice; in
     /// the bits from [`Record::TS_LEN_SHIFT`] the length of the `ts_ms` text
     /// when it is written exactly as JavaScript prints the number, and from
     /// [`Record::TS_START_SHIFT`] where that text starts in the line (see
     /// [`Record::ts_text`]).
-    pub flags: u32,
+    pub(crate) flags: u32,
     /// Where the raw `type` string's content (escapes kept) is in the line:
     /// its start in the low 16 bits, its length in the high 16. A `type`
     /// that does not fit (rare: a line with a long member before it, or a
     /// long `type`) is marked [`Record::KIND_FAR`] instead, and found again
     /// by scanning the line when it is asked for.
-    pub kind: u32,
+    pub(crate) kind: u32,
 }
 
 impl Record {
+    /// `ts_ms` as a double, as JavaScript reads it (the sort key).
+    #[inline]
+    pub fn ts_ms(&self) -> f64 {
+        self.ts
+    }
+
+    /// Byte offset of the trimmed line in the bytes the record was parsed
+    /// from (the log; in [`RecordMode::Js`](crate::RecordMode::Js) the
+    /// re-serialised arena: [`Replay::source_offset`](crate::Replay::source_offset)
+    /// gives the log's offset).
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The `type`, unescaped.
+    pub fn kind(&self, log: &[u8]) -> String {
+        let mut out = String::new();
+        json::decode_string(self.kind_raw(log), &mut out);
+        out
+    }
+
     /// Where the trimmed line is in the log.
     #[inline]
-    pub fn span(&self) -> std::ops::Range<usize> {
+    pub(crate) fn span(&self) -> std::ops::Range<usize> {
         self.offset as usize..self.offset as usize + self.len as usize
     }
 
@@ -85,7 +111,7 @@ impl Record {
     #[cold]
     fn kind_far<'a>(&self, log: &'a [u8]) -> &'a [u8] {
         let line = self.line(log);
-        match crate::scan::scan_line(line, usize::MAX, &mut Vec::new()).map(|s| s.kind) {
+        match crate::parse::scan::scan_line(line, usize::MAX, &mut Vec::new()).map(|s| s.kind) {
             Ok(Member::String { start, len }) => &line[start as usize..(start + len) as usize],
             _ => unreachable!("a parsed record's line has a string `type`"),
         }
@@ -104,22 +130,22 @@ impl Record {
 
     /// Flag: the `type` is `text_output` (after unescaping), which makes
     /// the record an assistant message.
-    pub const OUTPUT: u32 = 1;
+    pub(crate) const OUTPUT: u32 = 1;
     /// Flag: the raw `type` contains backslash escapes.
-    pub const KIND_ESCAPED: u32 = 2;
+    pub(crate) const KIND_ESCAPED: u32 = 2;
     /// Flag: the latest `text_input`, unanswered, rendered with a first line
     /// `PENDING_USER_INPUT` (set by a [`crate::Selection`] with
     /// `mark_pending`, never by parsing).
-    pub const PENDING: u32 = 4;
+    pub(crate) const PENDING: u32 = 4;
     /// Flag: the `type`'s place is not in [`Record::kind`] (it did not fit).
-    pub const KIND_FAR: u32 = 8;
+    pub(crate) const KIND_FAR: u32 = 8;
     /// Where the length of a canonical `ts_ms` text starts in
     /// [`Record::flags`] (five bits; 0: not canonical).
-    pub const TS_LEN_SHIFT: u32 = 8;
+    pub(crate) const TS_LEN_SHIFT: u32 = 8;
     /// Where the start of a canonical `ts_ms` text in the line is kept in
     /// [`Record::flags`] (the top 19 bits). A `ts_ms` further into its line
     /// than that is not copied but formatted, which prints the same text.
-    pub const TS_START_SHIFT: u32 = 13;
+    pub(crate) const TS_START_SHIFT: u32 = 13;
 
     /// The `ts_ms` text as written in the line, when it is exactly what
     /// JavaScript's `String(ts_ms)` prints (an integer of at most 15 digits,
@@ -150,7 +176,7 @@ impl Record {
     pub fn kind_is(&self, log: &[u8], name: &str) -> bool {
         let raw = self.kind_raw(log);
         if self.kind_escaped() {
-            crate::json::string_equals(raw, name)
+            crate::parse::json::string_equals(raw, name)
         } else {
             raw == name.as_bytes()
         }
@@ -158,7 +184,7 @@ impl Record {
 
     /// Whether the raw `type` has escapes to decode.
     #[inline]
-    pub fn kind_escaped(&self) -> bool {
+    pub(crate) fn kind_escaped(&self) -> bool {
         self.flags & Record::KIND_ESCAPED != 0
     }
 }
@@ -226,7 +252,7 @@ impl fmt::Display for SkipReason {
 /// grammar accepts); they differ in speed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Validator {
-    /// The one-pass scanner in [`crate::scan`]: validates, finds the
+    /// The one-pass scanner in [`crate::parse::scan`]: validates, finds the
     /// members and measures escaping in a single pass. The default.
     #[default]
     Scan,
@@ -293,7 +319,7 @@ impl LineParser {
         self.parse_inner(line, offset, utf8_known_valid, None)
     }
 
-    /// Classifies a line written by [`crate::js::JsStringifier`] (valid
+    /// Classifies a line written by [`crate::parse::js::JsStringifier`] (valid
     /// UTF-8). `ts_if_null`: the `ts_ms` `JSON.parse` read when it overflowed
     /// to ±Infinity, which `JSON.stringify` writes as `null`; the record is
     /// kept with that `ts_ms`, as Node keeps it.

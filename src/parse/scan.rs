@@ -19,11 +19,11 @@
 //! never searched for their `\n` separately (anything unusual falls back to
 //! splitting the line first and [`scan_line_with`]).
 //!
-//! [`crate::json::validate`] is the simple, obviously-correct version of the
+//! [`crate::parse::json::validate`] is the simple, obviously-correct version of the
 //! same grammar; the tests hold this scanner to it.
 
-use crate::json::{self, JsonError, JsonErrorKind, Member, StringUnits};
-use crate::simd;
+use crate::parse::json::{self, JsonError, JsonErrorKind, Member, StringUnits};
+use crate::parse::simd;
 
 /// What one pass over a valid line found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -508,7 +508,7 @@ fn key<const LINE: bool>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::json;
+    use crate::parse::json;
 
     fn both(s: &[u8]) -> (bool, bool) {
         (

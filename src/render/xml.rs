@@ -20,9 +20,8 @@
 //! `kind` attribute is the `type` as `JSON.stringify` escapes it (control
 //! characters as `\u00xx`), then XML-escaped.
 
-use crate::escape::{self, JsNumber};
+use crate::escape::{self, JsNumber, put};
 use crate::parse::Record;
-use crate::render::put;
 
 const OPEN: &[u8] = b"<record kind=\"";
 const TS: &[u8] = b"\" ts_ms=\"";

@@ -15,8 +15,12 @@ use std::io::Write;
 
 use rayon::prelude::*;
 
-use crate::escape::{self, JsNumber};
+use crate::escape::{self, JsNumber, put};
 use crate::parse::Record;
+
+pub(crate) mod cache;
+pub(crate) mod request;
+pub(crate) mod xml;
 
 /// An output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -31,7 +35,7 @@ pub enum Format {
     /// Seed 003's injection format: a `<memory_context>` (or, for a session
     /// delta, `<memory_delta>`) document with one
     /// `<record kind="…" ts_ms="…">line</record>` element per record, the
-    /// line being the record's JSON (see [`crate::xml`]).
+    /// line being the record's JSON (see [`crate::render::xml`]).
     Xml,
 }
 
@@ -123,7 +127,7 @@ fn role(r: &Record) -> Role {
 #[inline]
 pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
     if format == Format::Xml {
-        return crate::xml::element_len(r, log);
+        return crate::render::xml::element_len(r, log);
     }
     let pending = if r.is_pending() {
         PENDING_PREFIX.len()
@@ -155,7 +159,7 @@ pub(crate) fn message_len(r: &Record, log: &[u8], format: Format) -> usize {
 #[inline(always)]
 fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usize {
     if format == Format::Xml {
-        return crate::xml::write_element(r, log, out);
+        return crate::render::xml::write_element(r, log, out);
     }
     let mut w = put(out, 0, format.open(role(r)));
     if r.is_pending() {
@@ -179,15 +183,6 @@ fn write_message(r: &Record, log: &[u8], format: Format, out: &mut [u8]) -> usiz
     put(out, w, format.separator())
 }
 
-/// Writes `bytes` at `at`, cut short where `out` ends (only a log changed
-/// under its memory map makes a message outgrow the size measured for it).
-#[inline]
-pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
-    let n = bytes.len().min(out.len() - at);
-    escape::copy_short(&mut out[at..at + n], &bytes[..n]);
-    at + n
-}
-
 /// A record's message text as the model reads it (unescaped):
 /// `[PENDING_USER_INPUT\n]WM_KIND=<type>\nts_ms: <ts>\nWM_JSON: <line>`,
 /// appended to `out` (what token windows count).
@@ -196,7 +191,7 @@ pub fn message_text(r: &Record, log: &[u8], out: &mut String) {
         out.push_str("PENDING_USER_INPUT\n");
     }
     out.push_str("WM_KIND=");
-    crate::json::decode_string(r.kind_raw(log), out);
+    crate::parse::json::decode_string(r.kind_raw(log), out);
     out.push_str("\nts_ms: ");
     out.push_str(std::str::from_utf8(JsNumber::new(r.ts).as_bytes()).unwrap_or("0"));
     out.push_str("\nWM_JSON: ");
@@ -408,7 +403,7 @@ pub fn stream_messages<'a>(
     // fault per page, so it is taken once, not again for each batch that
     // outgrows the ones before.
     let largest = batches.iter().map(|b| b.1).max().unwrap_or(0);
-    let mut buf = crate::source::huge_buffer(largest)?;
+    let mut buf = crate::buffers::huge_buffer(largest)?;
     for (groups, size) in batches {
         write_groups(
             seq,

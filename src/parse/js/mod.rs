@@ -33,8 +33,8 @@
 use std::ops::Range;
 
 use crate::escape::JsNumber;
-use crate::json::{JsonError, JsonErrorKind, literal, number_end, number_value};
-use crate::simd;
+use crate::parse::json::{JsonError, JsonErrorKind, literal, number_end, number_value};
+use crate::parse::simd;
 
 /// Why a line is not one valid JSON value: its [`JsonErrorKind`] and the byte
 /// offset within the line (before trimming) where that was detected. Never

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::js::JsStringifier;
-use crate::lines::{self, Lines};
+use crate::input::lines::{self, Lines};
 use crate::order;
+use crate::parse::js::JsStringifier;
 use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, Record, SkipReason, Validator};
+use crate::render::request::{self, CurrentRequest};
 use crate::render::{Format, Sequence};
-use crate::request::{self, CurrentRequest};
 use crate::select::{self, SelectReport, Selection, WindowStart};
 
 /// Settings of a replay, with documented defaults.
@@ -59,7 +59,7 @@ pub enum RecordMode {
     /// for the file read with `fs.readFileSync(path, 'utf8')`: invalid UTF-8
     /// decoded to U+FFFD and lines trimmed of JavaScript's whitespace (so the
     /// lines Node accepts are the ones accepted), duplicate keys collapsed,
-    /// V8's key order, JavaScript's numbers (see [`crate::js`]). Records are
+    /// V8's key order, JavaScript's numbers (see [`crate::parse::js`]). Records are
     /// re-serialised into a buffer the replay owns.
     Js,
 }
@@ -600,10 +600,10 @@ impl Join {
             // (2 MiB at a time) only as records arrive, and a log of shorter
             // lines grows the buffer (with glibc, by moving its mapping
             // rather than copying it).
-            records: crate::source::huge_vec_with_capacity(len / 256 + 1),
+            records: crate::buffers::huge_vec_with_capacity(len / 256 + 1),
             late: Vec::new(),
             newest: 0,
-            arena: js.then(|| crate::source::huge_vec_with_capacity(len + len / 16)),
+            arena: js.then(|| crate::buffers::huge_vec_with_capacity(len + len / 16)),
             stats: ReplayStats::default(),
             lines: 0,
             first_line,
@@ -769,7 +769,7 @@ fn parse_chunk(
     out: &mut ChunkResult,
 ) {
     #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
-    if crate::scan::has_avx2() {
+    if crate::parse::scan::has_avx2() {
         // SAFETY: the CPU has AVX2 and BMI1 (what `parse_chunk_avx2` is
         // compiled for), checked just above.
         return unsafe { parse_chunk_avx2(log, range, parser, max_skips, out) };

@@ -17,13 +17,15 @@
 //! Tokens are counted only from the newest record backwards, until the
 //! budget is spent: a window on a huge log costs no more than its size.
 
+pub(crate) mod tokens;
+
 use std::ops::Range;
 
-use crate::json::{self, Member};
 use crate::order::ts_key;
 use crate::parse::Record;
+use crate::parse::json::{self, Member};
 use crate::render;
-use crate::tokens::Tokenizer;
+use crate::select::tokens::Tokenizer;
 
 /// Which records to replay. The default keeps everything.
 #[derive(Debug, Clone, Default, PartialEq)]

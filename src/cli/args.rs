@@ -1,0 +1,285 @@
+//! What several commands share: the selection and engine flags, their
+//! value parsers, opening and replaying a log, and writing to stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::Args;
+use wmreplay::{Format, LogBytes, ReadMode, Replay, ReplayOptions};
+
+use super::Failure;
+
+/// Which records to replay: filters, then windows (applied after ordering).
+#[derive(Args, Debug, Clone)]
+pub struct SelectArgs {
+    /// Keep only records whose type is one of these (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "KIND,...")]
+    kinds: Option<Vec<String>>,
+    /// Keep only records with ts_ms >= MS.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    since: Option<f64>,
+    /// Keep only records with ts_ms <= MS.
+    #[arg(long, value_name = "MS", allow_negative_numbers = true)]
+    until: Option<f64>,
+    /// Keep only the last N records (after the filters).
+    #[arg(long, value_name = "N")]
+    tail: Option<usize>,
+    /// Keep the newest records whose message texts fit T tokens (the system
+    /// prompt and the current request are not counted).
+    #[arg(long, value_name = "T")]
+    max_tokens: Option<u64>,
+    /// How --max-tokens counts: o200k_base or cl100k_base (exact, built in,
+    /// nothing downloaded) or bytes (bytes/4, fast).
+    #[arg(long, default_value = "o200k_base", value_parser = parse_tokenizer)]
+    tokenizer: wmreplay::Tokenizer,
+    /// Cache-stable trimming: when the window overflows --max-tokens, move its
+    /// start so it holds F x T tokens, and keep that start on later turns
+    /// until it overflows again. The start is remembered in the state store.
+    #[arg(long, value_name = "F", requires = "max_tokens")]
+    trim_to: Option<f64>,
+    /// Render the latest text_input that has no later text_output with a
+    /// first line PENDING_USER_INPUT.
+    #[arg(long)]
+    mark_pending: bool,
+    /// The state store for --trim-to and prepare/ack [default: LOG.wmreplay.db].
+    #[arg(long, value_name = "PATH")]
+    state: Option<PathBuf>,
+}
+
+impl SelectArgs {
+    pub fn selection(&self, session: Option<String>) -> Result<wmreplay::Selection, Failure> {
+        let sel = wmreplay::Selection {
+            session,
+            kinds: self.kinds.clone(),
+            since: self.since,
+            until: self.until,
+            tail: self.tail,
+            max_tokens: self.max_tokens,
+            tokenizer: self.tokenizer,
+            trim_to: self.trim_to,
+            mark_pending: self.mark_pending,
+        };
+        sel.validate().map_err(Failure::Usage)?;
+        if sel.max_tokens.is_some() {
+            sel.tokenizer.warm_up();
+        }
+        Ok(sel)
+    }
+
+    pub fn store_path(&self, log: &std::path::Path) -> PathBuf {
+        self.state
+            .clone()
+            .unwrap_or_else(|| wmreplay::state::Store::path_for(log))
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct EngineArgs {
+    /// Worker threads (0 = one per core).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    threads: usize,
+    /// Read the log with read() instead of mapping it (safer if another
+    /// process may truncate it during the replay).
+    #[arg(long)]
+    no_mmap: bool,
+    /// Deepest nesting accepted in a line; deeper lines are skipped.
+    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    max_depth: usize,
+    /// How lines are validated: scan (one pass, the default) or simd-json.
+    /// Both are exact; they differ in speed.
+    #[arg(long, default_value = "scan", value_parser = parse_validator)]
+    validator: wmreplay::Validator,
+    /// What WM_JSON holds: raw (the line as written: byte-stable) or js
+    /// (JSON.stringify(JSON.parse(line)) exactly as Node.js writes it, with
+    /// the file decoded and lines trimmed as Node does).
+    #[arg(long, default_value = "raw", value_parser = parse_record)]
+    record: wmreplay::RecordMode,
+    /// Print how long each stage took to stderr when done.
+    #[arg(long)]
+    timings: bool,
+}
+
+pub fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+pub fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
+    s.parse()
+}
+
+pub fn parse_upstream(s: &str) -> Result<String, String> {
+    wmreplay::server::settings::parse_upstream(s).map(|_| s.to_string())
+}
+
+pub fn parse_field(s: &str) -> Result<(String, serde_json::Value), String> {
+    wmreplay::server::settings::parse_field(s)
+}
+
+pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    wmreplay::server::settings::parse_timeout(s)
+}
+
+pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+    wmreplay::server::settings::parse_ttl(s)
+}
+
+pub fn parse_body_limit(s: &str) -> Result<u64, String> {
+    wmreplay::server::settings::parse_size(s, wmreplay::server::settings::MAX_BODY_LIMIT)
+}
+
+pub fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {
+    s.parse()
+}
+
+pub fn parse_record(s: &str) -> Result<wmreplay::RecordMode, String> {
+    s.parse()
+}
+
+pub fn parse_validator(s: &str) -> Result<wmreplay::Validator, String> {
+    s.parse()
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    wmreplay::__internals::corpus::parse_size(s)
+}
+
+pub fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!("{s:?} is not a share between 0 and 1")),
+    }
+}
+
+/// Logs at least this large get a progress bar (when stderr is a terminal).
+pub const PROGRESS_MIN_BYTES: u64 = 64 << 20;
+
+/// With `--timings`, one line on stderr: each stage's time and the rate.
+pub fn report_timings(
+    engine: &EngineArgs,
+    bytes: &LogBytes,
+    replayed: &Replay<'_>,
+    output: std::time::Duration,
+) {
+    if !engine.timings {
+        return;
+    }
+    let t = replayed.timings();
+    let total = t.parse + t.sort + output;
+    let mb = bytes.bytes().len() as f64 / 1e6;
+    eprintln!(
+        "timings: parse {:.3}s ({:.0} MB/s), sort {:.3}s, render+write {:.3}s, total {:.3}s ({:.0} MB/s)",
+        t.parse.as_secs_f64(),
+        mb / t.parse.as_secs_f64().max(1e-9),
+        t.sort.as_secs_f64(),
+        output.as_secs_f64(),
+        total.as_secs_f64(),
+        mb / total.as_secs_f64().max(1e-9),
+    );
+}
+
+pub fn open(path: &std::path::Path, engine: &EngineArgs) -> Result<LogBytes, Failure> {
+    let mode = if engine.no_mmap {
+        ReadMode::Read
+    } else {
+        ReadMode::Auto
+    };
+    Ok(LogBytes::open(path, mode)?)
+}
+
+/// Applies the selection (when it changes anything).
+pub fn apply_selection(
+    replayed: &mut Replay<'_>,
+    sel: &wmreplay::Selection,
+    args: &SelectArgs,
+    log: &std::path::Path,
+) -> Result<(), Failure> {
+    if !sel.is_everything() {
+        select_with_state(replayed, sel, args, log)?;
+    }
+    Ok(())
+}
+
+/// Applies the selection; with --trim-to, the window start comes from and
+/// goes back to the state store.
+pub fn select_with_state(
+    replayed: &mut Replay<'_>,
+    sel: &wmreplay::Selection,
+    args: &SelectArgs,
+    log: &std::path::Path,
+) -> Result<wmreplay::SelectReport, Failure> {
+    if sel.trim_to.is_none() {
+        return Ok(replayed.select(sel, None));
+    }
+    let store = wmreplay::state::Store::open(args.store_path(log))?;
+    let spec = sel.window_key();
+    let prev = store.window_start(log, &spec)?;
+    let report = replayed.select(sel, prev);
+    if report.window_start != prev {
+        store.set_window_start(log, &spec, report.window_start)?;
+    }
+    Ok(report)
+}
+
+pub fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
+    ReplayOptions {
+        threads: engine.threads,
+        max_depth: engine.max_depth.max(1),
+        max_skips,
+        validator: engine.validator,
+        record: engine.record,
+        // The commands stream the replay (or only count it): the late
+        // records are read merged as they render, never moved into place
+        // unless a selection asks for one list.
+        defer_merge: true,
+        ..ReplayOptions::default()
+    }
+}
+
+pub fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Replay<'a> {
+    let options = replay_options(engine, max_skips);
+    let data = bytes.bytes();
+    let message = format!("replaying {}", bytes.path().display());
+    if let Some(bar) = progress_bar(data.len() as u64, message) {
+        let replayed = wmreplay::replay_with_progress(data, &options, &|n| bar.inc(n));
+        bar.finish_and_clear();
+        replayed
+    } else {
+        wmreplay::replay(data, &options)
+    }
+}
+
+/// A progress bar on stderr for `total` bytes, when stderr is a terminal and
+/// the work is large.
+pub fn progress_bar(total: u64, message: String) -> Option<indicatif::ProgressBar> {
+    if total < PROGRESS_MIN_BYTES || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total).with_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    Some(bar)
+}
+
+/// Runs `f` with a buffered writer on stdout. On Unix it writes to the file
+/// descriptor directly: Rust's stdout is line-buffered, which would scan
+/// every multi-megabyte batch for its last newline.
+pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Failure> {
+    let stdout = std::io::stdout();
+    let lock = stdout.lock();
+    #[cfg(unix)]
+    let raw = {
+        use std::os::fd::AsFd;
+        std::fs::File::from(lock.as_fd().try_clone_to_owned()?)
+    };
+    #[cfg(not(unix))]
+    let raw = lock;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, raw);
+    f(&mut w)?;
+    w.flush()?;
+    Ok(())
+}

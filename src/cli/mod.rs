@@ -1,0 +1,133 @@
+//! The `wmreplay` command line: replay a working-memory log into a request
+//! body, the messages alone, or stats.
+//!
+//! Exit codes: 0 success (also when the reader of stdout goes away early),
+//! 1 an I/O error (one line on stderr naming the path; also when the log was
+//! truncated or replaced while it was read, or the state store failed),
+//! 2 bad usage, 3 an unknown prepare_id given to `ack`.
+
+mod args;
+mod generate;
+mod replay;
+mod serve;
+mod session;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Replays an append-only JSONL working-memory log into the messages of an
+/// LLM request: every record with a string `type` and a number `ts_ms`, in
+/// `ts_ms` order, as a `WM_KIND=…` message, then the live request as
+/// `CURRENT_USER_REQUEST`. Lines that are not valid records are skipped and
+/// counted, never fatal. A missing log is an empty log.
+///
+/// Exit status: 0 success, 1 I/O error (the message names the file), 2 bad
+/// usage, 3 `ack` of an unknown prepare_id.
+#[derive(Parser, Debug)]
+#[command(name = "wmreplay", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the request body (system rule, replayed log, CURRENT_USER_REQUEST) to stdout.
+    Respond(replay::RespondArgs),
+    /// Print the replayed messages alone: a JSON array, NDJSON, or an XML
+    /// <memory_context> document.
+    Replay(replay::ReplayArgs),
+    /// Prepare a turn for a session key (full or delta injection): prints
+    /// {"prepare_id","mode","from","to","records","body"}. The first prepare
+    /// of a key (or after the log was replaced) is "full", the whole replay;
+    /// later ones are "delta", only the records appended since the key's last
+    /// acknowledged position, or "none" with an empty body. Acknowledge it
+    /// with `wmreplay ack`; until then the same delta comes back.
+    Prepare(session::PrepareArgs),
+    /// Acknowledge a prepared turn: with --status success the session key's
+    /// position moves past that prepare's records; with failed it stays, so
+    /// the next prepare returns the same delta. Prints {"ok":true,...}. An
+    /// unknown prepare_id exits with status 3.
+    Ack(session::AckArgs),
+    /// Write a deterministic, realistic working-memory log (for benchmarks and tests).
+    Gen(generate::GenArgs),
+    /// Run the respond server over one log (POST /respond, POST /v1/context,
+    /// POST /v1/turn/prepare, POST /v1/turn/ack, GET /v1/stats, GET /healthz).
+    /// Every flag can also be set through the environment variable shown.
+    /// Stops on SIGINT or SIGTERM once open requests and their appends
+    /// finish (at most --shutdown-timeout). Logs go to stderr (RUST_LOG
+    /// filters them, default "info").
+    ///
+    /// Example: ANTHROPIC_API_KEY=... wmreplay serve --log wm.log --upstream
+    /// https://api.anthropic.com, then curl -d '{"text":"hi"}'
+    /// localhost:8787/respond
+    Serve(Box<serve::ServeArgs>),
+    /// Print the replay stats as one JSON object.
+    Stats(replay::StatsArgs),
+}
+
+/// Runs the command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::BrokenPipe) => ExitCode::SUCCESS,
+        Err(Failure::Io(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Usage(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::NotFound(msg)) => {
+            eprintln!("wmreplay: {msg}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Why a command failed, and so its exit status.
+pub enum Failure {
+    /// The reader of stdout went away: end quietly.
+    BrokenPipe,
+    /// An I/O error, already worded with its path.
+    Io(String),
+    /// Settings that do not go together (exit 2, like clap's own errors).
+    Usage(String),
+    /// What was asked for does not exist (an unknown prepare_id).
+    NotFound(String),
+}
+
+impl From<wmreplay::Error> for Failure {
+    fn from(e: wmreplay::Error) -> Self {
+        match e {
+            wmreplay::Error::Write(io) => io.into(),
+            e @ wmreplay::Error::UnknownPrepare(_) => Failure::NotFound(e.to_string()),
+            other => Failure::Io(other.to_string()),
+        }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            Failure::BrokenPipe
+        } else {
+            Failure::Io(format!("cannot write output: {e}"))
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Respond(a) => replay::respond(a),
+        Command::Replay(a) => replay::replay_messages(a),
+        Command::Prepare(a) => session::prepare(a),
+        Command::Ack(a) => session::ack(a),
+        Command::Gen(a) => generate::run(a),
+        Command::Serve(a) => serve::serve(*a),
+        Command::Stats(a) => replay::stats(a),
+    }
+}

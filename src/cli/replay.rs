@@ -1,0 +1,159 @@
+//! `wmreplay respond`, `replay` and `stats`: one replay of a log, written
+//! as a request body, as the messages alone, or as stats.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use wmreplay::{CurrentRequest, Format};
+
+use super::Failure;
+use super::args::*;
+
+/// Arguments of `wmreplay respond`.
+#[derive(Args, Debug)]
+pub struct RespondArgs {
+    /// The working-memory log (JSONL). A missing file is an empty log.
+    pub log: PathBuf,
+    /// The user's request text.
+    #[arg(long)]
+    pub text: String,
+    /// The session id written in CURRENT_USER_REQUEST ("none" when absent).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Replay only the records of --session (and records with no
+    /// session_id).
+    #[arg(long, requires = "session")]
+    pub session_only: bool,
+    /// Text placed before the system rule in the system prompt (persona, tone).
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Body format: anthropic (Messages API), openai (Chat Completions),
+    /// ndjson (one message per line, system first, request last), or xml
+    /// (a prompt: the <memory_context> document, then the
+    /// CURRENT_USER_REQUEST text; no system rule).
+    #[arg(long, default_value = "anthropic", value_parser = parse_format)]
+    pub format: Format,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Arguments of `wmreplay replay`.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The working-memory log (JSONL). A missing file is an empty log.
+    pub log: PathBuf,
+    /// Message shape: anthropic or openai (a JSON array), ndjson, or xml.
+    #[arg(long, default_value = "anthropic", value_parser = parse_format)]
+    pub format: Format,
+    /// Keep only records whose session_id is ID, and records with none.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Arguments of `wmreplay stats`.
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The working-memory log (JSONL). A missing file is an empty log.
+    pub log: PathBuf,
+    /// Also list the first N skipped lines (line number, byte offset, reason).
+    #[arg(long, value_name = "N")]
+    pub skips: Option<usize>,
+    /// Keep only records whose session_id is ID, and records with none.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `wmreplay respond`.
+pub fn respond(args: RespondArgs) -> Result<(), Failure> {
+    let RespondArgs {
+        log,
+        text,
+        session,
+        session_only,
+        system,
+        format,
+        select,
+        engine,
+    } = args;
+    let filter = if session_only { session.clone() } else { None };
+    let sel = select.selection(filter)?;
+    let bytes = open(&log, &engine)?;
+    let mut replayed = replay(&bytes, &engine, 0);
+    bytes.verify()?;
+    apply_selection(&mut replayed, &sel, &select, &log)?;
+    let system = wmreplay::system_prompt(system.as_deref());
+    let current = CurrentRequest {
+        text: &text,
+        session_id: session.as_deref(),
+    };
+    let t = std::time::Instant::now();
+    write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+    bytes.verify()?;
+    report_timings(&engine, &bytes, &replayed, t.elapsed());
+    // Done with the log: its pages go back in parallel, not in one
+    // serial unmap at exit.
+    bytes.release_pages();
+    Ok(())
+}
+
+/// `wmreplay replay`.
+pub fn replay_messages(args: ReplayArgs) -> Result<(), Failure> {
+    let ReplayArgs {
+        log,
+        format,
+        session,
+        select,
+        engine,
+    } = args;
+    let sel = select.selection(session)?;
+    let bytes = open(&log, &engine)?;
+    let mut replayed = replay(&bytes, &engine, 0);
+    bytes.verify()?;
+    apply_selection(&mut replayed, &sel, &select, &log)?;
+    let t = std::time::Instant::now();
+    write_stdout(|w| replayed.write_messages(format, w))?;
+    bytes.verify()?;
+    report_timings(&engine, &bytes, &replayed, t.elapsed());
+    // Done with the log: its pages go back in parallel, not in one
+    // serial unmap at exit.
+    bytes.release_pages();
+    Ok(())
+}
+
+/// `wmreplay stats`.
+pub fn stats(args: StatsArgs) -> Result<(), Failure> {
+    let StatsArgs {
+        log,
+        skips,
+        session,
+        select,
+        engine,
+    } = args;
+    let sel = select.selection(session)?;
+    let bytes = open(&log, &engine)?;
+    let n = skips.unwrap_or(0);
+    let mut replayed = replay(&bytes, &engine, n);
+    bytes.verify()?;
+    let report = select_with_state(&mut replayed, &sel, &select, &log)?;
+    let mut json = replayed.stats().to_json(n);
+    json.pop();
+    json.push(',');
+    json.push_str(&report.json_members());
+    json.push('}');
+    write_stdout(|w| writeln!(w, "{json}"))?;
+    report_timings(&engine, &bytes, &replayed, std::time::Duration::ZERO);
+    // Done with the log: its pages go back in parallel, not in one
+    // serial unmap at exit.
+    bytes.release_pages();
+    Ok(())
+}

@@ -1,0 +1,315 @@
+//! `wmreplay serve`: its flags, logging, binding and signals.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use clap::Args;
+use wmreplay::ReplayOptions;
+
+use super::Failure;
+use super::args::*;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The working-memory log the server replays and appends to (created if missing).
+    #[arg(long, env = "WMREPLAY_LOG")]
+    log: PathBuf,
+    /// Address to listen on: HOST:PORT, where HOST is an IP address or a
+    /// name (localhost:8787).
+    #[arg(
+        long,
+        env = "WMREPLAY_ADDR",
+        default_value = "127.0.0.1:8787",
+        value_name = "HOST:PORT"
+    )]
+    addr: String,
+    /// The model API: an http(s) base URL (https://api.anthropic.com; the
+    /// provider's path is added) or a full endpoint URL. Without it, /respond
+    /// answers with the request it would send and appends nothing.
+    #[arg(long, env = "WMREPLAY_UPSTREAM", value_name = "URL", value_parser = parse_upstream)]
+    upstream: Option<String>,
+    /// An extra request field sent upstream, NAME=JSON (repeatable):
+    /// --upstream-field temperature=0.2 --upstream-field 'stop=["END"]'.
+    /// A request's own "params" object adds to and overrides these; neither
+    /// may set messages, system, model or stream.
+    #[arg(long = "upstream-field", value_name = "NAME=JSON", value_parser = parse_field)]
+    upstream_fields: Vec<(String, serde_json::Value)>,
+    /// Times a failed upstream call is tried again (429, 503, 529 and other
+    /// overload or gateway errors, connection failures), with exponential
+    /// backoff and jitter, honouring the upstream's retry-after, within
+    /// --upstream-timeout.
+    #[arg(long, env = "WMREPLAY_UPSTREAM_RETRIES", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
+    upstream_retries: u32,
+    /// How long an idempotency key (Idempotency-Key header or "request_id")
+    /// is remembered, e.g. 24h, 7d (at most 365d).
+    #[arg(long, env = "WMREPLAY_IDEMPOTENCY_TTL", default_value = "24h", value_parser = parse_ttl)]
+    idempotency_ttl: std::time::Duration,
+    /// How server logs are written: text (colour only on a terminal) or
+    /// json (one object per line, for log shippers).
+    #[arg(long, env = "WMREPLAY_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// The API the upstream speaks: anthropic (Messages) or openai (Chat Completions).
+    #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
+    provider: wmreplay::server::Provider,
+    /// Model name sent upstream [default: claude-sonnet-4-5, or gpt-4o-mini for openai].
+    #[arg(long, env = "WMREPLAY_MODEL")]
+    model: Option<String>,
+    /// The answer's token limit sent upstream (max_tokens for Anthropic,
+    /// max_completion_tokens for OpenAI).
+    #[arg(long, env = "WMREPLAY_MAX_TOKENS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_tokens: u32,
+    /// Name of the environment variable holding the API key [default:
+    /// ANTHROPIC_API_KEY, or OPENAI_API_KEY for openai]. The key is never
+    /// logged or echoed.
+    #[arg(long, env = "WMREPLAY_API_KEY_ENV", value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// Text placed before the system rule in the system prompt.
+    #[arg(long, env = "WMREPLAY_SYSTEM", value_name = "TEXT")]
+    system: Option<String>,
+    /// Do not fsync each append (faster; a crash may lose the last turns).
+    #[arg(long, env = "WMREPLAY_NO_FSYNC")]
+    no_fsync: bool,
+    /// Largest request body accepted, e.g. 1MiB (413 beyond).
+    #[arg(long, env = "WMREPLAY_BODY_LIMIT", default_value = "1MiB", value_parser = parse_body_limit)]
+    body_limit: u64,
+    /// Replays and upstream calls running at once (at most 65536); more get 503.
+    #[arg(long, env = "WMREPLAY_MAX_CONCURRENT", default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    max_concurrent: usize,
+    /// Open connections at once (at most 1000000); a new one closes the
+    /// longest-idle one, or waits when all are busy.
+    #[arg(long, env = "WMREPLAY_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_connections: usize,
+    /// Time allowed to send the request headers: seconds, or with a unit
+    /// (500ms, 10s, 2m; at most 1d).
+    #[arg(long, env = "WMREPLAY_HEADER_TIMEOUT", default_value = "10", value_parser = parse_timeout)]
+    header_timeout: std::time::Duration,
+    /// Time allowed to send the request body (408 beyond).
+    #[arg(long, env = "WMREPLAY_BODY_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
+    body_timeout: std::time::Duration,
+    /// Time allowed for the upstream's answer, retries included, or between
+    /// two streamed pieces of it (504 beyond).
+    #[arg(long, env = "WMREPLAY_UPSTREAM_TIMEOUT", default_value = "300", value_parser = parse_timeout)]
+    upstream_timeout: std::time::Duration,
+    /// A client that reads nothing of a streamed answer for this long is
+    /// let go; the answer is still read to its end and appended.
+    #[arg(long, env = "WMREPLAY_WRITE_TIMEOUT", default_value = "30", value_parser = parse_timeout)]
+    write_timeout: std::time::Duration,
+    /// A connection with no request in flight for this long is closed (a
+    /// new connection closes the longest-idle one sooner when all
+    /// --max-connections are open).
+    #[arg(long, env = "WMREPLAY_KEEP_ALIVE_TIMEOUT", default_value = "60", value_parser = parse_timeout)]
+    keep_alive_timeout: std::time::Duration,
+    /// On SIGINT/SIGTERM, the time open requests get to finish (their
+    /// appends included) before the server closes what is left and exits.
+    #[arg(long, env = "WMREPLAY_SHUTDOWN_TIMEOUT", default_value = "10", value_parser = parse_timeout)]
+    shutdown_timeout: std::time::Duration,
+    /// Worker threads for replaying (0 = one per core).
+    #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
+    threads: usize,
+    /// Deepest nesting accepted in a line; deeper lines are skipped.
+    #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    max_depth: usize,
+    /// What WM_JSON holds: raw (the line as written) or js (as Node.js's
+    /// JSON.stringify writes the parsed record).
+    #[arg(long, env = "WMREPLAY_RECORD", default_value = "raw", value_parser = parse_record)]
+    record: wmreplay::RecordMode,
+    /// Replay only records whose session_id is ID, and records with none.
+    #[arg(long, env = "WMREPLAY_SESSION", value_name = "ID")]
+    session: Option<String>,
+    /// Replay only records whose type is one of these (comma-separated).
+    #[arg(
+        long,
+        env = "WMREPLAY_KINDS",
+        value_delimiter = ',',
+        value_name = "KIND,..."
+    )]
+    kinds: Option<Vec<String>>,
+    /// Replay only records with ts_ms >= MS.
+    #[arg(
+        long,
+        env = "WMREPLAY_SINCE",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    since: Option<f64>,
+    /// Replay only records with ts_ms <= MS.
+    #[arg(
+        long,
+        env = "WMREPLAY_UNTIL",
+        value_name = "MS",
+        allow_negative_numbers = true
+    )]
+    until: Option<f64>,
+    /// Replay only the last N records.
+    #[arg(long, env = "WMREPLAY_TAIL", value_name = "N")]
+    tail: Option<usize>,
+    /// Replay the newest records whose message texts fit T tokens.
+    #[arg(long, env = "WMREPLAY_MAX_TOKENS_WINDOW", value_name = "T")]
+    max_tokens_window: Option<u64>,
+    /// How the window counts tokens: o200k_base, cl100k_base or bytes.
+    #[arg(long, env = "WMREPLAY_TOKENIZER", default_value = "o200k_base", value_parser = parse_tokenizer)]
+    tokenizer: wmreplay::Tokenizer,
+    /// Cache-stable trimming of the token window (see `respond --help`); the
+    /// start is remembered per log, across restarts.
+    #[arg(
+        long,
+        env = "WMREPLAY_TRIM_TO",
+        value_name = "F",
+        requires = "max_tokens_window"
+    )]
+    trim_to: Option<f64>,
+    /// Mark the unanswered text_input with a first line PENDING_USER_INPUT.
+    #[arg(long, env = "WMREPLAY_MARK_PENDING")]
+    mark_pending: bool,
+    /// The state store for session deltas and window starts [default:
+    /// LOG.wmreplay.db].
+    #[arg(long, env = "WMREPLAY_STATE", value_name = "PATH")]
+    state: Option<PathBuf>,
+}
+
+/// Runs the server until SIGINT or SIGTERM.
+pub fn serve(args: ServeArgs) -> Result<(), Failure> {
+    use wmreplay::server::{self, ApiKey, Config};
+    init_logs(&args.log_format);
+    // A file size limit makes a write fail (EFBIG, and the append is rolled
+    // back) instead of killing the server with SIGXFSZ.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to "ignore" has no
+    // preconditions and installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+    let provider = args.provider;
+    let key_env = args
+        .api_key_env
+        .unwrap_or_else(|| provider.default_key_env().to_string());
+    let api_key = std::env::var(&key_env)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(ApiKey);
+    if args.upstream.is_some() && api_key.is_none() {
+        tracing::warn!(var = %key_env, "no API key in the environment; calling the upstream without one");
+    }
+    let mut cfg = Config::new(&args.log);
+    cfg.upstream = args.upstream;
+    cfg.provider = provider;
+    cfg.model = args
+        .model
+        .unwrap_or_else(|| provider.default_model().to_string());
+    cfg.max_tokens = args.max_tokens;
+    cfg.api_key = api_key;
+    cfg.system = args.system;
+    cfg.fsync = !args.no_fsync;
+    cfg.body_limit = usize::try_from(args.body_limit).unwrap_or(usize::MAX);
+    cfg.max_concurrent = args.max_concurrent;
+    cfg.max_connections = args.max_connections;
+    cfg.header_timeout = args.header_timeout;
+    cfg.body_timeout = args.body_timeout;
+    cfg.upstream_timeout = args.upstream_timeout;
+    cfg.write_timeout = args.write_timeout;
+    cfg.keep_alive_timeout = args.keep_alive_timeout;
+    cfg.shutdown_timeout = args.shutdown_timeout;
+    cfg.upstream_retries = args.upstream_retries;
+    cfg.upstream_fields = args.upstream_fields;
+    cfg.idempotency_ttl = args.idempotency_ttl;
+    cfg.replay = ReplayOptions {
+        threads: args.threads,
+        max_depth: args.max_depth,
+        record: args.record,
+        ..ReplayOptions::default()
+    };
+    cfg.selection = wmreplay::Selection {
+        session: args.session,
+        kinds: args.kinds,
+        since: args.since,
+        until: args.until,
+        tail: args.tail,
+        max_tokens: args.max_tokens_window,
+        tokenizer: args.tokenizer,
+        trim_to: args.trim_to,
+        mark_pending: args.mark_pending,
+    };
+    cfg.selection.validate().map_err(Failure::Usage)?;
+    if cfg.selection.max_tokens.is_some() {
+        cfg.selection.tokenizer.warm_up();
+    }
+    cfg.state = args.state;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(async move {
+        let listener = listen(&args.addr).await?;
+        let addr = listener
+            .local_addr()
+            .map_or_else(|_| args.addr.clone(), |a| a.to_string());
+        tracing::info!(addr = %addr, log = %cfg.log.display(), upstream = cfg.upstream.is_some(), "listening");
+        server::serve(cfg, listener, shutdown_signal())
+            .await
+            .map_err(|e| match e {
+                server::ServeError::Config(m) => Failure::Usage(m),
+                e => Failure::Io(e.to_string()),
+            })
+    })
+}
+
+/// Server logs on stderr: text (coloured only on a terminal) or JSON lines.
+fn init_logs(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+/// Binds `addr` (HOST:PORT, HOST a name or an address): the first of its
+/// addresses that binds.
+async fn listen(addr: &str) -> Result<tokio::net::TcpListener, Failure> {
+    let resolved: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr)
+        .await
+        .map_err(|e| {
+            Failure::Usage(format!(
+                "--addr {addr:?}: not HOST:PORT or not resolvable: {e}"
+            ))
+        })?
+        .collect();
+    let mut last = None;
+    for a in &resolved {
+        match wmreplay::server::bind(*a).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(Failure::Io(match last {
+        Some(e) => format!("cannot listen on {addr}: {e}"),
+        None => format!("--addr {addr:?} resolves to no address"),
+    }))
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("signal received");
+}

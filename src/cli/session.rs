@@ -1,0 +1,97 @@
+//! `wmreplay prepare` and `ack`: session deltas kept in the state store.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use wmreplay::Format;
+
+use super::Failure;
+use super::args::*;
+
+/// Arguments of `wmreplay prepare`.
+#[derive(Args, Debug)]
+pub struct PrepareArgs {
+    /// The working-memory log (JSONL). A missing file is an empty log.
+    pub log: PathBuf,
+    /// The conversation whose position is used.
+    #[arg(long, value_name = "K")]
+    pub session_key: String,
+    /// Body format: xml (<memory_context> or <memory_delta>), or the
+    /// messages alone as anthropic, openai or ndjson.
+    #[arg(long, default_value = "xml", value_parser = parse_format)]
+    pub format: Format,
+    /// Keep only records whose session_id is ID, and records with none.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Arguments of `wmreplay ack`.
+#[derive(Args, Debug)]
+pub struct AckArgs {
+    /// The working-memory log the prepare was made on.
+    pub log: PathBuf,
+    /// The id `wmreplay prepare` printed.
+    pub prepare_id: String,
+    /// How the turn went.
+    #[arg(long, value_parser = ["success", "failed"])]
+    pub status: String,
+    /// The state store [default: LOG.wmreplay.db].
+    #[arg(long, value_name = "PATH")]
+    pub state: Option<PathBuf>,
+}
+
+/// `wmreplay prepare`.
+pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
+    let PrepareArgs {
+        log,
+        session_key,
+        format,
+        session,
+        select,
+        engine,
+    } = args;
+    let sel = select.selection(session)?;
+    let store = std::sync::Mutex::new(wmreplay::state::Store::open(select.store_path(&log))?);
+    let options = replay_options(&engine, 0);
+    let prepared = wmreplay::state::prepare(
+        &store,
+        &wmreplay::state::PrepareRequest {
+            log: &log,
+            session_key: &session_key,
+            format,
+            selection: &sel,
+            options: &options,
+        },
+    )?;
+    write_stdout(|w| {
+        w.write_all(&prepared.to_json())?;
+        w.write_all(b"\n")
+    })
+}
+
+/// `wmreplay ack`.
+pub fn ack(args: AckArgs) -> Result<(), Failure> {
+    let AckArgs {
+        log,
+        prepare_id,
+        status,
+        state,
+    } = args;
+    let path = state.unwrap_or_else(|| wmreplay::state::Store::path_for(&log));
+    let mut store = wmreplay::state::Store::open(path)?;
+    let acked = store.ack(&prepare_id, status == "success")?;
+    let position = acked
+        .position
+        .map_or_else(|| "null".to_string(), |p| p.to_string());
+    write_stdout(|w| {
+        writeln!(
+            w,
+            "{{\"ok\":true,\"status\":\"{status}\",\"position\":{position},\"repeated\":{}}}",
+            acked.repeated
+        )
+    })
+}
