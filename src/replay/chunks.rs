@@ -1,0 +1,578 @@
+//! The parallel parse: the log cut into chunks at line ends, workers taking
+//! chunks from a shared counter, each chunk's records joined into one
+//! huge-page buffer in file order as soon as every earlier chunk is in,
+//! and late records set aside for the sort.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::input::lines::{self, Lines};
+use crate::order;
+use crate::parse::js::JsStringifier;
+use crate::parse::{LineParser, Record, SkipReason};
+
+use super::*;
+
+/// Records and stats of a range of a log.
+pub struct Parsed {
+    /// The records that are at least as new as every record before them, in
+    /// file order (so also in `ts_ms` order). Their offsets point into the
+    /// log, or into [`Parsed::arena`] when it is set.
+    pub records: Vec<Record>,
+    /// The other records (late arrivals), in file order: what
+    /// [`order::merge_late`] merges into `records`. Empty for a log in order.
+    pub late: Vec<Record>,
+    /// In [`RecordMode::Js`], the re-serialised records, each preceded by its
+    /// line's offset in the log (8 bytes, little-endian; see
+    /// [`arena_origin`]).
+    pub arena: Option<Vec<u8>>,
+    /// Counts and skips (`bytes` and `already_ordered` are left to the caller).
+    pub stats: ReplayStats,
+    /// Physical lines seen (blank lines included).
+    pub lines: u64,
+}
+
+/// Parses `log[range]`, whose first line is line `first_line` of the file.
+pub fn parse_range(
+    log: &[u8],
+    range: Range<usize>,
+    first_line: u64,
+    options: &ReplayOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Parsed {
+    let js = options.record == RecordMode::Js;
+    let estimate = range.len();
+    let chunks = match options.chunk_size {
+        0 => {
+            let threads = match options.threads {
+                0 => rayon::current_num_threads(),
+                n => n,
+            };
+            let size = (range.len() / (threads * 8).max(1)).clamp(64 << 10, 4 << 20);
+            // The last `threads` chunks' worth in chunks an eighth the size:
+            // the threads then finish within a small chunk of each other,
+            // not a big one (up to 3 ms apart at 4 MiB).
+            let tail = (threads * size).min(range.len() / 2);
+            let split = match memchr::memchr(b'\n', &log[range.end - tail..range.end]) {
+                Some(k) => range.end - tail + k + 1,
+                None => range.end,
+            };
+            let mut chunks = lines::chunks(log, range.start..split, size);
+            chunks.extend(lines::chunks(
+                log,
+                split..range.end,
+                (size / 8).max(64 << 10),
+            ));
+            chunks
+        }
+        n => lines::chunks(log, range, n),
+    };
+    // Chunks are taken in file order from a shared counter and joined in
+    // file order as they finish (a chunk that finishes before an earlier one
+    // waits for it), straight into the final buffers. So a chunk's buffers
+    // are free again as soon as it is joined, and the next chunk reuses them:
+    // the parse touches fresh memory only for the joined records themselves
+    // (in huge pages). Separate buffers per chunk, all alive until a final
+    // gather, cost ~29 k page faults for a 1 GiB log, and a second copy of
+    // every record in memory.
+    let next = AtomicUsize::new(0);
+    let join = Mutex::new(Join::new(
+        chunks.len(),
+        estimate,
+        js,
+        first_line,
+        options.max_skips,
+    ));
+    let run = || {
+        let mut w = Worker {
+            parser: LineParser::with_validator(options.max_depth, options.validator),
+            js: js.then(|| JsStringifier::new(options.max_depth)),
+        };
+        let mut out = ChunkResult::new(js);
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(chunk) = chunks.get(k) else { break };
+            out.clear();
+            match &mut w.js {
+                Some(js) => parse_chunk_js(
+                    log,
+                    chunk.clone(),
+                    &mut w.parser,
+                    js,
+                    options.max_skips,
+                    &mut out,
+                ),
+                None => parse_chunk(
+                    log,
+                    chunk.clone(),
+                    &mut w.parser,
+                    options.max_skips,
+                    &mut out,
+                ),
+            }
+            progress(chunk.len() as u64);
+            let mut j = join.lock().unwrap_or_else(PoisonError::into_inner);
+            out = j.finish(k, out);
+        }
+    };
+    if options.threads == 1 {
+        run();
+    } else {
+        run_in_pool(options.threads, || {
+            let workers = rayon::current_num_threads().min(chunks.len());
+            rayon::scope(|s| {
+                for _ in 0..workers {
+                    s.spawn(|_| run());
+                }
+            });
+        });
+    }
+    join.into_inner()
+        .unwrap_or_else(PoisonError::into_inner)
+        .into_parsed()
+}
+
+pub(super) fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    if threads <= 1 || threads == rayon::current_num_threads() {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
+/// A worker thread's reusable parsers.
+struct Worker {
+    parser: LineParser,
+    js: Option<JsStringifier>,
+}
+
+/// One chunk's records and stats; its buffers are reused for later chunks.
+struct ChunkResult {
+    records: Vec<Record>,
+    stats: ReplayStats,
+    /// Physical lines of the chunk (skips' line numbers are relative to it,
+    /// 0-based).
+    lines: u64,
+    /// [`RecordMode::Js`]: the chunk's re-serialised records (record offsets
+    /// are relative to it).
+    arena: Option<Vec<u8>>,
+}
+
+impl ChunkResult {
+    fn new(js: bool) -> Self {
+        ChunkResult {
+            records: Vec::new(),
+            stats: ReplayStats::default(),
+            lines: 0,
+            arena: js.then(Vec::new),
+        }
+    }
+
+    /// Empties the result, keeping its buffers' memory.
+    fn clear(&mut self) {
+        self.records.clear();
+        let mut skips = std::mem::take(&mut self.stats.skips);
+        skips.clear();
+        self.stats = ReplayStats {
+            skips,
+            ..ReplayStats::default()
+        };
+        self.lines = 0;
+        if let Some(a) = &mut self.arena {
+            a.clear();
+        }
+    }
+}
+
+/// The chunks' results joined in file order (see [`parse_range`]).
+struct Join {
+    /// Finished chunks waiting for an earlier one, by chunk index.
+    waiting: Vec<Option<ChunkResult>>,
+    /// The next chunk to join.
+    next: usize,
+    /// Joined results whose buffers a worker can take again.
+    spare: Vec<ChunkResult>,
+    records: Vec<Record>,
+    late: Vec<Record>,
+    /// The order key of the newest record in `records`.
+    newest: u64,
+    arena: Option<Vec<u8>>,
+    stats: ReplayStats,
+    lines: u64,
+    first_line: u64,
+    max_skips: usize,
+}
+
+impl Join {
+    /// For `chunks` chunks of a range of `len` bytes.
+    fn new(chunks: usize, len: usize, js: bool, first_line: u64, max_skips: usize) -> Self {
+        Join {
+            waiting: (0..chunks).map(|_| None).collect(),
+            next: 0,
+            spare: Vec::new(),
+            // Room for a record per 256 bytes (~1.4x what the generated
+            // corpus needs), reserved, not touched: the pages are faulted in
+            // (2 MiB at a time) only as records arrive, and a log of shorter
+            // lines grows the buffer (with glibc, by moving its mapping
+            // rather than copying it).
+            records: crate::buffers::huge_vec_with_capacity(len / 256 + 1),
+            late: Vec::new(),
+            newest: 0,
+            arena: js.then(|| crate::buffers::huge_vec_with_capacity(len + len / 16)),
+            stats: ReplayStats::default(),
+            lines: 0,
+            first_line,
+            max_skips,
+        }
+    }
+
+    /// Takes chunk `k`'s result, joins every chunk that is now next in file
+    /// order, and returns a result whose buffers can hold the next chunk.
+    fn finish(&mut self, k: usize, out: ChunkResult) -> ChunkResult {
+        self.waiting[k] = Some(out);
+        while let Some(p) = self.waiting.get_mut(self.next).and_then(Option::take) {
+            self.append(&p);
+            self.spare.push(p);
+            self.next += 1;
+        }
+        self.spare
+            .pop()
+            .unwrap_or_else(|| ChunkResult::new(self.arena.is_some()))
+    }
+
+    fn append(&mut self, p: &ChunkResult) {
+        let stats = &mut self.stats;
+        stats.total_lines += p.stats.total_lines;
+        stats.parsed_entries += p.stats.parsed_entries;
+        stats.skipped_invalid_json += p.stats.skipped_invalid_json;
+        stats.skipped_invalid_shape += p.stats.skipped_invalid_shape;
+        stats.unterminated_tail = p.stats.unterminated_tail;
+        let base = self.first_line + self.lines;
+        for s in &p.stats.skips {
+            if stats.skips.len() < self.max_skips {
+                stats.skips.push(Skip {
+                    line: base + s.line,
+                    ..*s
+                });
+            }
+        }
+        self.lines += p.lines;
+        let at = match (&mut self.arena, &p.arena) {
+            (Some(arena), Some(bytes)) => {
+                let at = arena.len() as u64;
+                arena.extend_from_slice(bytes);
+                at
+            }
+            _ => 0,
+        };
+        // Records that keep the running maximum go on in order; the others
+        // are set aside, to be sorted and merged in once all are in. The
+        // ones in order are copied a run at a time.
+        let moved = |r: &Record| Record {
+            offset: r.offset + at,
+            ..*r
+        };
+        let mut copy_run = |run: &[Record]| {
+            if at == 0 {
+                self.records.extend_from_slice(run);
+            } else {
+                self.records.extend(run.iter().map(moved));
+            }
+        };
+        let mut newest = self.newest;
+        let mut run = 0;
+        for (k, r) in p.records.iter().enumerate() {
+            let key = order::ts_key(r.ts);
+            if key >= newest {
+                newest = key;
+            } else {
+                copy_run(&p.records[run..k]);
+                self.late.push(moved(r));
+                run = k + 1;
+            }
+        }
+        copy_run(&p.records[run..]);
+        self.newest = newest;
+    }
+
+    fn into_parsed(self) -> Parsed {
+        debug_assert!(
+            self.waiting.iter().all(Option::is_none),
+            "a chunk was not joined"
+        );
+        Parsed {
+            records: self.records,
+            late: self.late,
+            arena: self.arena,
+            stats: self.stats,
+            lines: self.lines,
+        }
+    }
+}
+
+/// The offset in the log of the line whose re-serialised record starts at
+/// `offset` of `arena`.
+pub fn arena_origin(arena: &[u8], offset: u64) -> u64 {
+    let o = offset as usize;
+    arena
+        .get(o.saturating_sub(8)..o)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
+}
+
+/// [`parse_chunk`] in [`RecordMode::Js`]: each line re-serialised as Node.js
+/// would (blank, invalid and valid decided as Node decides them), then
+/// classified by the line parser from the re-serialised bytes.
+fn parse_chunk_js(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    js: &mut JsStringifier,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
+    let ChunkResult {
+        records,
+        stats,
+        lines,
+        arena,
+    } = out;
+    let arena = arena.get_or_insert_with(Vec::new);
+    let mut line_no = 0u64;
+    for line in Lines::new(log, range) {
+        line_no += 1;
+        stats.unterminated_tail = !line.terminated;
+        let raw = &log[line.range.clone()];
+        let header = arena.len();
+        // The offset raw mode gives the line (past ASCII whitespace), so a
+        // record has the same offset in both modes.
+        let origin = line.range.start + lines::trim(raw).start;
+        arena.extend_from_slice(&(origin as u64).to_le_bytes());
+        let at = arena.len();
+        let outcome = match js.stringify(raw, arena) {
+            Ok(false) => {
+                arena.truncate(header);
+                continue;
+            }
+            Err(e) => Err(SkipReason::InvalidJson {
+                kind: e.kind,
+                column: e.column as u32,
+            }),
+            Ok(true) => {
+                let ts_if_null = js.top_level_number(b"ts_ms").filter(|x| x.is_infinite());
+                parser.parse_canonical(&arena[at..], at as u64, ts_if_null)
+            }
+        };
+        stats.total_lines += 1;
+        match outcome {
+            Ok(r) => records.push(r),
+            Err(reason) => {
+                arena.truncate(header);
+                stats.skip(reason, line_no - 1, line.range.start as u64, max_skips);
+            }
+        }
+    }
+    stats.parsed_entries = records.len() as u64;
+    *lines = line_no;
+}
+
+fn parse_chunk(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
+    #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+    if crate::parse::scan::has_avx2() {
+        // SAFETY: the CPU has AVX2 and BMI1 (what `parse_chunk_avx2` is
+        // compiled for), checked just above.
+        return unsafe { parse_chunk_avx2(log, range, parser, max_skips, out) };
+    }
+    parse_chunk_lines(log, range, parser, max_skips, out)
+}
+
+/// [`parse_chunk`]'s loop compiled with AVX2 and BMI1, the scanner inlined
+/// into it: one feature check per chunk instead of a call per line.
+#[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
+#[target_feature(enable = "avx2,bmi1")]
+fn parse_chunk_avx2(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
+    parse_chunk_lines(log, range, parser, max_skips, out)
+}
+
+#[inline(always)]
+fn parse_chunk_lines(
+    log: &[u8],
+    range: Range<usize>,
+    parser: &mut LineParser,
+    max_skips: usize,
+    out: &mut ChunkResult,
+) {
+    let ChunkResult {
+        records,
+        stats,
+        lines,
+        ..
+    } = out;
+    let mut line_no = 0u64;
+    // UTF-8 is checked in large windows rather than line by line: bytes
+    // before `utf8_valid_to` are known valid. Each window starts at a line,
+    // ends just after a `\n` (or at the chunk's end) and holds up to 1 MiB of
+    // whole lines, or one longer line; an invalid byte ends it early, inside
+    // its line, which is then checked (and reported) by the parser, and the
+    // next line starts a new window.
+    let mut utf8_valid_to = range.start;
+    let end = range.end;
+    let mut p = range.start;
+    while p < end {
+        if p >= utf8_valid_to {
+            utf8_valid_to = p + utf8_window(&log[p..end]);
+        }
+        // The common line, an object ending in `\n`, is found and scanned in
+        // one pass, without looking for its `\n` first.
+        if let Some((outcome, _, newline)) =
+            parser.parse_next_line(&log[p..utf8_valid_to], p as u64)
+        {
+            line_no += 1;
+            stats.unterminated_tail = false;
+            stats.total_lines += 1;
+            match outcome {
+                Ok(r) => records.push(r),
+                Err(reason) => stats.skip(reason, line_no - 1, p as u64, max_skips),
+            }
+            p += newline + 1;
+            continue;
+        }
+        // Any other line: split it, trim it, and let the parser decide.
+        let (line_end, terminated) = match memchr::memchr(b'\n', &log[p..end]) {
+            Some(k) => (p + k, true),
+            None => (end, false),
+        };
+        line_no += 1;
+        stats.unterminated_tail = !terminated;
+        let raw = &log[p..line_end];
+        let start = p;
+        p = if terminated { line_end + 1 } else { end };
+        let t = lines::trim(raw);
+        if t.is_empty() {
+            continue;
+        }
+        stats.total_lines += 1;
+        let offset = (start + t.start) as u64;
+        let utf8 = line_end <= utf8_valid_to;
+        match parser.parse_with(&raw[t], offset, utf8) {
+            Ok(r) => records.push(r),
+            Err(reason) => stats.skip(reason, line_no - 1, start as u64, max_skips),
+        }
+    }
+    stats.parsed_entries = records.len() as u64;
+    *lines = line_no;
+}
+
+/// How many bytes at the start of `s` (which starts at a line) are known
+/// valid UTF-8: a window of up to 1 MiB of whole lines (or the first line,
+/// if it is longer), cut short by the first invalid byte.
+fn utf8_window(s: &[u8]) -> usize {
+    const WINDOW: usize = 1 << 20;
+    let to = if s.len() <= WINDOW {
+        s.len()
+    } else if let Some(k) = memchr::memrchr(b'\n', &s[..WINDOW]) {
+        k + 1
+    } else {
+        memchr::memchr(b'\n', &s[WINDOW..]).map_or(s.len(), |k| WINDOW + k + 1)
+    };
+    utf8_valid_prefix(&s[..to])
+}
+
+/// Length of the longest valid UTF-8 prefix of `s` (a sequence cut by the
+/// end of `s` counts as invalid: the window is then re-checked later).
+fn utf8_valid_prefix(s: &[u8]) -> usize {
+    if simdutf8::basic::from_utf8(s).is_ok() {
+        s.len()
+    } else {
+        simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| s.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk result holding one record at `offset` (chunk-relative in js
+    /// mode), `lines` lines, and a skip on its line `skip_line` (0-based).
+    fn chunk(offset: u64, lines: u64, skip_line: u64, arena: Option<&[u8]>) -> ChunkResult {
+        let mut c = ChunkResult::new(arena.is_some());
+        c.records.push(Record {
+            ts: offset as f64,
+            offset,
+            len: 1,
+            escape_extra: 0,
+            flags: 0,
+            kind: 0,
+        });
+        c.stats.total_lines = lines;
+        c.stats.parsed_entries = 1;
+        c.stats.skip(SkipReason::MissingType, skip_line, 0, 16);
+        c.lines = lines;
+        if let (Some(a), Some(bytes)) = (&mut c.arena, arena) {
+            a.extend_from_slice(bytes);
+        }
+        c
+    }
+
+    #[test]
+    fn chunks_finishing_out_of_order_are_joined_in_file_order() {
+        let mut j = Join::new(3, 1 << 10, false, 10, 16);
+        // Chunk 2 finishes first, then 0, then 1: nothing is joined until
+        // chunk 0 is, and chunk 2 waits for chunk 1.
+        let spare = j.finish(2, chunk(300, 5, 4, None));
+        assert!(spare.records.is_empty() && j.records.is_empty());
+        j.finish(0, chunk(100, 3, 0, None));
+        assert_eq!(j.records.len(), 1);
+        let spare = j.finish(1, chunk(200, 2, 1, None));
+        // A joined chunk's buffers come back for the next chunk (the worker
+        // empties them with `clear`), instead of fresh ones.
+        assert!(spare.records.capacity() > 0);
+        let p = j.into_parsed();
+        let offsets: Vec<u64> = p.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [100, 200, 300]);
+        // Lines are numbered from line 10 across the chunks: 3 + 2 + 5.
+        let lines: Vec<u64> = p.stats.skips.iter().map(|s| s.line).collect();
+        assert_eq!(lines, [10, 14, 19]);
+        assert_eq!(
+            (p.lines, p.stats.total_lines, p.stats.parsed_entries),
+            (10, 10, 3)
+        );
+        assert_eq!(p.stats.skipped_invalid_shape, 3);
+    }
+
+    #[test]
+    fn js_records_point_into_the_joined_arena() {
+        let mut j = Join::new(2, 1 << 10, true, 1, 16);
+        j.finish(1, chunk(2, 1, 0, Some(b"cdef")));
+        j.finish(0, chunk(1, 1, 0, Some(b"ab")));
+        let p = j.into_parsed();
+        assert_eq!(p.arena.as_deref(), Some(&b"abcdef"[..]));
+        let offsets: Vec<u64> = p.records.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [1, 2 + 2]);
+    }
+
+    #[test]
+    fn a_reused_chunk_result_starts_empty() {
+        let mut c = chunk(7, 4, 2, Some(b"xyz"));
+        c.stats.unterminated_tail = true;
+        c.clear();
+        assert!(c.records.is_empty() && c.stats.skips.is_empty());
+        assert_eq!(c.stats, ReplayStats::default());
+        assert_eq!((c.lines, c.arena.as_deref()), (0, Some(&b""[..])));
+    }
+}

@@ -1,0 +1,193 @@
+//! State kept durably next to a log: session positions for prepare/ack
+//! deltas, the starts of cache-stable windows, and turns remembered by
+//! their idempotency key.
+//!
+//! The store is one SQLite file, by default the log's path with
+//! `.wmreplay.db` appended, in WAL mode (`synchronous=NORMAL`: a crash of
+//! the process loses nothing committed; a power cut may lose the last few
+//! acks, which only means a delta is sent again).
+//!
+//! **Prepare/ack.** [`prepare`] answers a session key with
+//! - `full`: the key has no acknowledged position, or the log's identity
+//!   changed (another device or inode, shorter than the position, or the
+//!   bytes before the position differ, by the prefix fingerprint of
+//!   `source::fingerprint_bytes`: the whole prefix up to 8 MiB, its ends
+//!   and sampled blocks beyond): the whole log, replayed;
+//! - `delta`: only the records whose lines were appended since the key's
+//!   acknowledged position, ordered among themselves;
+//! - `none`: nothing new, an empty body.
+//!
+//! Positions are byte offsets just past a `\n`: a line still being written
+//! is never included, so it is sent whole once complete. Each prepare gets a
+//! `prepare_id`; [`ack`] with success moves the key's position to the end of
+//! that prepare (never backwards), a failed ack leaves it, so the next
+//! prepare returns the same delta again (plus anything newer).
+
+mod sessions;
+mod turns;
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::Error;
+use crate::select::WindowStart;
+pub use sessions::{Acked, Mode, PrepareRequest, Prepared, prepare};
+use turns::TURNS_TABLE;
+pub use turns::{TurnBegin, TurnStatus};
+
+/// The durable state of one log.
+pub struct Store {
+    path: PathBuf,
+    conn: Connection,
+}
+
+/// Where a log is and what it is, at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LogId {
+    dev: u64,
+    inode: u64,
+}
+
+impl Store {
+    /// The default store of a log: its path with `.wmreplay.db` appended.
+    pub fn path_for(log: &Path) -> PathBuf {
+        let mut p = log.as_os_str().to_os_string();
+        p.push(".wmreplay.db");
+        PathBuf::from(p)
+    }
+
+    /// Opens (creating if needed) the store at `path`.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Store, Error> {
+        let path = path.into();
+        let conn = Connection::open(&path).map_err(|e| state_err(&path, e))?;
+        let store = Store { path, conn };
+        store
+            .conn
+            .execute_batch(
+                "PRAGMA journal_mode=WAL;
+                 PRAGMA synchronous=NORMAL;
+                 PRAGMA busy_timeout=10000;
+                 CREATE TABLE IF NOT EXISTS sessions(
+                     session_key TEXT PRIMARY KEY,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     position INTEGER NOT NULL, fingerprint INTEGER NOT NULL,
+                     seq INTEGER NOT NULL, updated_ms INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS prepares(
+                     prepare_id TEXT PRIMARY KEY,
+                     session_key TEXT NOT NULL, mode TEXT NOT NULL,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     from_pos INTEGER NOT NULL, to_pos INTEGER NOT NULL,
+                     fingerprint INTEGER NOT NULL,
+                     status TEXT NOT NULL, created_ms INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS windows(
+                     spec TEXT PRIMARY KEY,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     key INTEGER NOT NULL, offset INTEGER NOT NULL,
+                     updated_ms INTEGER NOT NULL);",
+            )
+            .map_err(|e| state_err(&store.path, e))?;
+        store
+            .conn
+            .execute_batch(TURNS_TABLE)
+            .map_err(|e| state_err(&store.path, e))?;
+        Ok(store)
+    }
+
+    /// The store's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> Error {
+        state_err(&self.path, e)
+    }
+
+    /// The window start remembered for `spec` (see
+    /// [`Selection::window_key`]) on the log at `log`, if the log is still the
+    /// same file.
+    pub fn window_start(&self, log: &Path, spec: &str) -> Result<Option<WindowStart>, Error> {
+        let Some(id) = log_id(log)? else {
+            return Ok(None);
+        };
+        let row: Option<(i64, i64, i64, i64)> = self
+            .conn
+            .query_row(
+                "SELECT dev, inode, key, offset FROM windows WHERE spec = ?1",
+                params![spec],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|(dev, inode, key, offset)| {
+            (dev as u64 == id.dev && inode as u64 == id.inode).then_some(WindowStart {
+                key: key as u64,
+                offset: offset as u64,
+            })
+        }))
+    }
+
+    /// Remembers (or, with `None`, forgets) the window start for `spec`.
+    pub fn set_window_start(
+        &self,
+        log: &Path,
+        spec: &str,
+        start: Option<WindowStart>,
+    ) -> Result<(), Error> {
+        let id = log_id(log)?;
+        match (start, id) {
+            (Some(s), Some(id)) => self
+                .conn
+                .execute(
+                    "INSERT INTO windows(spec, dev, inode, key, offset, updated_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(spec) DO UPDATE SET dev = ?2, inode = ?3, key = ?4,
+                         offset = ?5, updated_ms = ?6",
+                    params![
+                        spec,
+                        id.dev as i64,
+                        id.inode as i64,
+                        s.key as i64,
+                        s.offset as i64,
+                        now_ms()
+                    ],
+                )
+                .map(|_| ()),
+            _ => self
+                .conn
+                .execute("DELETE FROM windows WHERE spec = ?1", params![spec])
+                .map(|_| ()),
+        }
+        .map_err(|e| self.err(e))
+    }
+}
+
+fn state_err(path: &Path, e: rusqlite::Error) -> Error {
+    Error::State {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl From<crate::input::FileIdentity> for LogId {
+    fn from(i: crate::input::FileIdentity) -> Self {
+        LogId {
+            dev: i.dev,
+            inode: i.inode,
+        }
+    }
+}
+
+fn log_id(log: &Path) -> Result<Option<LogId>, Error> {
+    match std::fs::metadata(log) {
+        Ok(m) => Ok(Some(crate::input::identity_of(&m).into())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(log, "cannot stat", e)),
+    }
+}

@@ -1,0 +1,219 @@
+//! Turns remembered by their idempotency key, for `/respond`'s retries.
+
+use std::path::Path;
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{LogId, Store, log_id, now_ms, state_err};
+use crate::error::Error;
+
+/// Turns remembered by their idempotency key (`/respond`): what the key's
+/// request was (a hash), how far the turn got, and its answer once done.
+pub(super) const TURNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS turns(
+    idempotency_key TEXT PRIMARY KEY,
+    request_hash TEXT NOT NULL,
+    dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    input_offset INTEGER,
+    response TEXT,
+    created_ms INTEGER NOT NULL);";
+
+/// How far a remembered turn got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnStatus {
+    /// Started and not finished: running now, or cut off by a restart.
+    Running,
+    /// Answered: the answer was appended; `response` is what was answered.
+    Done(String),
+    /// Failed after its `text_input` was (or was not) appended.
+    Failed,
+}
+
+/// A key's turn, as [`Store::begin_turn`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnBegin {
+    /// A key not seen before (or expired, or from a log since replaced):
+    /// now recorded as running.
+    New,
+    /// The key was seen with another request: a client error.
+    Conflict,
+    /// The key's turn, on this log.
+    Seen {
+        /// How far it got.
+        status: TurnStatus,
+        /// Offset of its `text_input` line, once appended.
+        input_offset: Option<u64>,
+    },
+}
+
+impl Store {
+    /// Looks `key` up and, if it is new, records it as running. Keys older
+    /// than `ttl` are forgotten first.
+    pub fn begin_turn(
+        &mut self,
+        log: &Path,
+        key: &str,
+        request_hash: &str,
+        ttl: std::time::Duration,
+    ) -> Result<TurnBegin, Error> {
+        let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
+        let path = self.path.clone();
+        let err = |e| state_err(&path, e);
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let now = now_ms();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        tx.execute(
+            "DELETE FROM turns WHERE created_ms < ?1",
+            params![now.saturating_sub(ttl_ms)],
+        )
+        .map_err(err)?;
+        type Row = (String, i64, i64, String, Option<i64>, Option<String>);
+        let row: Option<Row> = tx
+            .query_row(
+                "SELECT request_hash, dev, inode, status, input_offset, response FROM turns
+                 WHERE idempotency_key = ?1",
+                params![key],
+                |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(err)?;
+        let begin = match row {
+            Some((hash, ..)) if hash != request_hash => TurnBegin::Conflict,
+            Some((_, dev, inode, status, offset, response))
+                if dev as u64 == id.dev && inode as u64 == id.inode =>
+            {
+                let status = match (status.as_str(), response) {
+                    ("done", Some(r)) => TurnStatus::Done(r),
+                    ("running", _) => TurnStatus::Running,
+                    _ => TurnStatus::Failed,
+                };
+                TurnBegin::Seen {
+                    status,
+                    input_offset: offset.map(|o| o as u64),
+                }
+            }
+            _ => {
+                tx.execute(
+                    "INSERT INTO turns(idempotency_key, request_hash, dev, inode, status,
+                         input_offset, response, created_ms)
+                     VALUES (?1, ?2, ?3, ?4, 'running', NULL, NULL, ?5)
+                     ON CONFLICT(idempotency_key) DO UPDATE SET request_hash = ?2, dev = ?3,
+                         inode = ?4, status = 'running', input_offset = NULL, response = NULL,
+                         created_ms = ?5",
+                    params![key, request_hash, id.dev as i64, id.inode as i64, now],
+                )
+                .map_err(err)?;
+                TurnBegin::New
+            }
+        };
+        tx.commit().map_err(err)?;
+        Ok(begin)
+    }
+
+    /// Records where `key`'s `text_input` was appended (and the log it is
+    /// in, which a new key may have created).
+    pub fn set_turn_input(&self, log: &Path, key: &str, offset: u64) -> Result<(), Error> {
+        let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
+        self.conn
+            .execute(
+                "UPDATE turns SET input_offset = ?2, dev = ?3, inode = ?4
+                 WHERE idempotency_key = ?1",
+                params![key, offset as i64, id.dev as i64, id.inode as i64],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Records how `key`'s turn ended: `Some(response)` answered, `None`
+    /// failed.
+    pub fn finish_turn(&self, key: &str, response: Option<&str>) -> Result<(), Error> {
+        self.conn
+            .execute(
+                "UPDATE turns SET status = ?2, response = ?3 WHERE idempotency_key = ?1",
+                params![
+                    key,
+                    if response.is_some() { "done" } else { "failed" },
+                    response
+                ],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Marks `key`'s turn running again (a retry of a failed one).
+    pub fn restart_turn(&self, key: &str) -> Result<(), Error> {
+        self.conn
+            .execute(
+                "UPDATE turns SET status = 'running', response = NULL WHERE idempotency_key = ?1",
+                params![key],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod turn_tests {
+    use super::*;
+
+    #[test]
+    fn a_key_is_new_once_then_seen_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        std::fs::write(&log, b"").unwrap();
+        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
+        assert_eq!(
+            s.begin_turn(&log, "k", "h", day).unwrap(),
+            TurnBegin::Seen {
+                status: TurnStatus::Running,
+                input_offset: None
+            }
+        );
+        assert_eq!(
+            s.begin_turn(&log, "k", "other", day).unwrap(),
+            TurnBegin::Conflict
+        );
+        s.set_turn_input(&log, "k", 42).unwrap();
+        s.finish_turn("k", None).unwrap();
+        assert_eq!(
+            s.begin_turn(&log, "k", "h", day).unwrap(),
+            TurnBegin::Seen {
+                status: TurnStatus::Failed,
+                input_offset: Some(42)
+            }
+        );
+        s.restart_turn("k").unwrap();
+        s.finish_turn("k", Some("{\"text\":\"a\"}")).unwrap();
+        drop(s);
+        // Durable: a new connection sees it.
+        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        assert_eq!(
+            s.begin_turn(&log, "k", "h", day).unwrap(),
+            TurnBegin::Seen {
+                status: TurnStatus::Done("{\"text\":\"a\"}".into()),
+                input_offset: Some(42)
+            }
+        );
+        // Expired: new again.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        assert_eq!(
+            s.begin_turn(&log, "k", "h", std::time::Duration::from_millis(1))
+                .unwrap(),
+            TurnBegin::New
+        );
+    }
+}
