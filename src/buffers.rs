@@ -28,8 +28,17 @@ pub(crate) fn huge_buffer(len: usize) -> std::io::Result<memmap2::MmapMut> {
 /// An empty `Vec` with room for `n` elements, with the same huge-page hint
 /// as [`huge_buffer`] on its reserved memory: for a buffer filled by
 /// appending, whose pages are touched (2 MiB at a time) only as it grows.
+///
+/// `n` is an estimate from the input's size (a record per 256 bytes of the
+/// log, the js arena a little larger than the log), not a need: where it
+/// cannot be reserved (a sparse 40 GB file, an address-space limit) the
+/// `Vec` starts empty and grows with what is actually appended, instead of
+/// aborting the process.
 pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
+    let mut v: Vec<T> = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        return v;
+    }
     advise_huge(
         v.as_mut_ptr().cast(),
         v.capacity() * std::mem::size_of::<T>(),
@@ -95,6 +104,22 @@ pub(crate) mod tests {
         let reserved: Vec<u64> = huge_vec_with_capacity(2 << 20);
         assert!(reserved.is_empty() && reserved.capacity() >= 2 << 20);
         assert_huge_advised(reserved.as_ptr() as usize + (8 << 20));
+    }
+
+    /// The parse reserves its records and js arena from the log's length:
+    /// for a sparse 40 GB log (or under an address-space limit) that
+    /// reservation failed and aborted the process ("memory allocation of
+    /// 45634027520 bytes failed", SIGABRT). An estimate that cannot be
+    /// reserved is now no reservation: the buffer grows as it is filled.
+    #[test]
+    fn an_estimate_too_large_to_reserve_is_not_an_abort() {
+        // More than any address space holds (but a valid layout).
+        let mut v: Vec<u8> = huge_vec_with_capacity(1 << 62);
+        assert!(v.is_empty());
+        v.extend_from_slice(b"still usable");
+        assert_eq!(v, b"still usable");
+        let v: Vec<[u64; 4]> = huge_vec_with_capacity((1 << 62) / 32);
+        assert!(v.is_empty());
     }
 
     /// The value of `field` (such as `VmFlags` or `Rss`) of the mapping that
