@@ -46,6 +46,26 @@ pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
     v
 }
 
+/// `n` zero bytes, or `None` when the allocator cannot give them: for a
+/// buffer whose size comes from the input and that is written whole (the
+/// live state's rendered messages). Like `vec![0; n]`, fresh memory from the
+/// kernel is not written to zero it.
+pub(crate) fn try_zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: the layout's size is not zero (checked above). A non-null
+    // pointer is an allocation of the global allocator with exactly this
+    // layout (size `n`, alignment 1, as `Vec<u8>` allocates), whose `n`
+    // bytes are initialised (zeroed): a `Vec` of length and capacity `n`
+    // owns it and frees it with the same layout.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, n, n))
+    }
+}
+
 /// Advises `MADV_HUGEPAGE` for the whole pages of the `len` bytes at `start`,
 /// an allocation the caller owns, when they span at least one huge page.
 #[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
@@ -73,7 +93,7 @@ fn advise_huge(start: *mut u8, len: usize) {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{huge_buffer, huge_vec_with_capacity};
+    use super::{huge_buffer, huge_vec_with_capacity, try_zeroed};
 
     #[test]
     fn huge_buffers_are_zeroed_and_writable() {
@@ -120,6 +140,14 @@ pub(crate) mod tests {
         assert_eq!(v, b"still usable");
         let v: Vec<[u64; 4]> = huge_vec_with_capacity((1 << 62) / 32);
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn zeroed_buffers_are_fallible() {
+        assert_eq!(try_zeroed(0), Some(Vec::new()));
+        let v = try_zeroed(5 << 20).unwrap();
+        assert!(v.len() == 5 << 20 && v.iter().all(|&b| b == 0));
+        assert_eq!(try_zeroed(1 << 62), None);
     }
 
     /// The value of `field` (such as `VmFlags` or `Rss`) of the mapping that

@@ -483,7 +483,11 @@ impl LiveReplay {
         } else {
             0
         };
-        self.absorb(&buf, start, base, &mut report);
+        if let Err(e) = self.absorb(&buf, start, base, &mut report) {
+            // Counted but not placed: start over on the next call.
+            self.reset();
+            return Err(e);
+        }
         if report.bytes_committed > 0 {
             self.fingerprint = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?
@@ -503,7 +507,10 @@ impl LiveReplay {
         report.bytes_read = bytes.len() as u64;
         self.file_len = all.len() as u64;
         let start = crate::input::lines::content_start(bytes);
-        self.absorb(bytes, start, 0, &mut report);
+        if let Err(e) = self.absorb(bytes, start, 0, &mut report) {
+            self.reset();
+            return Err(e);
+        }
         self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {
             self.seen = Some((m.len(), m.modified().ok()));
@@ -518,15 +525,24 @@ impl LiveReplay {
     }
 
     /// Parses `buf[start..]` (the file's bytes from offset `base`) up to its
-    /// last `\n`, and places the new records.
-    fn absorb(&mut self, buf: &[u8], start: usize, base: u64, report: &mut Refresh) {
+    /// last `\n`, and places the new records. The rendered messages need
+    /// memory in proportion to the bytes (several times them for short
+    /// records): when it cannot be had, [`Error::OutOfMemory`], with the
+    /// state half updated (the caller resets it).
+    fn absorb(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        base: u64,
+        report: &mut Refresh,
+    ) -> Result<(), Error> {
         let Some(last_nl) = memchr::memrchr(b'\n', buf) else {
-            return;
+            return Ok(());
         };
         let commit = last_nl + 1;
         if commit <= start {
             // Only a byte-order mark and nothing after it yet.
-            return;
+            return Ok(());
         }
         let parsed = parse_range(buf, start..commit, self.lines + 1, &self.options, &|_| {});
         self.committed = base + commit as u64;
@@ -570,14 +586,17 @@ impl LiveReplay {
             late.retain(|r| self.selection.matches(r, data));
         }
         if records.is_empty() && late.is_empty() {
-            return;
+            return Ok(());
         }
         let newest = self.segments.last().map(Segment::last_key);
         let parallel = records.len() + late.len() > 4096 && self.options.threads != 1;
         order::merge_late(&mut records, late, parallel);
         let lens = render::message_lens(&records, data, self.format);
         let total: u64 = lens.iter().sum();
-        let mut out = vec![0u8; total as usize];
+        let mut out = usize::try_from(total)
+            .ok()
+            .and_then(crate::buffers::try_zeroed)
+            .ok_or_else(|| Error::out_of_memory(&self.path, total))?;
         render::write_with_lens(&records, &lens, data, self.format, &mut out);
         let rendered = Bytes::from(out);
         let entries: Vec<Entry> = records
@@ -643,6 +662,7 @@ impl LiveReplay {
             self.push(tail);
         }
         self.compact_if_needed();
+        Ok(())
     }
 
     /// Segment and entry index where a record with `key` goes: after every

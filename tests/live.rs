@@ -277,3 +277,115 @@ fn assert_same_as_one_shot(live: &LiveReplay, path: &Path) {
     );
     assert_eq!(live.stats(), &stats);
 }
+
+const OOM_VAR: &str = "WMREPLAY_LIVE_OOM_LOG";
+
+/// The address space this process has mapped, in bytes (Linux).
+#[cfg(target_os = "linux")]
+fn mapped_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// Sets this process's soft address-space limit (the hard one stays, so it
+/// can be raised again).
+#[cfg(target_os = "linux")]
+fn limit_address_space(bytes: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct, for this process.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut l), 0);
+        l.rlim_cur = bytes.min(l.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &l), 0);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "run by rendered_messages_too_large_for_memory_are_an_error_not_an_abort"]
+fn live_oom_child() {
+    let Ok(path) = std::env::var(OOM_VAR) else {
+        return;
+    };
+    let len = std::fs::metadata(&path).unwrap().len();
+    let lines = len / 22;
+    let options = ReplayOptions {
+        threads: 1,
+        ..ReplayOptions::default()
+    };
+    let mut live = LiveReplay::new(&path, Format::Anthropic, options);
+    // Room for the map, the records and their lengths (about 3.5 times the
+    // log), not for the rendered messages (5 times the log) on top.
+    let tight = || limit_address_space(mapped_bytes() + len * 42 / 10);
+    let roomy = || limit_address_space(u64::MAX);
+    tight();
+    // The first build (the log mapped), then an append (read()).
+    match live.refresh() {
+        Err(wmreplay::Error::OutOfMemory { bytes, .. }) => {
+            assert!(bytes > len * 4, "{bytes}");
+        }
+        other => panic!("build: {other:?}"),
+    }
+    assert_eq!(live.info().records, 0, "nothing half-kept");
+    roomy();
+    assert_eq!(live.refresh().unwrap().records_added, lines);
+    append(
+        Path::new(&path),
+        "{\"type\":\"\",\"ts_ms\":1}\n"
+            .repeat(lines as usize)
+            .as_bytes(),
+    );
+    tight();
+    match live.refresh() {
+        // The appended bytes were read; their messages did not fit.
+        Err(wmreplay::Error::OutOfMemory { bytes, .. }) => {
+            assert!(bytes > len * 4, "{bytes}");
+        }
+        other => panic!("append: {other:?}"),
+    }
+    roomy();
+    let r = live.refresh().unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(live.info().records, 2 * lines);
+    println!("live state survived");
+}
+
+/// A live log whose rendered messages need more memory than there is
+/// aborted the process (the render buffer was `vec![0; n]`, n from the
+/// log): for the server, rc 134. It is now `Error::OutOfMemory`, the state
+/// is reset, and a later refresh with memory to spare rebuilds it. Short
+/// records render to about five times their bytes: 64 MiB of them under an
+/// address-space limit that fits everything but the rendered messages, in
+/// a child process (this test binary again), so an abort fails the test
+/// rather than killing it.
+#[cfg(target_os = "linux")]
+#[test]
+fn rendered_messages_too_large_for_memory_are_an_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let line = "{\"type\":\"\",\"ts_ms\":1}\n";
+    assert_eq!(line.len(), 22);
+    std::fs::write(&path, line.repeat((64 << 20) / 22)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "live_oom_child", "--ignored", "--nocapture"])
+        .args(["--test-threads=1"])
+        .env(OOM_VAR, &path)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{:?}: {all}", out.status);
+    assert!(all.contains("live state survived"), "{all}");
+}
