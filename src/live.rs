@@ -17,9 +17,15 @@
 //! rebuilt from scratch; so it is when the bytes already parsed changed (a
 //! rewrite in place, even one that also grows the file): whenever the
 //! file's length or modification time moved, the committed prefix's
-//! fingerprint (`source::fingerprint_bytes`: the whole prefix up to 8 MiB,
-//! its first and last MiB and 64 sampled blocks beyond) is checked
-//! before anything is appended to the state.
+//! fingerprint (`input::fingerprint_bytes`: the whole prefix up to 64 KiB;
+//! beyond, its first and last 4 KiB and 15 blocks spread between, 68 KiB
+//! read whatever the log's size) is checked before anything is appended to
+//! the state. So a rewrite is noticed when it touches a small log anywhere,
+//! or a larger one's start, end or a sampled block, or shifts the bytes
+//! after it (an edit that adds or removes bytes); a same-length change in
+//! the middle of a larger log between sampled blocks is not, nor a rewrite
+//! that leaves the length and the modification time as they were (a
+//! rewrite within the file system's timestamp granularity).
 //!
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.

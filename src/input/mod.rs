@@ -23,6 +23,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+#[doc(hidden)]
+pub use fingerprint::fingerprinted_bytes;
 pub(crate) use fingerprint::{fingerprint_bytes, fingerprint_file};
 
 /// How to get the bytes of a log.
