@@ -107,7 +107,15 @@ fn special_files_are_refused_at_once_not_read_forever() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("wm.fifo");
     mkfifo(&fifo);
-    for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+    // A socket cannot even be opened (ENXIO, "No such device or address"):
+    // it is named for what it is too.
+    let socket = dir.path().join("wm.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    for path in [
+        fifo.as_path(),
+        std::path::Path::new("/dev/zero"),
+        socket.as_path(),
+    ] {
         for args in [
             vec!["stats"],
             vec!["stats", "--no-mmap"],

@@ -94,21 +94,13 @@ impl LogBytes {
     /// shrinks or is replaced meanwhile, the result is [`Error::Changed`].
     pub fn open(path: impl AsRef<Path>, mode: ReadMode) -> Result<LogBytes, Error> {
         let path = path.as_ref();
-        let file = match open_nonblocking(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LogBytes {
-                    path: path.to_path_buf(),
-                    bytes: Bytes::Empty,
-                    identity: None,
-                });
-            }
-            Err(e) => return Err(Error::io(path, "cannot open", e)),
+        let Some((file, meta)) = open_regular(path)? else {
+            return Ok(LogBytes {
+                path: path.to_path_buf(),
+                bytes: Bytes::Empty,
+                identity: None,
+            });
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(path, "cannot stat", e))?;
-        check_regular(path, &meta)?;
         let identity = Some(identity_of(&meta));
         let bytes = if mode == ReadMode::Auto && meta.len() > 0 {
             match map::map(&file) {
@@ -294,7 +286,13 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, std::fs::Metadat
     let file = match open_nonblocking(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, "cannot open", e)),
+        Err(e) => {
+            // A socket cannot be opened at all (ENXIO): say what it is.
+            if let Ok(meta) = std::fs::metadata(path) {
+                check_regular(path, &meta)?;
+            }
+            return Err(Error::io(path, "cannot open", e));
+        }
     };
     let meta = file
         .metadata()
