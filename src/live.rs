@@ -16,7 +16,7 @@
 //! replaced (another device or inode: a rotation) or disappears, the state is
 //! rebuilt from scratch; so it is when the bytes already parsed changed (a
 //! rewrite in place, even one that also grows the file): whenever the
-//! file's length or modification time moved, the committed prefix's
+//! file's length or change times moved, the committed prefix's
 //! fingerprint (`input::fingerprint_bytes`: the whole prefix up to 64 KiB;
 //! beyond, its first and last 4 KiB and 15 blocks spread between, 68 KiB
 //! read whatever the log's size) is checked before anything is appended to
@@ -24,8 +24,11 @@
 //! or a larger one's start, end or a sampled block, or shifts the bytes
 //! after it (an edit that adds or removes bytes); a same-length change in
 //! the middle of a larger log between sampled blocks is not, nor a rewrite
-//! that leaves the length and the modification time as they were (a
-//! rewrite within the file system's timestamp granularity).
+//! that leaves the length and the change times as they were (one within
+//! the file system's timestamp granularity of the last look). The check
+//! runs when the length, the modification time or the status-change time
+//! moved: the last cannot be set back, so a rewrite whose modification
+//! time was restored (`cp -p`, `rsync -t`) is checked too.
 //!
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.
@@ -145,8 +148,8 @@ pub struct LiveReplay {
     last_key: Option<u64>,
     /// [`crate::input::fingerprint_bytes`] of the committed bytes.
     fingerprint: u64,
-    /// The file's length and modification time at the last refresh.
-    seen: Option<(u64, Option<std::time::SystemTime>)>,
+    /// The file's length and change times at the last refresh.
+    seen: Option<(u64, crate::input::Stamp)>,
 }
 
 impl LiveReplay {
@@ -454,7 +457,7 @@ impl LiveReplay {
         }
         // Grown or touched since the last look: the bytes already held must
         // still be the file's (a rewrite in place is not an append).
-        let seen = (meta.len(), meta.modified().ok());
+        let seen = (meta.len(), crate::input::Stamp::of(&meta));
         if self.committed > 0 && self.seen != Some(seen) {
             let now = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?;
@@ -519,7 +522,7 @@ impl LiveReplay {
         }
         self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {
-            self.seen = Some((m.len(), m.modified().ok()));
+            self.seen = Some((m.len(), crate::input::Stamp::of(&m)));
         }
         if let Err(e) = log.verify() {
             // Read from a file that changed under the map: start over on the

@@ -269,6 +269,42 @@ fn a_log_rewritten_in_place_is_rebuilt_not_taken_for_an_append() {
     }
 }
 
+/// A live log rewritten in place with the same length and its modification
+/// time put back (`cp -p OTHER LOG`, `rsync -t --inplace`) was not checked
+/// at all: the prefix was fingerprinted only when the length or the
+/// modification time moved, so the old records were served on. The
+/// status-change time, which cannot be put back, now counts too.
+#[test]
+fn a_log_rewritten_in_place_with_its_mtime_put_back_is_rebuilt() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let ctime = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    let old = format!("{}{}", record(1, 0), record(2, 1));
+    let new = old.replace("turn 0", "turn 7").replace("turn 1", "turn 8");
+    assert_eq!(old.len(), new.len());
+    assert_ne!(old, new);
+    std::fs::write(&path, &old).unwrap();
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let seen = ctime(&path);
+    let mut f = OpenOptions::new().write(true).open(&path).unwrap();
+    // Until the clock has moved on (see the test above for why).
+    while ctime(&path) == seen {
+        f.set_len(0).unwrap();
+        f.write_all(new.as_bytes()).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    let r = live.refresh().unwrap();
+    assert!(r.rebuilt, "the rewrite was not noticed");
+    assert_same_as_one_shot(&live, &path);
+}
+
 /// Checking that the held prefix is unchanged read the whole prefix up to
 /// 8 MiB, or 2.25 MiB of a larger log, twice per append (before and after
 /// parsing it): 0.9 to 2.5 ms per request on a log of 6 to 64 MiB, where a

@@ -17,25 +17,21 @@ use std::fs::File;
 /// A map registered with the SIGBUS guard for as long as it lives.
 pub(super) struct Guarded {
     pub(super) map: memmap2::Mmap,
-    /// The file's modification time when mapped.
-    pub(super) modified: Option<std::time::SystemTime>,
+    /// When the file last changed, when mapped.
+    pub(super) stamp: super::Stamp,
     #[cfg(unix)]
     slot: Option<guard::Slot>,
 }
 
 impl Guarded {
-    pub(super) fn new(map: memmap2::Mmap, modified: Option<std::time::SystemTime>) -> Guarded {
+    pub(super) fn new(map: memmap2::Mmap, stamp: super::Stamp) -> Guarded {
         #[cfg(unix)]
         {
             let slot = guard::register(map.as_ptr() as usize, map.len());
-            Guarded {
-                map,
-                modified,
-                slot,
-            }
+            Guarded { map, stamp, slot }
         }
         #[cfg(not(unix))]
-        Guarded { map, modified }
+        Guarded { map, stamp }
     }
 
     pub(super) fn faulted(&self) -> bool {
