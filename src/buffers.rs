@@ -28,13 +28,42 @@ pub(crate) fn huge_buffer(len: usize) -> std::io::Result<memmap2::MmapMut> {
 /// An empty `Vec` with room for `n` elements, with the same huge-page hint
 /// as [`huge_buffer`] on its reserved memory: for a buffer filled by
 /// appending, whose pages are touched (2 MiB at a time) only as it grows.
+///
+/// `n` is an estimate from the input's size (a record per 256 bytes of the
+/// log, the js arena a little larger than the log), not a need: where it
+/// cannot be reserved (a sparse 40 GB file, an address-space limit) the
+/// `Vec` starts empty and grows with what is actually appended, instead of
+/// aborting the process.
 pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(n);
+    let mut v: Vec<T> = Vec::new();
+    if v.try_reserve_exact(n).is_err() {
+        return v;
+    }
     advise_huge(
         v.as_mut_ptr().cast(),
         v.capacity() * std::mem::size_of::<T>(),
     );
     v
+}
+
+/// `n` zero bytes, or `None` when the allocator cannot give them: for a
+/// buffer whose size comes from the input and that is written whole (the
+/// live state's rendered messages). Like `vec![0; n]`, fresh memory from the
+/// kernel is not written to zero it.
+pub(crate) fn try_zeroed(n: usize) -> Option<Vec<u8>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(n).ok()?;
+    // SAFETY: the layout's size is not zero (checked above). A non-null
+    // pointer is an allocation of the global allocator with exactly this
+    // layout (size `n`, alignment 1, as `Vec<u8>` allocates), whose `n`
+    // bytes are initialised (zeroed): a `Vec` of length and capacity `n`
+    // owns it and frees it with the same layout.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout);
+        (!p.is_null()).then(|| Vec::from_raw_parts(p, n, n))
+    }
 }
 
 /// Advises `MADV_HUGEPAGE` for the whole pages of the `len` bytes at `start`,
@@ -64,7 +93,7 @@ fn advise_huge(start: *mut u8, len: usize) {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::{huge_buffer, huge_vec_with_capacity};
+    use super::{huge_buffer, huge_vec_with_capacity, try_zeroed};
 
     #[test]
     fn huge_buffers_are_zeroed_and_writable() {
@@ -95,6 +124,30 @@ pub(crate) mod tests {
         let reserved: Vec<u64> = huge_vec_with_capacity(2 << 20);
         assert!(reserved.is_empty() && reserved.capacity() >= 2 << 20);
         assert_huge_advised(reserved.as_ptr() as usize + (8 << 20));
+    }
+
+    /// The parse reserves its records and js arena from the log's length:
+    /// for a sparse 40 GB log (or under an address-space limit) that
+    /// reservation failed and aborted the process ("memory allocation of
+    /// 45634027520 bytes failed", SIGABRT). An estimate that cannot be
+    /// reserved is now no reservation: the buffer grows as it is filled.
+    #[test]
+    fn an_estimate_too_large_to_reserve_is_not_an_abort() {
+        // More than any address space holds (but a valid layout).
+        let mut v: Vec<u8> = huge_vec_with_capacity(1 << 62);
+        assert!(v.is_empty());
+        v.extend_from_slice(b"still usable");
+        assert_eq!(v, b"still usable");
+        let v: Vec<[u64; 4]> = huge_vec_with_capacity((1 << 62) / 32);
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn zeroed_buffers_are_fallible() {
+        assert_eq!(try_zeroed(0), Some(Vec::new()));
+        let v = try_zeroed(5 << 20).unwrap();
+        assert!(v.len() == 5 << 20 && v.iter().all(|&b| b == 0));
+        assert_eq!(try_zeroed(1 << 62), None);
     }
 
     /// The value of `field` (such as `VmFlags` or `Rss`) of the mapping that

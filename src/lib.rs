@@ -99,6 +99,10 @@ pub mod __internals {
     pub mod escape {
         pub use crate::escape::*;
     }
+    /// Opening a log: what checking a prefix costs.
+    pub mod input {
+        pub use crate::input::fingerprinted_bytes;
+    }
     /// Line splitting and chunking.
     pub mod lines {
         pub use crate::input::lines::*;

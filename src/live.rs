@@ -16,10 +16,19 @@
 //! replaced (another device or inode: a rotation) or disappears, the state is
 //! rebuilt from scratch; so it is when the bytes already parsed changed (a
 //! rewrite in place, even one that also grows the file): whenever the
-//! file's length or modification time moved, the committed prefix's
-//! fingerprint (`source::fingerprint_bytes`: the whole prefix up to 8 MiB,
-//! its first and last MiB and 64 sampled blocks beyond) is checked
-//! before anything is appended to the state.
+//! file's length or change times moved, the committed prefix's
+//! fingerprint (`input::fingerprint_bytes`: the whole prefix up to 64 KiB;
+//! beyond, its first and last 4 KiB and 15 blocks spread between, 68 KiB
+//! read whatever the log's size) is checked before anything is appended to
+//! the state. So a rewrite is noticed when it touches a small log anywhere,
+//! or a larger one's start, end or a sampled block, or shifts the bytes
+//! after it (an edit that adds or removes bytes); a same-length change in
+//! the middle of a larger log between sampled blocks is not, nor a rewrite
+//! that leaves the length and the change times as they were (one within
+//! the file system's timestamp granularity of the last look). The check
+//! runs when the length, the modification time or the status-change time
+//! moved: the last cannot be set back, so a rewrite whose modification
+//! time was restored (`cp -p`, `rsync -t`) is checked too.
 //!
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.
@@ -139,8 +148,8 @@ pub struct LiveReplay {
     last_key: Option<u64>,
     /// [`crate::input::fingerprint_bytes`] of the committed bytes.
     fingerprint: u64,
-    /// The file's length and modification time at the last refresh.
-    seen: Option<(u64, Option<std::time::SystemTime>)>,
+    /// The file's length and change times at the last refresh.
+    seen: Option<(u64, crate::input::Stamp)>,
 }
 
 impl LiveReplay {
@@ -448,7 +457,7 @@ impl LiveReplay {
         }
         // Grown or touched since the last look: the bytes already held must
         // still be the file's (a rewrite in place is not an append).
-        let seen = (meta.len(), meta.modified().ok());
+        let seen = (meta.len(), crate::input::Stamp::of(&meta));
         if self.committed > 0 && self.seen != Some(seen) {
             let now = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?;
@@ -483,7 +492,11 @@ impl LiveReplay {
         } else {
             0
         };
-        self.absorb(&buf, start, base, &mut report);
+        if let Err(e) = self.absorb(&buf, start, base, &mut report) {
+            // Counted but not placed: start over on the next call.
+            self.reset();
+            return Err(e);
+        }
         if report.bytes_committed > 0 {
             self.fingerprint = crate::input::fingerprint_file(&file, self.committed)
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?
@@ -503,10 +516,13 @@ impl LiveReplay {
         report.bytes_read = bytes.len() as u64;
         self.file_len = all.len() as u64;
         let start = crate::input::lines::content_start(bytes);
-        self.absorb(bytes, start, 0, &mut report);
+        if let Err(e) = self.absorb(bytes, start, 0, &mut report) {
+            self.reset();
+            return Err(e);
+        }
         self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {
-            self.seen = Some((m.len(), m.modified().ok()));
+            self.seen = Some((m.len(), crate::input::Stamp::of(&m)));
         }
         if let Err(e) = log.verify() {
             // Read from a file that changed under the map: start over on the
@@ -518,15 +534,24 @@ impl LiveReplay {
     }
 
     /// Parses `buf[start..]` (the file's bytes from offset `base`) up to its
-    /// last `\n`, and places the new records.
-    fn absorb(&mut self, buf: &[u8], start: usize, base: u64, report: &mut Refresh) {
+    /// last `\n`, and places the new records. The rendered messages need
+    /// memory in proportion to the bytes (several times them for short
+    /// records): when it cannot be had, [`Error::OutOfMemory`], with the
+    /// state half updated (the caller resets it).
+    fn absorb(
+        &mut self,
+        buf: &[u8],
+        start: usize,
+        base: u64,
+        report: &mut Refresh,
+    ) -> Result<(), Error> {
         let Some(last_nl) = memchr::memrchr(b'\n', buf) else {
-            return;
+            return Ok(());
         };
         let commit = last_nl + 1;
         if commit <= start {
             // Only a byte-order mark and nothing after it yet.
-            return;
+            return Ok(());
         }
         let parsed = parse_range(buf, start..commit, self.lines + 1, &self.options, &|_| {});
         self.committed = base + commit as u64;
@@ -570,14 +595,17 @@ impl LiveReplay {
             late.retain(|r| self.selection.matches(r, data));
         }
         if records.is_empty() && late.is_empty() {
-            return;
+            return Ok(());
         }
         let newest = self.segments.last().map(Segment::last_key);
         let parallel = records.len() + late.len() > 4096 && self.options.threads != 1;
         order::merge_late(&mut records, late, parallel);
         let lens = render::message_lens(&records, data, self.format);
         let total: u64 = lens.iter().sum();
-        let mut out = vec![0u8; total as usize];
+        let mut out = usize::try_from(total)
+            .ok()
+            .and_then(crate::buffers::try_zeroed)
+            .ok_or_else(|| Error::out_of_memory(&self.path, total))?;
         render::write_with_lens(&records, &lens, data, self.format, &mut out);
         let rendered = Bytes::from(out);
         let entries: Vec<Entry> = records
@@ -643,6 +671,7 @@ impl LiveReplay {
             self.push(tail);
         }
         self.compact_if_needed();
+        Ok(())
     }
 
     /// Segment and entry index where a record with `key` goes: after every

@@ -107,7 +107,15 @@ fn special_files_are_refused_at_once_not_read_forever() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("wm.fifo");
     mkfifo(&fifo);
-    for path in [fifo.as_path(), std::path::Path::new("/dev/zero")] {
+    // A socket cannot even be opened (ENXIO, "No such device or address"):
+    // it is named for what it is too.
+    let socket = dir.path().join("wm.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    for path in [
+        fifo.as_path(),
+        std::path::Path::new("/dev/zero"),
+        socket.as_path(),
+    ] {
         for args in [
             vec!["stats"],
             vec!["stats", "--no-mmap"],
@@ -165,6 +173,47 @@ fn a_log_too_large_for_memory_is_an_error_not_an_abort() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot allocate"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// A sparse 1 GiB log (one line of NULs) under a 2 GiB address-space
+/// limit: `stats --record js` died reserving the js arena from the log's
+/// length (a little more than the log), and `stats --validator simd-json`
+/// copying the line for simd-json ("memory allocation of … bytes failed",
+/// SIGABRT). Neither needs that memory: each path replays the log (one
+/// invalid line), as the default path does.
+#[test]
+fn a_sparse_log_under_a_memory_limit_replays_on_every_path_without_aborting() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sparse.log");
+    std::fs::File::create(&log)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    for args in [
+        vec![],
+        vec!["--record", "js"],
+        vec!["--validator", "simd-json"],
+        vec!["--no-mmap", "--validator", "simd-json"],
+    ] {
+        for limit in [2u64 << 30, 3 << 30] {
+            let mut cmd = wmreplay();
+            cmd.args(["stats", "--threads", "2"]).args(&args).arg(&log);
+            with_memory_limit(&mut cmd, limit);
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            // Reading 1 GiB into memory may not fit beside the parse: then a
+            // one-line error; never an abort.
+            if args.contains(&"--no-mmap") && out.status.code() == Some(1) {
+                assert!(err.contains("cannot allocate"), "{args:?}: {err}");
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(0), "{args:?} {limit}: {err}");
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["total_lines"], 1, "{args:?}");
+            assert_eq!(v["skipped_invalid_json"], 1, "{args:?}");
+            assert_eq!(v["bytes"], 1u64 << 30, "{args:?}");
+        }
+    }
 }
 
 /// A served log grown sparse to 40 GB killed the server (rc 134). It now
@@ -274,6 +323,60 @@ fn a_log_truncated_while_read_without_mmap_is_reported_changed() {
             }
             other => panic!("exit {other:?}"),
         }
+    }
+}
+
+/// A log read without mmap and then rewritten in place (truncated and
+/// written again, the same length; within the file system's timestamp
+/// granularity the modification time stays too) was still "verified": only
+/// a shorter file or another inode was noticed. The bytes read are now
+/// checked against the file's. A mapped log whose rewrite had its
+/// modification time put back (`cp -p`, `rsync -t`) passed too: the
+/// status-change time, which cannot be put back, is now compared as well.
+/// An append is not a change.
+#[test]
+fn a_log_rewritten_in_place_after_a_read_is_reported_changed() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    use wmreplay::{Error, LogBytes, ReadMode};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let old = example_bytes();
+    let mut new = old.clone();
+    let k = new.iter().position(|&b| b.is_ascii_lowercase()).unwrap();
+    new[k] = new[k].to_ascii_uppercase();
+    let ctime = |p: &std::path::Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    for mode in [ReadMode::Read, ReadMode::Auto] {
+        for keep_time in [true, false] {
+            std::fs::write(&log, &old).unwrap();
+            let read = LogBytes::open(&log, mode).unwrap();
+            assert_eq!(read.is_mapped(), mode == ReadMode::Auto);
+            let before = std::fs::metadata(&log).unwrap().modified().unwrap();
+            let opened = ctime(&log);
+            let mut f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+            // Until the clock has moved on: a rewrite within the same tick
+            // cannot be told from no rewrite by its times.
+            while ctime(&log) == opened {
+                f.set_len(0).unwrap();
+                f.write_all(&new).unwrap();
+                if keep_time {
+                    f.set_modified(before).unwrap();
+                }
+            }
+            assert!(
+                matches!(read.verify(), Err(Error::Changed { .. })),
+                "{mode:?}, keep_time {keep_time}: {:?}",
+                read.verify()
+            );
+        }
+        std::fs::write(&log, &old).unwrap();
+        let read = LogBytes::open(&log, mode).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(b"{\"type\":\"k\",\"ts_ms\":1}\n").unwrap();
+        assert!(read.verify().is_ok(), "{mode:?}: an append is not a change");
     }
 }
 

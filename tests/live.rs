@@ -269,6 +269,76 @@ fn a_log_rewritten_in_place_is_rebuilt_not_taken_for_an_append() {
     }
 }
 
+/// A live log rewritten in place with the same length and its modification
+/// time put back (`cp -p OTHER LOG`, `rsync -t --inplace`) was not checked
+/// at all: the prefix was fingerprinted only when the length or the
+/// modification time moved, so the old records were served on. The
+/// status-change time, which cannot be put back, now counts too.
+#[test]
+fn a_log_rewritten_in_place_with_its_mtime_put_back_is_rebuilt() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let ctime = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.ctime(), m.ctime_nsec())
+    };
+    let old = format!("{}{}", record(1, 0), record(2, 1));
+    let new = old.replace("turn 0", "turn 7").replace("turn 1", "turn 8");
+    assert_eq!(old.len(), new.len());
+    assert_ne!(old, new);
+    std::fs::write(&path, &old).unwrap();
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    live.refresh().unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let seen = ctime(&path);
+    let mut f = OpenOptions::new().write(true).open(&path).unwrap();
+    // Until the clock has moved on (see the test above for why).
+    while ctime(&path) == seen {
+        f.set_len(0).unwrap();
+        f.write_all(new.as_bytes()).unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    let r = live.refresh().unwrap();
+    assert!(r.rebuilt, "the rewrite was not noticed");
+    assert_same_as_one_shot(&live, &path);
+}
+
+/// Checking that the held prefix is unchanged read the whole prefix up to
+/// 8 MiB, or 2.25 MiB of a larger log, twice per append (before and after
+/// parsing it): 0.9 to 2.5 ms per request on a log of 6 to 64 MiB, where a
+/// request is meant to cost microseconds plus the appended bytes. It now
+/// reads a few 4 KiB blocks, whatever the log's size, and nothing when the
+/// file has not changed.
+#[test]
+fn checking_the_prefix_of_a_large_live_log_reads_a_few_blocks() {
+    use wmreplay::__internals::input::fingerprinted_bytes;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let line =
+        "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"a line of text, padded out a little\"}\n";
+    for size in [100 << 10, 6 << 20, 64 << 20] {
+        std::fs::write(&path, line.repeat(size / line.len())).unwrap();
+        let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+        live.refresh().unwrap();
+        for round in 0..3 {
+            append(&path, line.as_bytes());
+            let before = fingerprinted_bytes();
+            let r = live.refresh().unwrap();
+            assert!(!r.rebuilt && r.records_added == 1);
+            let read = fingerprinted_bytes() - before;
+            assert!(
+                read <= 2 * 17 * 4096,
+                "{size}-byte log, append {round}: {read} bytes read to check the prefix"
+            );
+            let before = fingerprinted_bytes();
+            live.refresh().unwrap();
+            assert_eq!(fingerprinted_bytes(), before, "unchanged: nothing read");
+        }
+    }
+}
+
 fn assert_same_as_one_shot(live: &LiveReplay, path: &Path) {
     let (want, stats) = one_shot(path, live.format());
     assert!(
@@ -276,4 +346,116 @@ fn assert_same_as_one_shot(live: &LiveReplay, path: &Path) {
         "live state differs from a one-shot replay"
     );
     assert_eq!(live.stats(), &stats);
+}
+
+const OOM_VAR: &str = "WMREPLAY_LIVE_OOM_LOG";
+
+/// The address space this process has mapped, in bytes (Linux).
+#[cfg(target_os = "linux")]
+fn mapped_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// Sets this process's soft address-space limit (the hard one stays, so it
+/// can be raised again).
+#[cfg(target_os = "linux")]
+fn limit_address_space(bytes: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid struct, for this process.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_AS, &mut l), 0);
+        l.rlim_cur = bytes.min(l.rlim_max);
+        assert_eq!(libc::setrlimit(libc::RLIMIT_AS, &l), 0);
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+#[ignore = "run by rendered_messages_too_large_for_memory_are_an_error_not_an_abort"]
+fn live_oom_child() {
+    let Ok(path) = std::env::var(OOM_VAR) else {
+        return;
+    };
+    let len = std::fs::metadata(&path).unwrap().len();
+    let lines = len / 22;
+    let options = ReplayOptions {
+        threads: 1,
+        ..ReplayOptions::default()
+    };
+    let mut live = LiveReplay::new(&path, Format::Anthropic, options);
+    // Room for the map, the records and their lengths (about 3.5 times the
+    // log), not for the rendered messages (5 times the log) on top.
+    let tight = || limit_address_space(mapped_bytes() + len * 42 / 10);
+    let roomy = || limit_address_space(u64::MAX);
+    tight();
+    // The first build (the log mapped), then an append (read()).
+    match live.refresh() {
+        Err(wmreplay::Error::OutOfMemory { bytes, .. }) => {
+            assert!(bytes > len * 4, "{bytes}");
+        }
+        other => panic!("build: {other:?}"),
+    }
+    assert_eq!(live.info().records, 0, "nothing half-kept");
+    roomy();
+    assert_eq!(live.refresh().unwrap().records_added, lines);
+    append(
+        Path::new(&path),
+        "{\"type\":\"\",\"ts_ms\":1}\n"
+            .repeat(lines as usize)
+            .as_bytes(),
+    );
+    tight();
+    match live.refresh() {
+        // The appended bytes were read; their messages did not fit.
+        Err(wmreplay::Error::OutOfMemory { bytes, .. }) => {
+            assert!(bytes > len * 4, "{bytes}");
+        }
+        other => panic!("append: {other:?}"),
+    }
+    roomy();
+    let r = live.refresh().unwrap();
+    assert!(r.rebuilt);
+    assert_eq!(live.info().records, 2 * lines);
+    println!("live state survived");
+}
+
+/// A live log whose rendered messages need more memory than there is
+/// aborted the process (the render buffer was `vec![0; n]`, n from the
+/// log): for the server, rc 134. It is now `Error::OutOfMemory`, the state
+/// is reset, and a later refresh with memory to spare rebuilds it. Short
+/// records render to about five times their bytes: 64 MiB of them under an
+/// address-space limit that fits everything but the rendered messages, in
+/// a child process (this test binary again), so an abort fails the test
+/// rather than killing it.
+#[cfg(target_os = "linux")]
+#[test]
+fn rendered_messages_too_large_for_memory_are_an_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let line = "{\"type\":\"\",\"ts_ms\":1}\n";
+    assert_eq!(line.len(), 22);
+    std::fs::write(&path, line.repeat((64 << 20) / 22)).unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "live_oom_child", "--ignored", "--nocapture"])
+        .args(["--test-threads=1"])
+        .env(OOM_VAR, &path)
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{:?}: {all}", out.status);
+    assert!(all.contains("live state survived"), "{all}");
 }

@@ -17,25 +17,21 @@ use std::fs::File;
 /// A map registered with the SIGBUS guard for as long as it lives.
 pub(super) struct Guarded {
     pub(super) map: memmap2::Mmap,
-    /// The file's modification time when mapped.
-    pub(super) modified: Option<std::time::SystemTime>,
+    /// When the file last changed, when mapped.
+    pub(super) stamp: super::Stamp,
     #[cfg(unix)]
     slot: Option<guard::Slot>,
 }
 
 impl Guarded {
-    pub(super) fn new(map: memmap2::Mmap, modified: Option<std::time::SystemTime>) -> Guarded {
+    pub(super) fn new(map: memmap2::Mmap, stamp: super::Stamp) -> Guarded {
         #[cfg(unix)]
         {
             let slot = guard::register(map.as_ptr() as usize, map.len());
-            Guarded {
-                map,
-                modified,
-                slot,
-            }
+            Guarded { map, stamp, slot }
         }
         #[cfg(not(unix))]
-        Guarded { map, modified }
+        Guarded { map, stamp }
     }
 
     pub(super) fn faulted(&self) -> bool {
@@ -352,6 +348,11 @@ mod guard {
 
 #[cfg(test)]
 mod tests {
+    /// The guard's chain is the process's: its tests run one at a time, so
+    /// one's maps do not grow the chain under another's count.
+    #[cfg(unix)]
+    static GUARD_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// The guard had 64 slots: a 65th map was unguarded, and a truncation
     /// under it killed the process (the server died by SIGBUS with ~66
     /// concurrent prepares). Now 200 maps of one file, truncated, each
@@ -362,6 +363,7 @@ mod tests {
     fn more_maps_than_one_block_of_slots_are_all_guarded() {
         use super::super::{LogBytes, ReadMode};
         use crate::Error;
+        let _one_at_a_time = GUARD_TESTS.lock().unwrap_or_else(|p| p.into_inner());
         let dir = std::env::temp_dir().join(format!("wmreplay-guard-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("log.jsonl");
@@ -393,6 +395,62 @@ mod tests {
             assert_eq!(m.bytes()[0], b'y');
         }
         assert_eq!(super::guard::blocks(), before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The same with the maps registered from many threads at once (the
+    /// server's concurrent prepares): threads racing to chain a new block
+    /// all end in the one chain, and every map is guarded.
+    #[cfg(unix)]
+    #[test]
+    fn maps_registered_from_many_threads_at_once_are_all_guarded() {
+        use super::super::{LogBytes, ReadMode};
+        use crate::Error;
+        use std::sync::{Arc, Barrier};
+        let _one_at_a_time = GUARD_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = std::env::temp_dir().join(format!("wmreplay-guard-mt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.jsonl");
+        std::fs::write(&path, vec![b'x'; 3 * 4096]).unwrap();
+        let (threads, each) = (8, 40);
+        let start = Arc::new(Barrier::new(threads));
+        let maps: Vec<LogBytes> = (0..threads)
+            .map(|_| {
+                let (start, path) = (Arc::clone(&start), path.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    (0..each)
+                        .map(|_| LogBytes::open(&path, ReadMode::Auto).unwrap())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(maps.len(), threads * each);
+        assert!(maps.iter().all(LogBytes::is_mapped));
+        assert!(super::guard::blocks() * super::guard::SLOTS >= threads * each);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(10)
+            .unwrap();
+        // Touched from other threads too: the handler runs on the thread
+        // that faults.
+        std::thread::scope(|s| {
+            for part in maps.chunks(each) {
+                s.spawn(move || {
+                    for m in part {
+                        let b = m.bytes();
+                        assert_eq!(b[b.len() - 1], 0);
+                        assert!(matches!(m.verify(), Err(Error::Changed { .. })));
+                    }
+                });
+            }
+        });
+        drop(maps);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -23,6 +23,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::Error;
+#[doc(hidden)]
+pub use fingerprint::fingerprinted_bytes;
 pub(crate) use fingerprint::{fingerprint_bytes, fingerprint_file};
 
 /// How to get the bytes of a log.
@@ -48,8 +50,33 @@ pub struct FileIdentity {
 
 enum Bytes {
     Empty,
+    /// Bytes from a reader or the caller: nothing to check them against.
     Owned(Vec<u8>),
+    /// A file read with `read()`, kept open to check what was read against
+    /// it (see [`LogBytes::verify`]).
+    Read(ReadFile),
     Mapped(map::Guarded),
+}
+
+/// A regular file's bytes, read with `read()`.
+struct ReadFile {
+    bytes: Vec<u8>,
+    /// The file they were read from.
+    file: File,
+    /// When it last changed, when opened.
+    stamp: Stamp,
+}
+
+impl ReadFile {
+    /// Reads `file` (opened from `path`, with metadata `meta`) whole.
+    fn read(file: File, path: &Path, meta: &std::fs::Metadata) -> Result<ReadFile, Error> {
+        let bytes = read_file(&file, path, meta)?;
+        Ok(ReadFile {
+            bytes,
+            file,
+            stamp: Stamp::of(meta),
+        })
+    }
 }
 
 /// The bytes of an opened log.
@@ -67,29 +94,21 @@ impl LogBytes {
     /// shrinks or is replaced meanwhile, the result is [`Error::Changed`].
     pub fn open(path: impl AsRef<Path>, mode: ReadMode) -> Result<LogBytes, Error> {
         let path = path.as_ref();
-        let file = match open_nonblocking(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(LogBytes {
-                    path: path.to_path_buf(),
-                    bytes: Bytes::Empty,
-                    identity: None,
-                });
-            }
-            Err(e) => return Err(Error::io(path, "cannot open", e)),
+        let Some((file, meta)) = open_regular(path)? else {
+            return Ok(LogBytes {
+                path: path.to_path_buf(),
+                bytes: Bytes::Empty,
+                identity: None,
+            });
         };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io(path, "cannot stat", e))?;
-        check_regular(path, &meta)?;
         let identity = Some(identity_of(&meta));
         let bytes = if mode == ReadMode::Auto && meta.len() > 0 {
             match map::map(&file) {
-                Ok(m) => Bytes::Mapped(map::Guarded::new(m, meta.modified().ok())),
-                Err(_) => Bytes::Owned(read_file(&file, path, &meta)?),
+                Ok(m) => Bytes::Mapped(map::Guarded::new(m, Stamp::of(&meta))),
+                Err(_) => Bytes::Read(ReadFile::read(file, path, &meta)?),
             }
         } else {
-            Bytes::Owned(read_file(&file, path, &meta)?)
+            Bytes::Read(ReadFile::read(file, path, &meta)?)
         };
         Ok(LogBytes {
             path: path.to_path_buf(),
@@ -125,66 +144,37 @@ impl LogBytes {
         match &self.bytes {
             Bytes::Empty => &[],
             Bytes::Owned(v) => v,
+            Bytes::Read(r) => &r.bytes,
             Bytes::Mapped(m) => &m.map,
         }
     }
 
-    /// Checks that the bytes handed out were the file's: an error if the
-    /// map hit a truncated page, or the file is now shorter than what was
-    /// read. Call it after using [`bytes`](Self::bytes) and before trusting
-    /// the result. Bytes that were read (not mapped) are always intact.
+    /// Checks that the bytes handed out were the file's: an error
+    /// ([`Error::Changed`]) if the file changed while they were in use, so
+    /// a result read from them is not to be trusted. Call it after using
+    /// [`bytes`](Self::bytes) and before presenting the result.
+    ///
+    /// A map: it hit a truncated page, or the file is now shorter, or has
+    /// its length and a new modification time (rewritten), or is gone.
+    /// Bytes read with `read()`: the read ended short of the length the file
+    /// had when opened (truncated while read), the file is now shorter, gone
+    /// or another file, it kept its length but was modified, or its first
+    /// bytes no longer match what was read (rewritten during or after the
+    /// read; compared by the prefix fingerprint of the bytes read, the
+    /// live state's: whole up to 64 KiB, 17 blocks of 4 KiB beyond). Bytes
+    /// from a reader or a `Vec` are not checked.
     pub fn verify(&self) -> Result<(), Error> {
-        if let (Bytes::Owned(v), Some(id)) = (&self.bytes, self.identity) {
-            // Read with read(): a read cut short by a truncation ends early;
-            // otherwise the file must still be the one it was read from, no
-            // shorter.
-            if (v.len() as u64) < id.len {
-                return Err(Error::Changed {
-                    path: self.path.clone(),
-                    what: "it was truncated while it was read",
-                });
-            }
-            return match std::fs::metadata(&self.path) {
-                Ok(now) if identity_of(&now).same_file(&id) && now.len() >= v.len() as u64 => {
-                    Ok(())
-                }
-                Ok(now) if now.len() < v.len() as u64 => Err(Error::Changed {
-                    path: self.path.clone(),
-                    what: "it is now shorter",
-                }),
-                _ => Err(Error::Changed {
-                    path: self.path.clone(),
-                    what: "it was removed or replaced",
-                }),
-            };
-        }
-        let Bytes::Mapped(m) = &self.bytes else {
-            return Ok(());
+        let what = match (&self.bytes, self.identity) {
+            (Bytes::Read(r), Some(id)) => r.changed(&self.path, id),
+            (Bytes::Mapped(m), _) => map_changed(m, &self.path),
+            _ => None,
         };
-        if m.faulted() {
-            return Err(Error::Changed {
-                path: self.path.clone(),
-                what: "it was truncated",
-            });
-        }
-        let changed = |what| {
-            Err(Error::Changed {
+        match what {
+            None => Ok(()),
+            Some(what) => Err(Error::Changed {
                 path: self.path.clone(),
                 what,
-            })
-        };
-        match std::fs::metadata(&self.path) {
-            Ok(now) if now.len() < m.map.len() as u64 => changed("it is now shorter"),
-            // Same length but modified: not an append, so a rewrite.
-            Ok(now)
-                if now.len() == m.map.len() as u64
-                    && m.modified.is_some()
-                    && now.modified().ok() != m.modified =>
-            {
-                changed("it was rewritten")
-            }
-            Ok(_) => Ok(()),
-            Err(_) => changed("it was removed or replaced"),
+            }),
         }
     }
 
@@ -221,6 +211,57 @@ impl LogBytes {
     }
 }
 
+impl ReadFile {
+    /// What changed in the file at `path`, opened as `id`, since its
+    /// bytes were read, if anything.
+    fn changed(&self, path: &Path, id: FileIdentity) -> Option<&'static str> {
+        let read = self.bytes.len() as u64;
+        // A read cut short by a truncation ends early.
+        if read < id.len {
+            return Some("it was truncated while it was read");
+        }
+        let Ok(now) = std::fs::metadata(path) else {
+            return Some("it was removed or replaced");
+        };
+        if !identity_of(&now).same_file(&id) {
+            return Some("it was removed or replaced");
+        }
+        if now.len() < read {
+            return Some("it is now shorter");
+        }
+        // The length it had when opened, but modified: not an append. (A
+        // read that took appended bytes too is checked by content below.)
+        if now.len() == id.len && Stamp::of(&now) != self.stamp {
+            return Some("it was rewritten");
+        }
+        // Truncated and written again while it was read (or since): the
+        // bytes read mix two versions, or are no longer the file's.
+        match fingerprint_file(&self.file, read) {
+            Ok(Some(fp)) if fp == fingerprint_bytes(&self.bytes) => None,
+            Ok(Some(_)) => Some("it was rewritten while it was read"),
+            Ok(None) => Some("it is now shorter"),
+            Err(_) => Some("it can no longer be read"),
+        }
+    }
+}
+
+/// What changed in the mapped file at `path` since it was mapped, if
+/// anything.
+fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
+    if m.faulted() {
+        return Some("it was truncated");
+    }
+    match std::fs::metadata(path) {
+        Ok(now) if now.len() < m.map.len() as u64 => Some("it is now shorter"),
+        // Same length but modified: not an append, so a rewrite.
+        Ok(now) if now.len() == m.map.len() as u64 && Stamp::of(&now) != m.stamp => {
+            Some("it was rewritten")
+        }
+        Ok(_) => None,
+        Err(_) => Some("it was removed or replaced"),
+    }
+}
+
 /// Opens `path` for reading without blocking on a FIFO that has no writer
 /// (the file is then refused as not regular); `O_NONBLOCK` changes nothing
 /// for regular files.
@@ -241,7 +282,13 @@ pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, std::fs::Metadat
     let file = match open_nonblocking(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path, "cannot open", e)),
+        Err(e) => {
+            // A socket cannot be opened at all (ENXIO): say what it is.
+            if let Ok(meta) = std::fs::metadata(path) {
+                check_regular(path, &meta)?;
+            }
+            return Err(Error::io(path, "cannot open", e));
+        }
     };
     let meta = file
         .metadata()
@@ -298,6 +345,33 @@ fn read_to_end(mut reader: impl Read, path: &Path, hint: u64) -> Result<Vec<u8>,
     }
 }
 
+/// When a file last changed, as far as its metadata tells: its
+/// modification time, and on Unix its status-change time (ctime). Both move
+/// on every write; the modification time can also be set back after a
+/// rewrite (`cp -p`, `rsync -t`, `touch -d`), the status-change time cannot
+/// (it also moves on `chmod` and the like, which only costs a needless check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    modified: Option<std::time::SystemTime>,
+    changed: Option<(i64, i64)>,
+}
+
+impl Stamp {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        let changed = {
+            use std::os::unix::fs::MetadataExt;
+            Some((meta.ctime(), meta.ctime_nsec()))
+        };
+        #[cfg(not(unix))]
+        let changed = None;
+        Stamp {
+            modified: meta.modified().ok(),
+            changed,
+        }
+    }
+}
+
 impl FileIdentity {
     /// Whether `other` is the same file (device and inode), whatever its
     /// length.
@@ -322,5 +396,150 @@ pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
         dev: 0,
         inode: 0,
         len: meta.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A reader of `file` in 4 KiB reads that runs `hook` before its second
+    /// read: a writer acting in the middle of the read, deterministically.
+    struct Hooked<'a> {
+        file: &'a File,
+        reads: usize,
+        hook: Option<Box<dyn FnOnce() + 'a>>,
+    }
+
+    impl Read for Hooked<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.reads == 1
+                && let Some(hook) = self.hook.take()
+            {
+                hook();
+            }
+            self.reads += 1;
+            let n = buf.len().min(4096);
+            (&mut &*self.file).read(&mut buf[..n])
+        }
+    }
+
+    /// Version `v` of a 300 KB log (every line names its version), with
+    /// `extra` more lines.
+    fn version(v: u32, extra: usize) -> Vec<u8> {
+        (0..3000 + extra)
+            .map(|i| {
+                format!(
+                    "{{\"type\":\"k\",\"ts_ms\":{i},\"v\":{v},\"pad\":\"{}\"}}\n",
+                    "p".repeat(60)
+                )
+            })
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    /// Reads `path` as `LogBytes::open` does with `ReadMode::Read`, with
+    /// `hook` run between the first and second 4 KiB.
+    fn read_with_hook(path: &Path, hook: impl FnOnce() + 'static) -> LogBytes {
+        let (file, meta) = open_regular(path).unwrap().unwrap();
+        let bytes = read_to_end(
+            Hooked {
+                file: &file,
+                reads: 0,
+                hook: Some(Box::new(hook)),
+            },
+            path,
+            meta.len(),
+        )
+        .unwrap();
+        LogBytes {
+            path: path.to_path_buf(),
+            bytes: Bytes::Read(ReadFile {
+                bytes,
+                file,
+                stamp: Stamp::of(&meta),
+            }),
+            identity: Some(identity_of(&meta)),
+        }
+    }
+
+    /// `stats --no-mmap` on a log rewritten in place while it was read
+    /// presented a replay of two versions mixed (only a read cut short, a
+    /// shorter file or another inode was noticed). The bytes read are now
+    /// held to the file's: each writer below acts between two reads.
+    #[test]
+    fn a_log_rewritten_while_it_is_read_is_reported_changed() {
+        let dir = std::env::temp_dir().join(format!("wmreplay-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("wm.log");
+        let rewrite = |path: PathBuf, content: Vec<u8>, keep_mtime: bool| {
+            move || {
+                let before = std::fs::metadata(&path).unwrap().modified().unwrap();
+                let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+                f.set_len(0).unwrap();
+                f.write_all(&content).unwrap();
+                if keep_mtime {
+                    // Within the file system's timestamp granularity, a
+                    // rewrite can leave the time as it was.
+                    f.set_modified(before).unwrap();
+                }
+            }
+        };
+        type Case = (
+            &'static str,
+            Box<dyn FnOnce() + 'static>,
+            Option<&'static str>,
+        );
+        let p = || path.clone();
+        let cases: Vec<Case> = vec![
+            ("untouched", Box::new(|| {}), None),
+            (
+                "appended to",
+                Box::new({
+                    let p = p();
+                    move || {
+                        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+                        f.write_all(b"{\"type\":\"k\",\"ts_ms\":1}\n").unwrap();
+                    }
+                }),
+                None,
+            ),
+            (
+                "truncated",
+                Box::new({
+                    let p = p();
+                    move || {
+                        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+                        f.set_len(0).unwrap();
+                    }
+                }),
+                Some("truncated while it was read"),
+            ),
+            (
+                // Caught by its status-change time, or by its content
+                // within one tick of the clock.
+                "rewritten, same length and time",
+                Box::new(rewrite(p(), version(1, 0), true)),
+                Some("rewritten"),
+            ),
+            (
+                "rewritten longer",
+                Box::new(rewrite(p(), version(1, 10), false)),
+                Some("rewritten while it was read"),
+            ),
+        ];
+        for (what, hook, want) in cases {
+            std::fs::write(&path, version(0, 0)).unwrap();
+            let log = read_with_hook(&path, hook);
+            match (log.verify(), want) {
+                (Ok(()), None) => {}
+                (Err(Error::Changed { what: got, .. }), Some(want)) => {
+                    assert!(got.contains(want), "{what}: {got}");
+                }
+                (got, _) => panic!("{what}: {got:?}"),
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -257,9 +257,16 @@ pub enum Validator {
     #[default]
     Scan,
     /// simd-json's tape parser, with every line it rejects decided again by
-    /// [`json::validate`], then a second pass for the members.
+    /// [`json::validate`], then a second pass for the members. Lines longer
+    /// than [`SIMD_JSON_MAX_LINE`] go to [`json::validate`] directly.
     SimdJson,
 }
+
+/// The longest line [`Validator::SimdJson`] hands to simd-json (16 MiB).
+/// simd-json copies the line and sizes its buffers and tape from it (several
+/// times the line), with allocations that abort when they fail; longer lines
+/// are validated in place by [`json::validate`], with the same answer.
+pub const SIMD_JSON_MAX_LINE: usize = 16 << 20;
 
 impl std::str::FromStr for Validator {
     type Err = String;
@@ -400,6 +407,13 @@ impl LineParser {
     /// simd-json's verdict. `true` means valid; `false` means "decide
     /// exactly" (it may still be valid).
     fn simd_valid(&mut self, line: &[u8]) -> bool {
+        // simd-json needs a padded copy of the line and buffers and a tape
+        // sized from it, all allocated infallibly: a longer line is left to
+        // the exact path, which reads it in place (a sparse file's one 1 GiB
+        // line aborted the process under a memory limit).
+        if line.len() > SIMD_JSON_MAX_LINE {
+            return false;
+        }
         self.scratch.clear();
         self.scratch.extend_from_slice(line);
         self.scratch
@@ -479,6 +493,27 @@ fn record(
 mod tests {
     use super::*;
     use crate::escape::JsNumber;
+
+    /// Lines past [`SIMD_JSON_MAX_LINE`] are decided by the exact validator
+    /// alone: the same answers as the scanner's, valid or not.
+    #[test]
+    fn lines_too_long_for_simd_json_get_the_scanners_answer() {
+        let pad = "x".repeat(SIMD_JSON_MAX_LINE);
+        let lines = [
+            format!("{{\"type\":\"k\",\"ts_ms\":5,\"pad\":\"{pad}\"}}"),
+            format!("{{\"type\":\"k\",\"ts_ms\":5,\"pad\":\"{pad}\"}} trailing"),
+            format!("{{\"ts_ms\":5,\"pad\":\"{pad}\"}}"),
+            format!("[\"{pad}\", 1e400, \"\\ud800\"]"),
+        ];
+        let mut scan = LineParser::with_validator(64, Validator::Scan);
+        let mut simd = LineParser::with_validator(64, Validator::SimdJson);
+        for line in &lines {
+            assert!(line.len() > SIMD_JSON_MAX_LINE);
+            let a = scan.parse(line.as_bytes(), 7);
+            let b = simd.parse(line.as_bytes(), 7);
+            assert_eq!(a, b, "{}", &line[line.len() - 20..]);
+        }
+    }
 
     #[test]
     fn a_timestamp_is_copied_only_when_javascript_prints_it_as_written() {

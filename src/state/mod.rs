@@ -11,8 +11,8 @@
 //! - `full`: the key has no acknowledged position, or the log's identity
 //!   changed (another device or inode, shorter than the position, or the
 //!   bytes before the position differ, by the prefix fingerprint of
-//!   `source::fingerprint_bytes`: the whole prefix up to 8 MiB, its ends
-//!   and sampled blocks beyond): the whole log, replayed;
+//!   `input::fingerprint_bytes`: the whole prefix up to 64 KiB, its ends
+//!   and 15 sampled blocks beyond): the whole log, replayed;
 //! - `delta`: only the records whose lines were appended since the key's
 //!   acknowledged position, ordered among themselves;
 //! - `none`: nothing new, an empty body.

@@ -68,7 +68,7 @@ pub enum JsValueKind {
 /// scratch buffers from one line to the next.
 ///
 /// ```
-/// use wmreplay::js::JsStringifier;
+/// use wmreplay::__internals::js::JsStringifier;
 ///
 /// let mut js = JsStringifier::new(1000);
 /// let mut out = Vec::new();
