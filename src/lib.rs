@@ -66,6 +66,7 @@ mod replay;
 mod select;
 #[cfg(feature = "server")]
 pub mod server;
+mod simd;
 #[cfg(feature = "state")]
 pub mod state;
 

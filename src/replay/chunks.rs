@@ -387,7 +387,7 @@ fn parse_chunk(
     out: &mut ChunkResult,
 ) {
     #[cfg(all(target_arch = "x86_64", not(feature = "portable")))]
-    if crate::parse::scan::has_avx2() {
+    if crate::parse::has_avx2() {
         // SAFETY: the CPU has AVX2 and BMI1 (what `parse_chunk_avx2` is
         // compiled for), checked just above.
         return unsafe { parse_chunk_avx2(log, range, parser, max_skips, out) };
