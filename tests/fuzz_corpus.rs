@@ -75,3 +75,11 @@ fn fuzz_corpus_select() {
         "the select corpus is committed"
     );
 }
+
+#[test]
+fn fuzz_corpus_settings() {
+    assert!(
+        replay_dir("settings", checks::check_settings) > 0,
+        "the settings corpus is committed"
+    );
+}
