@@ -321,9 +321,10 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
                 }
             }
             Strategy::Wmreplay(ttl) => {
-                let policy = CachePolicy {
-                    ttl,
-                    ..CachePolicy::default()
+                let policy = {
+                    let mut o = CachePolicy::default();
+                    o.ttl = ttl;
+                    o
                 };
                 let sim_ttl = match ttl {
                     CacheTtl::FiveMinutes => Ttl::FiveMinutes,
@@ -388,10 +389,11 @@ fn main() {
         tr.messages.len(),
         t.elapsed().as_secs_f64()
     );
-    let windowed = Selection {
-        max_tokens: Some(100_000),
-        trim_to: Some(0.8),
-        ..Selection::default()
+    let windowed = {
+        let mut o = Selection::default();
+        o.max_tokens = Some(100_000);
+        o.trim_to = Some(0.8);
+        o
     };
     println!(
         "| trace | placement | input tokens | read from cache | written | cost vs no caching |"

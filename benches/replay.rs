@@ -55,10 +55,11 @@ fn corpus(name: &str, size: u64) -> Vec<u8> {
 }
 
 fn options(threads: usize, validator: Validator) -> ReplayOptions {
-    ReplayOptions {
-        threads,
-        validator,
-        ..ReplayOptions::default()
+    {
+        let mut o = ReplayOptions::default();
+        o.threads = threads;
+        o.validator = validator;
+        o
     }
 }
 

@@ -65,11 +65,12 @@ fn benches(c: &mut Criterion) {
             store.lock().unwrap().ack(&p.prepare_id, true).unwrap();
         })
     });
-    let window = Selection {
-        max_tokens: Some(100_000),
-        tokenizer: Tokenizer::O200k,
-        trim_to: Some(0.8),
-        ..Selection::default()
+    let window = {
+        let mut o = Selection::default();
+        o.max_tokens = Some(100_000);
+        o.tokenizer = Tokenizer::O200k;
+        o.trim_to = Some(0.8);
+        o
     };
     let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
     live.refresh().unwrap();

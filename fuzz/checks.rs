@@ -114,13 +114,11 @@ pub fn check_line(data: &[u8]) {
 /// one message per record plus the current request (plus the system message
 /// for OpenAI), and threads or chunk sizes change nothing.
 pub fn check_buffer(data: &[u8]) {
-    let one = replay(
-        data,
-        &ReplayOptions {
-            threads: 1,
-            ..ReplayOptions::default()
-        },
-    );
+    let one = replay(data, &{
+        let mut o = ReplayOptions::default();
+        o.threads = 1;
+        o
+    });
     let s = one.stats();
     assert_eq!(
         s.total_lines,
@@ -145,14 +143,12 @@ pub fn check_buffer(data: &[u8]) {
             show(data)
         );
     }
-    let many = replay(
-        data,
-        &ReplayOptions {
-            threads: 2,
-            chunk_size: 7,
-            ..ReplayOptions::default()
-        },
-    );
+    let many = replay(data, &{
+        let mut o = ReplayOptions::default();
+        o.threads = 2;
+        o.chunk_size = 7;
+        o
+    });
     assert_eq!(many.stats(), one.stats(), "{}", show(data));
     assert_eq!(
         many.render_request(Format::Ndjson, "sys", &current),
@@ -410,20 +406,22 @@ pub fn check_select(data: &[u8]) {
         return;
     }
     let (knobs, log) = data.split_at(3);
-    let sel = Selection {
-        tail: (knobs[0] & 1 == 1).then_some((knobs[0] >> 1) as usize),
-        max_tokens: (knobs[1] != 0).then_some(knobs[1] as u64 * 4),
-        tokenizer: Tokenizer::Bytes,
-        trim_to: (knobs[1] != 0 && knobs[2] & 1 == 1).then_some(0.5),
-        kinds: (knobs[2] & 2 == 2).then(|| vec!["text_input".into(), "text_output".into()]),
-        mark_pending: knobs[2] & 4 == 4,
-        ..Selection::default()
+    let sel = {
+        let mut o = Selection::default();
+        o.tail = (knobs[0] & 1 == 1).then_some((knobs[0] >> 1) as usize);
+        o.max_tokens = (knobs[1] != 0).then_some(knobs[1] as u64 * 4);
+        o.tokenizer = Tokenizer::Bytes;
+        o.trim_to = (knobs[1] != 0 && knobs[2] & 1 == 1).then_some(0.5);
+        o.kinds = (knobs[2] & 2 == 2).then(|| vec!["text_input".into(), "text_output".into()]);
+        o.mark_pending = knobs[2] & 4 == 4;
+        o
     };
     let end = log.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let log = &log[..end];
-    let filters_only = Selection {
-        kinds: sel.kinds.clone(),
-        ..Selection::default()
+    let filters_only = {
+        let mut o = Selection::default();
+        o.kinds = sel.kinds.clone();
+        o
     };
     let mut filtered = replay(log, &ReplayOptions::default());
     filtered.select(&filters_only, None);

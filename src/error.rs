@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong in the library.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An I/O error on a log file, with the path and what was being done.
     #[error("{}: {op}: {source}", path.display())]

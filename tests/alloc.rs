@@ -99,9 +99,10 @@ fn a_replay_allocates_per_chunk_not_per_line() {
         log.push(b'\n');
     }
     let log = log.repeat(40); // 200,000 lines, ~12 MB
-    let opts = wmreplay::ReplayOptions {
-        threads: 1,
-        ..Default::default()
+    let opts = {
+        let mut o = wmreplay::ReplayOptions::default();
+        o.threads = 1;
+        o
     };
     let before = ALLOCS.load(Ordering::Relaxed);
     let r = wmreplay::replay(&log, &opts);

@@ -491,14 +491,12 @@ fn item10_stats_add_up_and_locate_the_first_skips() {
 #[test]
 fn item10_skip_details_are_bounded_but_counts_are_not() {
     let log = "bad\n".repeat(1000);
-    let r = replay(
-        log.as_bytes(),
-        &ReplayOptions {
-            max_skips: 3,
-            chunk_size: 64,
-            ..ReplayOptions::default()
-        },
-    );
+    let r = replay(log.as_bytes(), &{
+        let mut o = ReplayOptions::default();
+        o.max_skips = 3;
+        o.chunk_size = 64;
+        o
+    });
     assert_eq!(r.stats().skipped_invalid_json, 1000);
     let lines: Vec<u64> = r.stats().skips.iter().map(|k| k.line).collect();
     assert_eq!(lines, [1, 2, 3]);

@@ -399,9 +399,10 @@ fn non_finite_time_bounds_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{flag} {v}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("finite"));
     }
-    let sel = wmreplay::Selection {
-        since: Some(f64::NAN),
-        ..Default::default()
+    let sel = {
+        let mut o = wmreplay::Selection::default();
+        o.since = Some(f64::NAN);
+        o
     };
     assert!(sel.validate().is_err());
 }
@@ -425,10 +426,11 @@ fn a_huge_record_under_a_small_token_budget_is_not_tokenized() {
         "word ".repeat(8 << 20)
     ));
     std::fs::write(&log, &text).unwrap();
-    let sel = Selection {
-        max_tokens: Some(100),
-        tokenizer: Tokenizer::O200k,
-        ..Selection::default()
+    let sel = {
+        let mut o = Selection::default();
+        o.max_tokens = Some(100);
+        o.tokenizer = Tokenizer::O200k;
+        o
     };
     let before = wmreplay::__internals::tokens::tokenized_bytes();
     let bytes = std::fs::read(&log).unwrap();

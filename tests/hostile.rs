@@ -5,13 +5,11 @@ use wmreplay::__internals::json::JsonErrorKind;
 use wmreplay::{Format, ReplayOptions, SkipReason, replay};
 
 fn counts(log: &[u8], threads: usize) -> [u64; 4] {
-    let r = replay(
-        log,
-        &ReplayOptions {
-            threads,
-            ..ReplayOptions::default()
-        },
-    );
+    let r = replay(log, &{
+        let mut o = ReplayOptions::default();
+        o.threads = threads;
+        o
+    });
     let s = r.stats();
     [
         s.total_lines,
@@ -42,14 +40,12 @@ fn a_million_deep_nesting_is_a_clear_skip_on_every_thread() {
         log.extend_from_slice(good(2).as_bytes());
         // On the calling thread and on rayon's workers (smaller stacks).
         for threads in [1, 2] {
-            let r = replay(
-                &log,
-                &ReplayOptions {
-                    threads,
-                    chunk_size: 64,
-                    ..ReplayOptions::default()
-                },
-            );
+            let r = replay(&log, &{
+                let mut o = ReplayOptions::default();
+                o.threads = threads;
+                o.chunk_size = 64;
+                o
+            });
             let s = r.stats();
             assert_eq!(
                 [s.total_lines, s.parsed_entries, s.skipped_invalid_json],

@@ -16,9 +16,10 @@ use wmreplay::{
 const TEXT: &str = "and now? \"quoted\" \u{1} naïve";
 
 fn js_options() -> ReplayOptions {
-    ReplayOptions {
-        record: RecordMode::Js,
-        ..ReplayOptions::default()
+    {
+        let mut o = ReplayOptions::default();
+        o.record = RecordMode::Js;
+        o
     }
 }
 
@@ -126,14 +127,12 @@ fn js_mode_is_the_same_through_threads_chunks_and_the_live_state() {
     let one = replay(log, &js_options());
     let body = one.render_messages(Format::OpenAi);
     for (threads, chunk) in [(1, 0), (2, 4096), (4, 100_000)] {
-        let r = replay(
-            log,
-            &ReplayOptions {
-                threads,
-                chunk_size: chunk,
-                ..js_options()
-            },
-        );
+        let r = replay(log, &{
+            let mut o = js_options();
+            o.threads = threads;
+            o.chunk_size = chunk;
+            o
+        });
         assert_eq!(r.render_messages(Format::OpenAi), body);
         assert_eq!(r.stats(), one.stats());
     }

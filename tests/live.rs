@@ -388,9 +388,10 @@ fn live_oom_child() {
     };
     let len = std::fs::metadata(&path).unwrap().len();
     let lines = len / 22;
-    let options = ReplayOptions {
-        threads: 1,
-        ..ReplayOptions::default()
+    let options = {
+        let mut o = ReplayOptions::default();
+        o.threads = 1;
+        o
     };
     let mut live = LiveReplay::new(&path, Format::Anthropic, options);
     // Room for the map, the records and their lengths (about 3.5 times the

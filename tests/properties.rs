@@ -103,7 +103,7 @@ proptest! {
 
     #[test]
     fn every_nonempty_line_is_counted_once_and_order_is_a_stable_sort(log in log()) {
-        let r = replay(&log, &ReplayOptions { chunk_size: 16, ..ReplayOptions::default() });
+        let r = replay(&log, &{ let mut o = ReplayOptions::default(); o.chunk_size = 16; o });
         let s = r.stats();
         let (want, nonempty) = naive(&log);
         prop_assert_eq!(s.total_lines, nonempty);
@@ -133,7 +133,7 @@ proptest! {
                 (2, 300, Validator::SimdJson),
                 (0, 64, Validator::Scan),
             ] {
-                let opts = ReplayOptions { threads, chunk_size, validator, max_skips: 1000, ..ReplayOptions::default() };
+                let opts = { let mut o = ReplayOptions::default(); o.threads = threads; o.chunk_size = chunk_size; o.validator = validator; o.max_skips = 1000; o };
                 let r = replay(bytes.bytes(), &opts);
                 let body = r.render_request(Format::Anthropic, SYSTEM_RULE, &cur);
                 match &first {

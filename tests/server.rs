@@ -814,12 +814,13 @@ async fn server_windows_and_the_trimmed_start_survive_a_restart() {
     content.push_str("{\"type\":\"text_input\",\"ts_ms\":99,\"text\":\"unanswered\"}\n");
     std::fs::write(&log, &content).unwrap();
     let mut cfg = config(&log, None, Provider::OpenAi);
-    cfg.selection = wmreplay::Selection {
-        max_tokens: Some(400),
-        tokenizer: wmreplay::Tokenizer::Bytes,
-        trim_to: Some(0.5),
-        mark_pending: true,
-        ..wmreplay::Selection::default()
+    cfg.selection = {
+        let mut o = wmreplay::Selection::default();
+        o.max_tokens = Some(400);
+        o.tokenizer = wmreplay::Tokenizer::Bytes;
+        o.trim_to = Some(0.5);
+        o.mark_pending = true;
+        o
     };
     let srv = start(cfg.clone()).await;
     let context = |url: String| async move {

@@ -56,13 +56,11 @@ fn tail_keeps_the_last_n_records_in_replay_order() {
         let log = hostile(seed, 400);
         let everything = all(&log);
         for n in [0, 1, 7, everything.len(), everything.len() + 10] {
-            let (got, report) = selected(
-                &log,
-                &Selection {
-                    tail: Some(n),
-                    ..Selection::default()
-                },
-            );
+            let (got, report) = selected(&log, &{
+                let mut o = Selection::default();
+                o.tail = Some(n);
+                o
+            });
             let k = n.min(everything.len());
             assert_eq!(
                 got,
@@ -81,14 +79,12 @@ fn max_tokens_keeps_the_newest_messages_that_fit_a_real_tokenizer() {
     let everything = all(&log);
     for tokenizer in [Tokenizer::O200k, Tokenizer::Cl100k, Tokenizer::Bytes] {
         for budget in [0u64, 5, 40, 300, 5_000, 10_000_000] {
-            let (got, report) = selected(
-                &log,
-                &Selection {
-                    max_tokens: Some(budget),
-                    tokenizer,
-                    ..Selection::default()
-                },
-            );
+            let (got, report) = selected(&log, &{
+                let mut o = Selection::default();
+                o.max_tokens = Some(budget);
+                o.tokenizer = tokenizer;
+                o
+            });
             // Counted independently, from the rendered messages.
             let counts: Vec<u64> = everything.iter().map(|t| tokenizer.count(t)).collect();
             let k = got.len();
@@ -109,9 +105,10 @@ fn a_budget_smaller_than_one_message_replays_nothing_but_the_request() {
     let log = lines(&[r#"{"type":"text_input","ts_ms":1,"text":"a long enough message"}"#]);
     let mut r = replay(&log, &ReplayOptions::default());
     let report = r.select(
-        &Selection {
-            max_tokens: Some(3),
-            ..Selection::default()
+        &{
+            let mut o = Selection::default();
+            o.max_tokens = Some(3);
+            o
         },
         None,
     );
@@ -157,41 +154,46 @@ fn filters_by_session_kind_and_time() {
             .collect()
     };
     assert_eq!(
-        ts(Selection {
-            session: Some("s1".into()),
-            ..Selection::default()
+        ts({
+            let mut o = Selection::default();
+            o.session = Some("s1".into());
+            o
         }),
         ["1", "2", "3", "4", "7", "8", "9"]
     );
     assert_eq!(
-        ts(Selection {
-            kinds: Some(vec!["text_output".into(), "wm_event".into()]),
-            ..Selection::default()
+        ts({
+            let mut o = Selection::default();
+            o.kinds = Some(vec!["text_output".into(), "wm_event".into()]);
+            o
         }),
         ["4", "8"]
     );
     assert_eq!(
-        ts(Selection {
-            since: Some(3.0),
-            until: Some(5.0),
-            ..Selection::default()
+        ts({
+            let mut o = Selection::default();
+            o.since = Some(3.0);
+            o.until = Some(5.0);
+            o
         }),
         ["3", "4", "5"]
     );
     // Filters, then windows.
     assert_eq!(
-        ts(Selection {
-            session: Some("s2".into()),
-            tail: Some(2),
-            ..Selection::default()
+        ts({
+            let mut o = Selection::default();
+            o.session = Some("s2".into());
+            o.tail = Some(2);
+            o
         }),
         ["5", "9"]
     );
     assert!(
-        Selection {
-            since: Some(5.0),
-            until: Some(1.0),
-            ..Selection::default()
+        {
+            let mut o = Selection::default();
+            o.since = Some(5.0);
+            o.until = Some(1.0);
+            o
         }
         .validate()
         .is_err()
@@ -252,9 +254,10 @@ fn mark_pending_labels_only_that_message() {
         r#"{"type":"text_input","ts_ms":3,"text":"new"}"#,
         r#"{"type":"wm_event","ts_ms":4}"#,
     ]);
-    let sel = Selection {
-        mark_pending: true,
-        ..Selection::default()
+    let sel = {
+        let mut o = Selection::default();
+        o.mark_pending = true;
+        o
     };
     let (got, report) = selected(&log, &sel);
     assert_eq!(report.pending.unwrap().line, 3);
@@ -267,14 +270,12 @@ fn mark_pending_labels_only_that_message() {
     assert_eq!(marked, [2]);
     assert_eq!(got.iter().filter(|t| t.contains("PENDING")).count(), 1);
     // The window counts the mark too.
-    let (got, report) = selected(
-        &log,
-        &Selection {
-            max_tokens: Some(1_000),
-            tokenizer: Tokenizer::Bytes,
-            ..sel
-        },
-    );
+    let (got, report) = selected(&log, &{
+        let mut o = sel;
+        o.max_tokens = Some(1_000);
+        o.tokenizer = Tokenizer::Bytes;
+        o
+    });
     let sum: u64 = got.iter().map(|t| Tokenizer::Bytes.count(t)).sum();
     assert_eq!(report.tokens, Some(sum));
 }
@@ -305,12 +306,7 @@ proptest! {
         budget in 50u64..2_000,
         share in 0.1f64..1.0,
     ) {
-        let sel = Selection {
-            max_tokens: Some(budget),
-            trim_to: Some(share),
-            tokenizer: Tokenizer::Bytes,
-            ..Selection::default()
-        };
+        let sel = { let mut o = Selection::default(); o.max_tokens = Some(budget); o.trim_to = Some(share); o.tokenizer = Tokenizer::Bytes; o };
         let mut log = String::new();
         let mut prev: Option<WindowStart> = None;
         let mut live = None;
@@ -332,7 +328,7 @@ proptest! {
                 // It overflowed: the records from the old start do not fit.
                 if let Some(p) = prev {
                     let mut again = replay(log.as_bytes(), &ReplayOptions::default());
-                    let keep = Selection { max_tokens: Some(u64::MAX), ..sel.clone() };
+                    let keep = { let mut o = sel.clone(); o.max_tokens = Some(u64::MAX); o };
                     again.select(&keep, Some(p));
                     let from_old: u64 = texts(&again.render_messages(Format::OpenAi))
                         .iter()
@@ -371,24 +367,27 @@ fn live_windows_filters_and_marks_match_a_one_shot_replay() {
     let cut = full.iter().rposition(|&b| b == b'\n').unwrap() + 1;
     let full = &full[..cut];
     let selections = [
-        Selection {
-            tail: Some(25),
-            mark_pending: true,
-            ..Selection::default()
+        {
+            let mut o = Selection::default();
+            o.tail = Some(25);
+            o.mark_pending = true;
+            o
         },
-        Selection {
-            session: Some("s-1".into()),
-            kinds: Some(vec!["text_input".into(), "text_output".into()]),
-            max_tokens: Some(700),
-            tokenizer: Tokenizer::O200k,
-            mark_pending: true,
-            ..Selection::default()
+        {
+            let mut o = Selection::default();
+            o.session = Some("s-1".into());
+            o.kinds = Some(vec!["text_input".into(), "text_output".into()]);
+            o.max_tokens = Some(700);
+            o.tokenizer = Tokenizer::O200k;
+            o.mark_pending = true;
+            o
         },
-        Selection {
-            since: Some(1_763_700_100_000.0),
-            max_tokens: Some(3000),
-            tokenizer: Tokenizer::Cl100k,
-            ..Selection::default()
+        {
+            let mut o = Selection::default();
+            o.since = Some(1_763_700_100_000.0);
+            o.max_tokens = Some(3000);
+            o.tokenizer = Tokenizer::Cl100k;
+            o
         },
     ];
     for (k, sel) in selections.iter().enumerate() {
@@ -519,11 +518,12 @@ fn a_remembered_start_that_no_longer_exists_starts_afresh() {
     for i in 0..20u64 {
         log.push_str(&record(i, 100));
     }
-    let sel = Selection {
-        max_tokens: Some(200),
-        trim_to: Some(0.5),
-        tokenizer: Tokenizer::Bytes,
-        ..Selection::default()
+    let sel = {
+        let mut o = Selection::default();
+        o.max_tokens = Some(200);
+        o.trim_to = Some(0.5);
+        o.tokenizer = Tokenizer::Bytes;
+        o
     };
     let fresh = replay(log.as_bytes(), &ReplayOptions::default()).select(&sel, None);
     // A start from another log: a key and offset no record here has.

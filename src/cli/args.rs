@@ -48,16 +48,18 @@ pub struct SelectArgs {
 
 impl SelectArgs {
     pub fn selection(&self, session: Option<String>) -> Result<wmreplay::Selection, Failure> {
-        let sel = wmreplay::Selection {
-            session,
-            kinds: self.kinds.clone(),
-            since: self.since,
-            until: self.until,
-            tail: self.tail,
-            max_tokens: self.max_tokens,
-            tokenizer: self.tokenizer,
-            trim_to: self.trim_to,
-            mark_pending: self.mark_pending,
+        let sel = {
+            let mut o = wmreplay::Selection::default();
+            o.session = session;
+            o.kinds = self.kinds.clone();
+            o.since = self.since;
+            o.until = self.until;
+            o.tail = self.tail;
+            o.max_tokens = self.max_tokens;
+            o.tokenizer = self.tokenizer;
+            o.trim_to = self.trim_to;
+            o.mark_pending = self.mark_pending;
+            o
         };
         sel.validate().map_err(Failure::Usage)?;
         if sel.max_tokens.is_some() {
@@ -221,17 +223,19 @@ pub fn select_with_state(
 }
 
 pub fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
-    ReplayOptions {
-        threads: engine.threads,
-        max_depth: engine.max_depth.max(1),
-        max_skips,
-        validator: engine.validator,
-        record: engine.record,
-        // The commands stream the replay (or only count it): the late
-        // records are read merged as they render, never moved into place
+    {
+        let mut o = ReplayOptions::default();
+        o.threads = engine.threads;
+        o.max_depth = engine.max_depth.max(1);
+        o.max_skips = max_skips;
+        o.validator = engine.validator;
+        o.record = engine.record;
+        o.// The commands stream the replay (or only count it): the late
+        // records are read merged as they render = // The commands stream the replay (or only count it): the late
+        // records are read merged as they render; o.never moved into place
         // unless a selection asks for one list.
-        defer_merge: true,
-        ..ReplayOptions::default()
+        defer_merge = true;
+        o
     }
 }
 

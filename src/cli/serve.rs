@@ -212,22 +212,25 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.upstream_retries = args.upstream_retries;
     cfg.upstream_fields = args.upstream_fields;
     cfg.idempotency_ttl = args.idempotency_ttl;
-    cfg.replay = ReplayOptions {
-        threads: args.threads,
-        max_depth: args.max_depth,
-        record: args.record,
-        ..ReplayOptions::default()
+    cfg.replay = {
+        let mut o = ReplayOptions::default();
+        o.threads = args.threads;
+        o.max_depth = args.max_depth;
+        o.record = args.record;
+        o
     };
-    cfg.selection = wmreplay::Selection {
-        session: args.session,
-        kinds: args.kinds,
-        since: args.since,
-        until: args.until,
-        tail: args.tail,
-        max_tokens: args.max_tokens_window,
-        tokenizer: args.tokenizer,
-        trim_to: args.trim_to,
-        mark_pending: args.mark_pending,
+    cfg.selection = {
+        let mut o = wmreplay::Selection::default();
+        o.session = args.session;
+        o.kinds = args.kinds;
+        o.since = args.since;
+        o.until = args.until;
+        o.tail = args.tail;
+        o.max_tokens = args.max_tokens_window;
+        o.tokenizer = args.tokenizer;
+        o.trim_to = args.trim_to;
+        o.mark_pending = args.mark_pending;
+        o
     };
     cfg.selection.validate().map_err(Failure::Usage)?;
     if cfg.selection.max_tokens.is_some() {

@@ -53,6 +53,7 @@ use segments::{Entry, INPUT, NOT_COUNTED, OUTPUT, Segment};
 
 /// What one [`LiveReplay::refresh`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Refresh {
     /// Whether the state was thrown away and rebuilt (first call, shrink,
     /// rotation, or the file disappeared).
@@ -69,6 +70,7 @@ pub struct Refresh {
 
 /// What the state holds, for `GET /v1/stats` and the like.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LiveInfo {
     /// File length at the last refresh.
     pub file_len: u64,

@@ -195,6 +195,7 @@ impl Record {
 
 /// Why a line was skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SkipReason {
     /// Not one valid JSON value; counted in `skipped_invalid_json`.
     InvalidJson {
@@ -256,7 +257,7 @@ impl fmt::Display for SkipReason {
 /// grammar accepts); they differ in speed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Validator {
-    /// The one-pass scanner in [`crate::parse::scan`]: validates, finds the
+    /// The one-pass scanner: validates, finds the
     /// members and measures escaping in a single pass. The default.
     #[default]
     Scan,

@@ -62,6 +62,7 @@ impl CacheTtl {
 
 /// Where breakpoints go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CachePolicy {
     /// The lifetime of every entry written.
     pub ttl: CacheTtl,

@@ -35,7 +35,7 @@ pub enum Format {
     /// Seed 003's injection format: a `<memory_context>` (or, for a session
     /// delta, `<memory_delta>`) document with one
     /// `<record kind="…" ts_ms="…">line</record>` element per record, the
-    /// line being the record's JSON (see [`crate::render::xml`]).
+    /// line being the record's JSON.
     Xml,
 }
 
@@ -244,7 +244,7 @@ pub(crate) fn write_with_lens(
 pub struct Sequence<'a> {
     /// The records that were in order in the log.
     pub kept: &'a [Record],
-    /// The late records, sorted by [`crate::order`]'s key.
+    /// The late records, sorted by `ts_ms` (then file order).
     pub late: &'a [Record],
 }
 
@@ -380,7 +380,7 @@ fn write_groups(
 pub const STREAM_BATCH: usize = 16 << 20;
 
 /// Streams the messages of `records` (each followed by its separator) to `w`
-/// in batches of about `batch` bytes (whole groups of [`GROUP`] messages, at
+/// in batches of about `batch` bytes (whole groups of messages, at
 /// least one group each), each rendered in parallel. With
 /// `drop_last_separator`, the final separator is not written.
 ///

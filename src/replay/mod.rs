@@ -23,6 +23,7 @@ pub use stats::{ReplayStats, Skip};
 
 /// Settings of a replay, with documented defaults.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReplayOptions {
     /// Worker threads: 0 uses rayon's global pool (one per core), 1 parses on
     /// the calling thread, N > 1 uses a pool of N threads. Default 0.
@@ -62,7 +63,7 @@ pub enum RecordMode {
     /// for the file read with `fs.readFileSync(path, 'utf8')`: invalid UTF-8
     /// decoded to U+FFFD and lines trimmed of JavaScript's whitespace (so the
     /// lines Node accepts are the ones accepted), duplicate keys collapsed,
-    /// V8's key order, JavaScript's numbers (see [`crate::parse::js`]). Records are
+    /// V8's key order, JavaScript's numbers. Records are
     /// re-serialised into a buffer the replay owns.
     Js,
 }
@@ -104,6 +105,7 @@ impl Default for ReplayOptions {
 
 /// How long each stage of a replay took.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct StageTimings {
     /// Splitting and parsing lines, and joining records in file order.
     pub parse: Duration,
@@ -174,7 +176,7 @@ impl<'a> Replay<'a> {
     /// Keeps only the records `sel` selects (filters, then windows), marks
     /// the pending prompt if asked, and reports what it did. `prev` is the
     /// window start remembered from the last turn, for cache-stable trimming
-    /// (see [`crate::select`]).
+    /// (see [`Selection`]).
     pub fn select(&mut self, sel: &Selection, prev: Option<WindowStart>) -> SelectReport {
         self.settle();
         let (log, newlines) = (self.log, self.newlines);

@@ -16,6 +16,7 @@ pub struct Skip {
 
 /// What a replay saw (contract item 10).
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct ReplayStats {
     /// Non-empty lines.
     pub total_lines: u64,
@@ -32,7 +33,7 @@ pub struct ReplayStats {
     /// Whether the records were already in `ts_ms` order in the file.
     pub already_ordered: bool,
     /// The first skipped lines, in file order (at most
-    /// [`ReplayOptions::max_skips`]).
+    /// [`ReplayOptions::max_skips`](crate::ReplayOptions::max_skips)).
     pub skips: Vec<Skip>,
 }
 

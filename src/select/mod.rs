@@ -29,6 +29,7 @@ use crate::select::tokens::Tokenizer;
 
 /// Which records to replay. The default keeps everything.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Selection {
     /// Keep records whose `session_id` is this string, and records without a
     /// `session_id` (absent or `null`). A `session_id` of another type never
@@ -184,6 +185,7 @@ pub struct Pending {
 
 /// What a selection did.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SelectReport {
     /// Records that passed the filters.
     pub matched: u64,

@@ -19,7 +19,7 @@
 //!
 //! Positions are byte offsets just past a `\n`: a line still being written
 //! is never included, so it is sent whole once complete. Each prepare gets a
-//! `prepare_id`; [`ack`] with success moves the key's position to the end of
+//! `prepare_id`; [`Store::ack`] with success moves the key's position to the end of
 //! that prepare (never backwards), a failed ack leaves it, so the next
 //! prepare returns the same delta again (plus anything newer).
 
@@ -104,7 +104,7 @@ impl Store {
     }
 
     /// The window start remembered for `spec` (see
-    /// [`Selection::window_key`]) on the log at `log`, if the log is still the
+    /// [`Selection::window_key`](crate::Selection::window_key)) on the log at `log`, if the log is still the
     /// same file.
     pub fn window_start(&self, log: &Path, spec: &str) -> Result<Option<WindowStart>, Error> {
         let Some(id) = log_id(log)? else {

@@ -21,6 +21,7 @@ use std::fmt;
 
 /// Why a line is not one valid JSON value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JsonErrorKind {
     /// The bytes are not UTF-8.
     InvalidUtf8,
