@@ -5,6 +5,21 @@
 use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong in the library.
+///
+/// ```
+/// use wmreplay::{Error, LogBytes, ReadMode};
+///
+/// let dir = std::env::temp_dir().join(format!("wmreplay-doc-error-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// // A directory is not a log: the error names the path and what failed.
+/// match LogBytes::open(&dir, ReadMode::Auto) {
+///     Err(e @ Error::Io { .. }) => assert!(e.to_string().starts_with(&dir.display().to_string())),
+///     Err(other) => panic!("unexpected error: {other}"),
+///     Ok(_) => panic!("a directory is not a log"),
+/// }
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -80,6 +80,27 @@ impl ReadFile {
 }
 
 /// The bytes of an opened log.
+///
+/// ```
+/// use wmreplay::{LogBytes, ReadMode, ReplayOptions, replay};
+///
+/// let dir = std::env::temp_dir().join(format!("wmreplay-doc-logbytes-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("working_memory.log");
+/// std::fs::write(&path, "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n")?;
+///
+/// let log = LogBytes::open(&path, ReadMode::Auto)?;
+/// let replayed = replay(log.bytes(), &ReplayOptions::default());
+/// assert_eq!(replayed.stats().parsed_entries, 1);
+/// // Whether the file was rewritten under the replay (a map can change).
+/// log.verify()?;
+///
+/// // A missing file is an empty log, not an error.
+/// let missing = LogBytes::open(dir.join("none.log"), ReadMode::Auto)?;
+/// assert!(missing.bytes().is_empty());
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LogBytes {
     path: PathBuf,
     bytes: Bytes,

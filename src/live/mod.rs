@@ -91,6 +91,47 @@ pub struct LiveInfo {
 }
 
 /// The replay of one log, kept between calls.
+///
+/// ```
+/// use std::io::Write;
+/// use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions};
+///
+/// let dir = std::env::temp_dir().join(format!("wmreplay-doc-live-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("working_memory.log");
+/// std::fs::write(&path, "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n")?;
+///
+/// let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+/// let first = live.refresh()?;
+/// assert!(first.rebuilt);
+/// assert_eq!(first.records_added, 1);
+///
+/// // Another writer appends; the next refresh parses only the new bytes.
+/// let mut f = std::fs::OpenOptions::new().append(true).open(&path)?;
+/// f.write_all(b"{\"type\":\"text_output\",\"ts_ms\":2,\"text\":\"hello\"}\n")?;
+/// let next = live.refresh()?;
+/// assert!(!next.rebuilt);
+/// assert_eq!(next.records_added, 1);
+/// assert_eq!(live.stats().parsed_entries, 2);
+///
+/// // The messages are shared `Bytes`: a request body is envelope + chunks.
+/// let (head, tail) = wmreplay::request_envelope(
+///     Format::Anthropic,
+///     "",
+///     wmreplay::SYSTEM_RULE,
+///     &CurrentRequest { text: "and now?", session_id: None },
+/// );
+/// let mut body = head;
+/// for chunk in live.chunks() {
+///     body.extend_from_slice(&chunk);
+/// }
+/// body.extend_from_slice(&tail);
+/// let body = String::from_utf8(body)?;
+/// assert!(body.contains("WM_KIND=text_output"));
+/// assert!(body.ends_with(r#"user_text: and now?"}]}]}"#));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LiveReplay {
     path: PathBuf,
     format: Format,

@@ -37,6 +37,17 @@ pub const DEFAULT_MAX_DEPTH: usize = 10_000;
 /// byte less is a byte the kernel need not zero).
 /// All zero bits is a valid value ([`bytemuck::Zeroable`]), so big buffers
 /// of records can start as zero pages.
+///
+/// ```
+/// use wmreplay::{ReplayOptions, replay};
+///
+/// let log = b"{\"type\":\"text_input\",\"ts_ms\":1700000000000,\"text\":\"hi\"}\n";
+/// let replayed = replay(log, &ReplayOptions::default());
+/// let record = &replayed.records()[0];
+/// assert_eq!(record.ts_ms(), 1_700_000_000_000.0);
+/// assert_eq!(record.kind(replayed.data()), "text_input");
+/// assert_eq!(replayed.source_offset(record), 0);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, bytemuck::Zeroable)]
 pub struct Record {
     /// `ts_ms` as a double, as JavaScript reads it.

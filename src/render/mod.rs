@@ -23,6 +23,22 @@ pub(crate) mod request;
 pub(crate) mod xml;
 
 /// An output format.
+///
+/// ```
+/// use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay};
+///
+/// let log = b"{\"type\":\"text_output\",\"ts_ms\":1,\"text\":\"ok\"}\n";
+/// let replayed = replay(log, &ReplayOptions::default());
+/// let current = CurrentRequest { text: "next?", session_id: Some("s1") };
+/// for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+///     let body = String::from_utf8(replayed.render_request(format, SYSTEM_RULE, &current))?;
+///     assert!(body.contains(r#""role":"assistant""#), "{format:?}");
+///     assert!(body.contains(r"CURRENT_USER_REQUEST\nsession_id: s1\nuser_text: next?"));
+/// }
+/// let format: Format = "openai".parse()?;
+/// assert_eq!(format, Format::OpenAi);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// Anthropic Messages: `{"system":…,"messages":[{"role":…,"content":[{"type":"text","text":…}]},…]}`.

@@ -56,6 +56,27 @@ struct Envelope {
 /// `"model":"m","max_tokens":1024`) written first in the body's object, for
 /// the request a provider expects; it is not used by `ndjson`, which has no
 /// enclosing object.
+///
+/// ```
+/// use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay, request_envelope};
+///
+/// let log = b"{\"type\":\"wm_event\",\"ts_ms\":1}\n";
+/// let replayed = replay(log, &ReplayOptions::default());
+/// let current = CurrentRequest { text: "hi", session_id: None };
+/// let (head, tail) = request_envelope(
+///     Format::Anthropic,
+///     r#""model":"claude-sonnet-4-5","max_tokens":1024"#,
+///     SYSTEM_RULE,
+///     &current,
+/// );
+/// assert!(head.starts_with(br#"{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"#));
+/// // The body is head, then the replayed messages, then tail (which holds the
+/// // current request): what `render_request` writes, with the fields first.
+/// let (plain_head, plain_tail) = request_envelope(Format::Anthropic, "", SYSTEM_RULE, &current);
+/// let body = replayed.render_request(Format::Anthropic, SYSTEM_RULE, &current);
+/// assert!(body.starts_with(&plain_head) && body.ends_with(&plain_tail));
+/// assert!(tail.ends_with(br#"user_text: hi"}]}]}"#));
+/// ```
 pub fn request_envelope(
     format: Format,
     fields: &str,

@@ -22,6 +22,19 @@ pub use chunks::{Parsed, arena_origin, parse_range};
 pub use stats::{ReplayStats, Skip};
 
 /// Settings of a replay, with documented defaults.
+///
+/// ```
+/// use wmreplay::{RecordMode, ReplayOptions, replay};
+///
+/// let mut options = ReplayOptions::default();
+/// options.threads = 1; // parse on the calling thread
+/// options.record = RecordMode::Js; // WM_JSON as JSON.stringify(JSON.parse(line))
+/// let log = b"{\"ts_ms\":1e0, \"type\":\"wm_event\"}\n";
+/// let replayed = replay(log, &options);
+/// let messages = String::from_utf8(replayed.render_messages(wmreplay::Format::OpenAi))?;
+/// assert!(messages.contains(r#"WM_JSON: {\"ts_ms\":1,\"type\":\"wm_event\"}"#));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ReplayOptions {
@@ -115,6 +128,27 @@ pub struct StageTimings {
 
 /// A replayed log: records in `ts_ms` order, borrowing the log's bytes (or,
 /// in [`RecordMode::Js`], pointing into the re-serialised records it owns).
+///
+/// ```
+/// use wmreplay::{Format, ReplayOptions, Selection, replay};
+///
+/// let log = b"{\"type\":\"text_input\",\"ts_ms\":3,\"text\":\"third\"}\n\
+///             {\"type\":\"text_output\",\"ts_ms\":1,\"text\":\"first\"}\n\
+///             {\"type\":\"wm_event\",\"ts_ms\":2}\n";
+/// let mut replayed = replay(log, &ReplayOptions::default());
+/// // Records in `ts_ms` order, each pointing into the log.
+/// let order: Vec<f64> = replayed.records().iter().map(|r| r.ts_ms()).collect();
+/// assert_eq!(order, [1.0, 2.0, 3.0]);
+///
+/// // Keep the last two records only, then render them as OpenAI messages.
+/// let mut last_two = Selection::default();
+/// last_two.tail = Some(2);
+/// let report = replayed.select(&last_two, None);
+/// assert_eq!(report.selected, 2);
+/// let messages = String::from_utf8(replayed.render_messages(Format::OpenAi))?;
+/// assert!(messages.starts_with(r#"[{"role":"user","content":"WM_KIND=wm_event\nts_ms: 2\n"#));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Replay<'a> {
     log: &'a [u8],
     /// The re-serialised records ([`RecordMode::Js`]), each preceded by its

@@ -15,6 +15,26 @@ pub struct Skip {
 }
 
 /// What a replay saw (contract item 10).
+///
+/// ```
+/// use wmreplay::{ReplayOptions, SkipReason, replay};
+///
+/// let log = b"{\"type\":\"a\",\"ts_ms\":1}\n\
+///             {\"type\":\"a\",\"ts_ms\":2,}\n\
+///             {\"type\":\"a\"}\n";
+/// let stats = replay(log, &ReplayOptions::default()).stats().clone();
+/// assert_eq!(stats.total_lines, 3);
+/// assert_eq!(
+///     stats.total_lines,
+///     stats.parsed_entries + stats.skipped_invalid_json + stats.skipped_invalid_shape
+/// );
+/// // Each skip says where and why.
+/// assert_eq!(stats.skips[0].line, 2);
+/// assert!(matches!(stats.skips[0].reason, SkipReason::InvalidJson { .. }));
+/// assert_eq!(stats.skips[1].line, 3);
+/// assert_eq!(stats.skips[1].reason, SkipReason::MissingTsMs);
+/// println!("line {}: {}", stats.skips[1].line, stats.skips[1].reason);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct ReplayStats {

@@ -28,6 +28,30 @@ use crate::render;
 use crate::select::tokens::Tokenizer;
 
 /// Which records to replay. The default keeps everything.
+///
+/// ```
+/// use wmreplay::{Format, ReplayOptions, Selection, Tokenizer, replay};
+///
+/// let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"session_id\":\"a\"}\n\
+///             {\"type\":\"text_input\",\"ts_ms\":2,\"session_id\":\"b\"}\n\
+///             {\"type\":\"text_output\",\"ts_ms\":3,\"session_id\":\"a\"}\n";
+/// // One session's records, within a token budget (the newest kept).
+/// let mut sel = Selection::default();
+/// sel.session = Some("a".into());
+/// sel.max_tokens = Some(10_000);
+/// sel.tokenizer = Tokenizer::Bytes;
+/// sel.validate()?;
+///
+/// let mut replayed = replay(log, &ReplayOptions::default());
+/// let report = replayed.select(&sel, None);
+/// assert_eq!((report.matched, report.selected), (2, 2));
+/// assert!(report.tokens.is_some_and(|t| t > 0));
+/// // The window's start, to pass back next turn so the prefix stays put.
+/// let start = report.window_start;
+/// assert!(start.is_some());
+/// # let _ = Format::OpenAi;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct Selection {

@@ -9,6 +9,22 @@
 //! starts it on another thread while the log is parsed.
 
 /// A way to count tokens.
+///
+/// ```
+/// use wmreplay::Tokenizer;
+///
+/// let text = "WM_KIND=text_input\nts_ms: 1\nWM_JSON: {\"text\":\"hello world\"}";
+/// // A quarter of the bytes, rounded up: fast, approximate.
+/// assert_eq!(Tokenizer::Bytes.count(text), text.len().div_ceil(4) as u64);
+/// // An exact count with tiktoken's o200k_base (the default).
+/// let o200k = Tokenizer::O200k.count(text);
+/// assert!(o200k > 0 && o200k < text.len() as u64);
+/// // A cheap lower bound, used to skip counting records that cannot fit.
+/// assert!(Tokenizer::O200k.least_tokens(text.len() as u64) <= o200k);
+/// let parsed: Tokenizer = "cl100k".parse()?;
+/// assert_eq!(parsed, Tokenizer::Cl100k);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tokenizer {
     /// `ceil(bytes / 4)`: fast, approximate.

@@ -37,6 +37,38 @@ use turns::TURNS_TABLE;
 pub use turns::{TurnBegin, TurnStatus};
 
 /// The durable state of one log.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use wmreplay::state::{Mode, PrepareRequest, Store, prepare};
+/// use wmreplay::{Format, ReplayOptions, Selection};
+///
+/// let dir = std::env::temp_dir().join(format!("wmreplay-doc-store-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let log = dir.join("working_memory.log");
+/// std::fs::write(&log, "{\"type\":\"wm_event\",\"ts_ms\":1}\n")?;
+/// let store = Mutex::new(Store::open(Store::path_for(&log))?);
+/// let (selection, options) = (Selection::default(), ReplayOptions::default());
+/// let req = PrepareRequest {
+///     log: &log,
+///     session_key: "tab-1",
+///     format: Format::Xml,
+///     selection: &selection,
+///     options: &options,
+/// };
+///
+/// // The first turn of a key gets the whole log; once acknowledged, the next
+/// // gets only what was appended since.
+/// let first = prepare(&store, &req)?;
+/// assert_eq!(first.mode, Mode::Full);
+/// store.lock().unwrap().ack(&first.prepare_id, true)?;
+/// assert_eq!(prepare(&store, &req)?.mode, Mode::None);
+/// std::fs::write(&log, "{\"type\":\"wm_event\",\"ts_ms\":1}\n{\"type\":\"wm_event\",\"ts_ms\":2}\n")?;
+/// let next = prepare(&store, &req)?;
+/// assert_eq!((next.mode, next.records), (Mode::Delta, 1));
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Store {
     path: PathBuf,
     conn: Connection,
