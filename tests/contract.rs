@@ -1,4 +1,4 @@
-//! The replay contract (DESIGN.md), item by item, with every edge case it
+//! The replay contract (docs/contract.md), item by item, with every edge case it
 //! names. Each test is named after the item it checks.
 
 use wmreplay::{

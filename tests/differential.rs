@@ -1,5 +1,5 @@
-//! wmreplay against the Node.js oracle (tests/oracle/replay.js, the seed's
-//! algorithm): on generated hostile logs the request body must be
+//! wmreplay against the Node.js oracle (tests/oracle/replay.js, the original
+//! TypeScript replay algorithm): on generated hostile logs the request body must be
 //! byte-identical and the stats identical. Needs `node` on PATH; without it
 //! these tests fail with a message saying so.
 

@@ -1,4 +1,4 @@
-//! `--record js` end to end against the Node.js oracle running the seed's
+//! `--record js` end to end against the Node.js oracle running the original TypeScript
 //! code as written (`tests/oracle/replay.js --record js`): logs of generated
 //! records exercising every rule of `JSON.stringify(JSON.parse(line))`
 //! (random nesting, duplicate and integer-like keys, every number form,

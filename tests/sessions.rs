@@ -1,4 +1,4 @@
-//! Session deltas (prepare/ack, seed 003) in the library and the CLI.
+//! Session deltas (full/delta injection with prepare/ack) in the library and the CLI.
 
 use std::io::Write;
 use std::path::Path;

@@ -48,7 +48,7 @@ pub enum Format {
     OpenAi,
     /// One `{"role":…,"content":…}` object per line, no envelope.
     Ndjson,
-    /// Seed 003's injection format: a `<memory_context>` (or, for a session
+    /// The XML injection format: a `<memory_context>` (or, for a session
     /// delta, `<memory_delta>`) document with one
     /// `<record kind="…" ts_ms="…">line</record>` element per record, the
     /// line being the record's JSON.

@@ -91,7 +91,7 @@ fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest
     let mut head = Vec::new();
     if format == Format::Xml {
         // A prompt, not a provider request: the memory document, then the
-        // current request's text (seed 003 prepends the one to the other).
+        // current request's text, the one prepended to the other.
         let doc = crate::render::xml::Document::Context;
         let mut tail = doc.tail().as_bytes().to_vec();
         tail.extend_from_slice(

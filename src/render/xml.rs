@@ -1,4 +1,4 @@
-//! The XML injection format (seed 003): a memory document an agent prepends
+//! The XML injection format: a memory document an agent prepends
 //! to its prompt.
 //!
 //! ```text

@@ -1,5 +1,5 @@
 //! Choosing which records to replay: filters, the pending prompt, and
-//! windows (seeds 001, 002 and 004 on wmreplay's engine).
+//! windows (the last N turns, a token budget, cache-stable trimming).
 //!
 //! A [`Selection`] is applied to the records after ordering, in this order:
 //! 1. **Filters** keep records by session, kind and time.

@@ -1,4 +1,4 @@
-//! The naive replay: the seed's algorithm written the obvious way in Rust —
+//! The naive replay: the original TypeScript replay algorithm written the obvious way in Rust —
 //! serde_json line by line on one thread, a stable `sort_by`, and
 //! serde_json to render. It is the benchmarks' baseline and, on logs
 //! without the grammar corners serde_json does not follow (unpaired

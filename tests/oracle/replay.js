@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-// The test oracle: the seed's replayWorkingMemoryLog + buildCurrentUserRequestMessage
-// (shared/seeds/000, iterations 112-114) in plain Node.js, with the replay contract's
-// byte-level rules (DESIGN.md): a BOM at the start of the file is dropped, lines are
+// The test oracle: the original TypeScript respond path's replayWorkingMemoryLog +
+// buildCurrentUserRequestMessage in plain Node.js, with the replay contract's
+// byte-level rules (docs/contract.md): a BOM at the start of the file is dropped, lines are
 // split on "\n" and trimmed of ASCII whitespace, a line that is not UTF-8 is invalid
 // JSON. WM_JSON is the trimmed line as written (the contract's default raw mode). With
-// --record js it is the seed's code exactly: the file read as UTF-8 by Node (invalid
+// --record js it is the original code exactly: the file read as UTF-8 by Node (invalid
 // bytes replaced), lines trimmed by String.prototype.trim, JSON.stringify(entry).
 //
 // Usage:
@@ -22,13 +22,13 @@ const SYSTEM_RULE =
 // The ASCII characters String.prototype.trim removes.
 const TRIM = new Set([0x20, 0x09, 0x0a, 0x0b, 0x0c, 0x0d]);
 
-// The seed's shape check: an object with a string type and a number ts_ms.
+// The original shape check: an object with a string type and a number ts_ms.
 function isRecord(entry) {
   return entry !== null && typeof entry === 'object' && !Array.isArray(entry) &&
     typeof entry.type === 'string' && typeof entry.ts_ms === 'number';
 }
 
-// --record js: the seed's code as written, on the file as Node reads it
+// --record js: the original code as written, on the file as Node reads it
 // (readFileSync(path, 'utf8'): invalid UTF-8 becomes U+FFFD, a BOM stays and
 // is removed by trim(), which trims JavaScript's whole whitespace set).
 function replayJs(logPath) {
