@@ -212,3 +212,40 @@ fn no_progress_bar_when_stderr_is_not_a_terminal() {
         eprintln!("note: `script` not found; the terminal half of this test did not run");
     }
 }
+
+#[test]
+fn respond_cache_auto_marks_the_anthropic_body_and_none_is_the_default() {
+    let run = |extra: &[&str]| {
+        let mut cmd = bin();
+        cmd.args(["respond", &example(), "--text", "next?"])
+            .args(extra);
+        cmd.output().unwrap()
+    };
+    let plain = run(&[]);
+    assert!(plain.status.success());
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("cache_control"));
+    let auto = run(&["--cache", "auto"]);
+    assert!(auto.status.success());
+    let body = String::from_utf8(auto.stdout).unwrap();
+    let markers = body
+        .matches(r#""cache_control":{"type":"ephemeral"}"#)
+        .count();
+    assert!((1..=4).contains(&markers), "{markers} markers");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        v["system"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("WM_KIND=")
+    );
+    let hour = run(&["--cache", "auto", "--cache-ttl", "1h"]);
+    assert!(
+        String::from_utf8(hour.stdout)
+            .unwrap()
+            .contains(r#""ttl":"1h""#)
+    );
+    // Markers are Anthropic's: another format is a usage error.
+    let openai = run(&["--cache", "auto", "--format", "openai"]);
+    assert_eq!(openai.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&openai.stderr).contains("--format anthropic"));
+}

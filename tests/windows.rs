@@ -389,6 +389,21 @@ fn live_windows_filters_and_marks_match_a_one_shot_replay() {
             o.tokenizer = Tokenizer::Cl100k;
             o
         },
+        {
+            let mut o = Selection::default();
+            o.tail = Some(40);
+            o.trim_to = Some(0.5);
+            o.start_on = Some("text_input".into());
+            o.mark_pending = true;
+            o
+        },
+        {
+            let mut o = Selection::default();
+            o.max_tokens = Some(2000);
+            o.tokenizer = Tokenizer::Bytes;
+            o.start_on = Some("wm_event".into());
+            o
+        },
     ];
     for (k, sel) in selections.iter().enumerate() {
         for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {

@@ -32,11 +32,19 @@ pub struct SelectArgs {
     /// nothing downloaded) or bytes (bytes/4, fast).
     #[arg(long, default_value = "o200k_base", value_parser = parse_tokenizer)]
     tokenizer: wmreplay::Tokenizer,
-    /// Cache-stable trimming: when the window overflows --max-tokens, move its
-    /// start so it holds F x T tokens, and keep that start on later turns
-    /// until it overflows again. The start is remembered in the state store.
-    #[arg(long, value_name = "F", requires = "max_tokens")]
+    /// Cache-stable trimming: when the window overflows --max-tokens T (or
+    /// --tail N), move its start so it holds F x T tokens (F x N records),
+    /// and keep that start on later turns until it overflows again, so the
+    /// replayed prefix, and the provider's prompt cache, survive many turns.
+    /// The start is remembered in the state store.
+    #[arg(long, value_name = "F")]
     trim_to: Option<f64>,
+    /// Start the window (--tail or --max-tokens) on a record of this type,
+    /// e.g. text_input: when the window cuts the log, its start moves forward
+    /// to the first such record, so it never opens with an answer whose
+    /// question was cut off.
+    #[arg(long, value_name = "TYPE")]
+    start_on: Option<String>,
     /// Render the latest text_input that has no later text_output with a
     /// first line PENDING_USER_INPUT.
     #[arg(long)]
@@ -58,6 +66,7 @@ impl SelectArgs {
             o.max_tokens = self.max_tokens;
             o.tokenizer = self.tokenizer;
             o.trim_to = self.trim_to;
+            o.start_on = self.start_on.clone();
             o.mark_pending = self.mark_pending;
             o
         };
@@ -123,6 +132,10 @@ pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
 
 pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
     wmreplay::server::settings::parse_ttl(s)
+}
+
+pub fn parse_cache_ttl(s: &str) -> Result<wmreplay::CacheTtl, String> {
+    s.parse()
 }
 
 pub fn parse_body_limit(s: &str) -> Result<u64, String> {

@@ -33,6 +33,18 @@ pub struct RespondArgs {
     /// CURRENT_USER_REQUEST text; no system rule).
     #[arg(long, default_value = "anthropic", value_parser = parse_format)]
     pub format: Format,
+    /// Prompt-cache breakpoints (anthropic format only): `auto` marks up to
+    /// 4 blocks (the last replayed message, stable positions every 64
+    /// messages, and the system prompt, then a one-block array) so that the
+    /// next turn's request reads this one's prefix from Anthropic's cache;
+    /// `none` writes the contract's body exactly. OpenAI caches prefixes
+    /// without markers.
+    #[arg(long, value_name = "auto|none", default_value = "none", value_parser = ["auto", "none"])]
+    pub cache: String,
+    /// Lifetime of the cache entries the markers write: 5m (writes cost
+    /// 1.25× input) or 1h (2×).
+    #[arg(long, value_name = "5m|1h", default_value = "5m", value_parser = parse_cache_ttl)]
+    pub cache_ttl: wmreplay::CacheTtl,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -82,9 +94,19 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         session_only,
         system,
         format,
+        cache,
+        cache_ttl,
         select,
         engine,
     } = args;
+    let cached = cache == "auto";
+    if cached && format != Format::Anthropic {
+        return Err(Failure::Usage(format!(
+            "--cache auto places Anthropic's cache_control markers: it needs --format anthropic \
+             (got {}); OpenAI caches prefixes without markers",
+            format.name()
+        )));
+    }
     let filter = if session_only { session.clone() } else { None };
     let sel = select.selection(filter)?;
     let bytes = open(&log, &engine)?;
@@ -97,7 +119,15 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         session_id: session.as_deref(),
     };
     let t = std::time::Instant::now();
-    write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+    if cached {
+        let mut policy = wmreplay::CachePolicy::default();
+        policy.ttl = cache_ttl;
+        let mut memory = wmreplay::CacheMemory::default();
+        let body = replayed.render_request_cached(&system, &current, &policy, &mut memory);
+        write_stdout(|w| w.write_all(&body))?;
+    } else {
+        write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+    }
     bytes.verify()?;
     report_timings(&engine, &bytes, &replayed, t.elapsed());
     // Done with the log: its pages go back in parallel, not in one

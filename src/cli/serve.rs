@@ -149,15 +149,14 @@ pub struct ServeArgs {
     /// How the window counts tokens: o200k_base, cl100k_base or bytes.
     #[arg(long, env = "WMREPLAY_TOKENIZER", default_value = "o200k_base", value_parser = parse_tokenizer)]
     tokenizer: wmreplay::Tokenizer,
-    /// Cache-stable trimming of the token window (see `respond --help`); the
-    /// start is remembered per log, across restarts.
-    #[arg(
-        long,
-        env = "WMREPLAY_TRIM_TO",
-        value_name = "F",
-        requires = "max_tokens_window"
-    )]
+    /// Cache-stable trimming of the token or tail window (see `respond
+    /// --help`); the start is remembered per log, across restarts.
+    #[arg(long, env = "WMREPLAY_TRIM_TO", value_name = "F")]
     trim_to: Option<f64>,
+    /// Start the window on a record of this type (e.g. text_input), so it
+    /// never opens with an answer whose question was cut off.
+    #[arg(long, env = "WMREPLAY_START_ON", value_name = "TYPE")]
+    start_on: Option<String>,
     /// Mark the unanswered text_input with a first line PENDING_USER_INPUT.
     #[arg(long, env = "WMREPLAY_MARK_PENDING")]
     mark_pending: bool,
@@ -229,6 +228,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         o.max_tokens = args.max_tokens_window;
         o.tokenizer = args.tokenizer;
         o.trim_to = args.trim_to;
+        o.start_on = args.start_on;
         o.mark_pending = args.mark_pending;
         o
     };

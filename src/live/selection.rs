@@ -9,7 +9,8 @@ use std::fs::File;
 
 use crate::error::Error;
 use crate::order;
-use crate::render::{self, Format};
+use crate::render::cache::{self, CacheMemory, CachePolicy};
+use crate::render::{self, Format, xml};
 use crate::select::{self, Pending, SelectReport, Selection, WindowStart};
 
 impl LiveReplay {
@@ -27,6 +28,32 @@ impl LiveReplay {
         sel: &Selection,
         prev: Option<WindowStart>,
     ) -> Result<(Vec<Bytes>, SelectReport), Error> {
+        self.select_with(sel, prev, None)
+            .map(|(chunks, report, _)| (chunks, report))
+    }
+
+    /// [`select`](Self::select) with Anthropic prompt-cache breakpoints
+    /// spliced into the chunks (see [`crate::CachePolicy`]); also returns how
+    /// many were placed, so the caller can mark the system block with one
+    /// left over. Positions count from the window's start, so a window
+    /// that stays put keeps its marks.
+    pub(crate) fn select_cached(
+        &mut self,
+        sel: &Selection,
+        prev: Option<WindowStart>,
+        policy: &CachePolicy,
+        memory: &mut CacheMemory,
+    ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
+        debug_assert_eq!(self.format, Format::Anthropic, "markers are Anthropic's");
+        self.select_with(sel, prev, Some((policy, memory)))
+    }
+
+    fn select_with(
+        &mut self,
+        sel: &Selection,
+        prev: Option<WindowStart>,
+        cache: Option<(&CachePolicy, &mut CacheMemory)>,
+    ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
         let n: usize = self.segments.iter().map(|s| s.entries.len()).sum();
         let mut report = SelectReport {
             matched: n as u64,
@@ -118,6 +145,20 @@ impl LiveReplay {
                 }
                 t
             },
+            |i| {
+                let Some(kind) = sel.start_on.as_deref() else {
+                    return false;
+                };
+                let (si, ei) = locate(i);
+                let seg = &segments[si];
+                let e = seg.entries[ei];
+                if kind == "text_input" {
+                    return e.flags & INPUT != 0;
+                }
+                let at = entry_offset(seg, ei);
+                let msg = &seg.bytes[at as usize..(at + e.len) as usize];
+                message_kind_is(msg, format, e.flags & OUTPUT != 0, kind)
+            },
         );
         for (si, ei, t) in counted {
             self.segments[si].entries[ei].tokens = t;
@@ -125,7 +166,7 @@ impl LiveReplay {
         report.selected = range.len() as u64;
         report.tokens = tokens;
         report.trimmed = trimmed;
-        if sel.max_tokens.is_some() {
+        if sel.reports_start() {
             report.window_start = if range.is_empty() {
                 if trimmed { None } else { prev }
             } else {
@@ -137,40 +178,73 @@ impl LiveReplay {
                 })
             };
         }
+        // Cache breakpoints: message indices from the window's start.
+        let member: &'static [u8] = cache.as_ref().map_or(b"", |(p, _)| p.ttl.member());
+        let breakpoints: Vec<usize> = match cache {
+            Some((policy, memory)) => {
+                let marks = cache::place(
+                    range.len(),
+                    |i| {
+                        let (si, ei) = locate(range.start + i);
+                        let e = &self.segments[si].entries[ei];
+                        (e.key, e.offset)
+                    },
+                    policy,
+                    memory,
+                );
+                marks.into_iter().map(|i| range.start + i).collect()
+            }
+            None => Vec::new(),
+        };
         // The chunks from the window's start, with the pending message
-        // patched if it is inside.
-        let mut chunks = Vec::with_capacity(self.segments.len() + 2);
+        // patched and the breakpoints' messages split, if inside.
+        let mut chunks = Vec::with_capacity(self.segments.len() + 2 + 3 * breakpoints.len());
         if range.is_empty() {
-            return Ok((chunks, report));
+            return Ok((chunks, report, 0));
         }
         let (first_seg, first_entry) = locate(range.start);
         let mut global = starts[first_seg];
         for (si, s) in self.segments.iter().enumerate().skip(first_seg) {
             let skip = if si == first_seg { first_entry } else { 0 };
-            let from = entry_offset(s, skip);
-            match mark {
-                Some(p) if p >= global + skip && p < global + s.entries.len() => {
-                    let pi = p - global;
-                    let at = entry_offset(s, pi);
-                    let len = s.entries[pi].len;
-                    let msg = s.bytes.slice(at as usize..(at + len) as usize);
-                    if at > from {
-                        chunks.push(s.bytes.slice(from as usize..at as usize));
-                    }
-                    chunks.push(mark_pending(
-                        &msg,
-                        format,
-                        s.entries[pi].flags & OUTPUT != 0,
-                    ));
-                    if ((at + len) as usize) < s.bytes.len() {
-                        chunks.push(s.bytes.slice((at + len) as usize..));
-                    }
+            let here = global + skip..global + s.entries.len();
+            // The messages of this segment that are not copied as they are.
+            let mut special: Vec<usize> = breakpoints
+                .iter()
+                .copied()
+                .chain(mark)
+                .filter(|g| here.contains(g))
+                .collect();
+            special.sort_unstable();
+            special.dedup();
+            let mut from = entry_offset(s, skip);
+            for g in special {
+                let ei = g - global;
+                let at = entry_offset(s, ei);
+                let len = s.entries[ei].len;
+                if at > from {
+                    chunks.push(s.bytes.slice(from as usize..at as usize));
                 }
-                _ => chunks.push(s.bytes.slice(from as usize..)),
+                let mut msg = s.bytes.slice(at as usize..(at + len) as usize);
+                if mark == Some(g) {
+                    msg = mark_pending(&msg, format, s.entries[ei].flags & OUTPUT != 0);
+                }
+                if breakpoints.contains(&g) {
+                    // Before the message's closing `}]}` and its separator.
+                    let tail = msg.split_off(msg.len() - 4);
+                    chunks.push(msg);
+                    chunks.push(Bytes::from_static(member));
+                    chunks.push(tail);
+                } else {
+                    chunks.push(msg);
+                }
+                from = at + len;
+            }
+            if (from as usize) < s.bytes.len() {
+                chunks.push(s.bytes.slice(from as usize..));
             }
             global += s.entries.len();
         }
-        Ok((chunks, report))
+        Ok((chunks, report, breakpoints.len()))
     }
 
     /// The 1-based line number of a committed offset: committed lines minus
@@ -216,6 +290,32 @@ fn message_text_of(msg: &[u8], format: Format, output: bool, out: &mut String) {
     crate::parse::json::decode_string(content, out);
 }
 
+/// Whether a rendered message is a record of type `kind`: its text starts
+/// `WM_KIND=<kind>\n` (its element's `kind` attribute, in XML).
+fn message_kind_is(msg: &[u8], format: Format, output: bool, kind: &str) -> bool {
+    if format == Format::Xml {
+        let k = kind.as_bytes();
+        let mut attr = vec![0u8; k.len() + xml::text_extra(k, true)];
+        xml::write_text(k, &mut attr, true);
+        let open = b"<record kind=\"";
+        return msg.starts_with(open)
+            && msg[open.len()..].starts_with(&attr)
+            && msg.get(open.len() + attr.len()) == Some(&b'"');
+    }
+    let role = if output {
+        render::Role::Assistant
+    } else {
+        render::Role::User
+    };
+    let mut text = String::new();
+    let open = format.open(role).len();
+    let want = format!("WM_KIND={kind}\n");
+    // Only the message's start is decoded: enough for its first line.
+    let end = msg.len().min(open + 6 * want.len() + 16);
+    crate::parse::json::decode_string(msg.get(open..end).unwrap_or(&[]), &mut text);
+    text.starts_with(&want)
+}
+
 /// A rendered message with `PENDING_USER_INPUT\n` as its first line.
 fn mark_pending(msg: &Bytes, format: Format, output: bool) -> Bytes {
     if format == Format::Xml {
@@ -241,4 +341,82 @@ fn mark_pending(msg: &Bytes, format: Format, output: bool) -> Bytes {
     b.extend_from_slice(b"PENDING_USER_INPUT\\n");
     b.extend_from_slice(&msg[open..]);
     b.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use crate::render::cache::{CacheMemory, CachePolicy};
+    use crate::render::request::{CurrentRequest, cached_envelope};
+    use crate::select::Selection;
+    use crate::{Format, LiveReplay, ReplayOptions, replay};
+
+    #[test]
+    fn cached_chunks_are_the_one_shot_cached_body_turn_after_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+        let mut policy = CachePolicy::default();
+        policy.stride = 7;
+        let mut sel = Selection::default();
+        sel.mark_pending = true;
+        let (mut live_memory, mut oneshot_memory) =
+            (CacheMemory::default(), CacheMemory::default());
+        let current = CurrentRequest {
+            text: "now",
+            session_id: None,
+        };
+        let mut ts = 100;
+        for turn in 0..40u64 {
+            // A burst of events (past the lookback now and then), a late
+            // record every seventh turn, and a question left pending.
+            for _ in 0..(turn * 13) % 45 {
+                ts += 1;
+                writeln!(file, r#"{{"type":"wm_event","ts_ms":{ts}}}"#).unwrap();
+            }
+            if turn % 7 == 3 {
+                writeln!(file, r#"{{"type":"wm_event","ts_ms":{}}}"#, ts - 30).unwrap();
+            }
+            ts += 1;
+            writeln!(
+                file,
+                r#"{{"type":"text_input","ts_ms":{ts},"text":"q{turn}"}}"#
+            )
+            .unwrap();
+            live.refresh().unwrap();
+            let (chunks, _, marks) = live
+                .select_cached(&sel, None, &policy, &mut live_memory)
+                .unwrap();
+            let member = if marks < policy.max_breakpoints {
+                policy.ttl.member()
+            } else {
+                b""
+            };
+            let (head, tail) = cached_envelope("", crate::SYSTEM_RULE, &current, member);
+            let got = [head, chunks.concat(), tail].concat();
+
+            let bytes = std::fs::read(&path).unwrap();
+            let mut replayed = replay(&bytes, &ReplayOptions::default());
+            replayed.select(&sel, None);
+            let want = replayed.render_request_cached(
+                crate::SYSTEM_RULE,
+                &current,
+                &policy,
+                &mut oneshot_memory,
+            );
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap(),
+                "turn {turn}"
+            );
+            ts += 1;
+            writeln!(
+                file,
+                r#"{{"type":"text_output","ts_ms":{ts},"text":"a{turn}"}}"#
+            )
+            .unwrap();
+        }
+    }
 }

@@ -145,6 +145,39 @@ pub fn place(
     marks
 }
 
+/// Where the markers of `marks` go among Anthropic messages whose rendered
+/// lengths (each with its separator) are `lens`: byte offsets from the first
+/// message's start, each just before its message's closing `}]}`, so the
+/// member lands in the message's text block. Ascending, like `marks`.
+pub(crate) fn marker_offsets(lens: impl Fn(usize) -> u64, marks: &[usize]) -> Vec<u64> {
+    // `"}]}` then `,`: the member goes after the text's closing quote.
+    const BEFORE_END: u64 = 3 + 1;
+    let mut out = Vec::with_capacity(marks.len());
+    let (mut at, mut i) = (0u64, 0usize);
+    for &m in marks {
+        while i <= m {
+            at += lens(i);
+            i += 1;
+        }
+        out.push(at - BEFORE_END);
+    }
+    out
+}
+
+/// `bytes` with `member` inserted at each of `offsets` (ascending, relative
+/// to `bytes`' start).
+pub(crate) fn splice(bytes: &[u8], offsets: &[u64], member: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len() + offsets.len() * member.len());
+    let mut from = 0usize;
+    for &o in offsets {
+        out.extend_from_slice(&bytes[from..o as usize]);
+        out.extend_from_slice(member);
+        from = o as usize;
+    }
+    out.extend_from_slice(&bytes[from..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,5 +236,29 @@ mod tests {
                 assert!(marks.iter().all(|&i| i < n));
             }
         }
+    }
+
+    #[test]
+    fn markers_land_before_each_marked_messages_close() {
+        let m =
+            |t: &str| format!(r#"{{"role":"user","content":[{{"type":"text","text":"{t}"}}]}},"#);
+        let msgs = [m("a"), m("bb"), m("ccc")];
+        let body: String = msgs.concat();
+        let lens = |i: usize| msgs[i].len() as u64;
+        let offsets = marker_offsets(lens, &[0, 2]);
+        let member = CacheTtl::FiveMinutes.member();
+        let want = format!(
+            "{}{}{}",
+            msgs[0].replace(r#""a"}"#, r#""a","cache_control":{"type":"ephemeral"}}"#),
+            msgs[1],
+            msgs[2].replace(
+                r#""ccc"}"#,
+                r#""ccc","cache_control":{"type":"ephemeral"}}"#
+            ),
+        );
+        assert_eq!(
+            String::from_utf8(splice(body.as_bytes(), &offsets, member)).unwrap(),
+            want
+        );
     }
 }

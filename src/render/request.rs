@@ -83,11 +83,32 @@ pub fn request_envelope(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> (Vec<u8>, Vec<u8>) {
-    let env = envelope(format, fields, system, current);
+    let env = envelope(format, fields, system, current, None);
     (env.head, env.tail)
 }
 
-fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest<'_>) -> Envelope {
+/// [`request_envelope`] for Anthropic with the system prompt as a one-block
+/// array, `member` (a `cache_control` member with its leading comma, or
+/// nothing) in its block: the form a request with cache breakpoints takes.
+pub(crate) fn cached_envelope(
+    fields: &str,
+    system: &str,
+    current: &CurrentRequest<'_>,
+    member: &[u8],
+) -> (Vec<u8>, Vec<u8>) {
+    let env = envelope(Format::Anthropic, fields, system, current, Some(member));
+    (env.head, env.tail)
+}
+
+/// The envelope; `system_block`, for Anthropic, writes the system prompt as
+/// one text block with that member (see [`cached_envelope`]).
+fn envelope(
+    format: Format,
+    fields: &str,
+    system: &str,
+    current: &CurrentRequest<'_>,
+    system_block: Option<&[u8]>,
+) -> Envelope {
     let mut head = Vec::new();
     if format == Format::Xml {
         // A prompt, not a provider request: the memory document, then the
@@ -113,9 +134,20 @@ fn envelope(format: Format, fields: &str, system: &str, current: &CurrentRequest
     match format {
         Format::Anthropic => {
             open(&mut head);
-            head.extend_from_slice(b"\"system\":\"");
-            head.extend_from_slice(&escaped(system));
-            head.extend_from_slice(b"\",\"messages\":[");
+            match system_block {
+                None => {
+                    head.extend_from_slice(b"\"system\":\"");
+                    head.extend_from_slice(&escaped(system));
+                    head.extend_from_slice(b"\",\"messages\":[");
+                }
+                Some(member) => {
+                    head.extend_from_slice(b"\"system\":[{\"type\":\"text\",\"text\":\"");
+                    head.extend_from_slice(&escaped(system));
+                    head.push(b'"');
+                    head.extend_from_slice(member);
+                    head.extend_from_slice(b"}],\"messages\":[");
+                }
+            }
         }
         Format::OpenAi | Format::Ndjson | Format::Xml => {
             if format == Format::OpenAi {
@@ -149,7 +181,7 @@ pub fn render_request(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
-    let env = envelope(format, "", system, current);
+    let env = envelope(format, "", system, current, None);
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
     let total = env.head.len() + body + env.tail.len();
@@ -157,6 +189,41 @@ pub fn render_request(
     let w = put(&mut out, 0, &env.head);
     render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
     put(&mut out, w + body, &env.tail);
+    out
+}
+
+/// [`render_request`] in Anthropic's format with prompt-cache breakpoints:
+/// the system prompt as a one-block array, and `cache_control` members on
+/// the messages [`place`](super::cache::place) picks (and on the system
+/// block when a breakpoint is left over). Without its markers, and with the
+/// system prompt as a plain string again, the body is [`render_request`]'s.
+pub(crate) fn render_request_cached(
+    records: &[Record],
+    log: &[u8],
+    id_of: impl Fn(usize) -> (u64, u64),
+    system: &str,
+    current: &CurrentRequest<'_>,
+    policy: &super::cache::CachePolicy,
+    memory: &mut super::cache::CacheMemory,
+) -> Vec<u8> {
+    let format = Format::Anthropic;
+    let marks = super::cache::place(records.len(), id_of, policy, memory);
+    let member = policy.ttl.member();
+    let system_member: &[u8] = if marks.len() < policy.max_breakpoints {
+        member
+    } else {
+        b""
+    };
+    let (head, tail) = cached_envelope("", system, current, system_member);
+    let lens = render::message_lens(records, log, format);
+    let body = lens.iter().sum::<u64>() as usize;
+    let mut messages = vec![0u8; body];
+    render::write_with_lens(records, &lens, log, format, &mut messages);
+    let offsets = super::cache::marker_offsets(|i| lens[i], &marks);
+    let mut out = head;
+    out.reserve(body + offsets.len() * member.len() + tail.len());
+    out.extend_from_slice(&super::cache::splice(&messages, &offsets, member));
+    out.extend_from_slice(&tail);
     out
 }
 
@@ -169,7 +236,7 @@ pub fn write_request<'r>(
     current: &CurrentRequest<'_>,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let env = envelope(format, "", system, current);
+    let env = envelope(format, "", system, current, None);
     w.write_all(&env.head)?;
     render::stream_messages(records, log, format, false, render::STREAM_BATCH, w)?;
     w.write_all(&env.tail)

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use crate::input::lines::{self};
 use crate::order;
 use crate::parse::{DEFAULT_MAX_DEPTH, Record, Validator};
+use crate::render::cache::{CacheMemory, CachePolicy};
 use crate::render::request::{self, CurrentRequest};
 use crate::render::{Format, Sequence};
 use crate::select::{self, SelectReport, Selection, WindowStart};
@@ -265,6 +266,51 @@ impl<'a> Replay<'a> {
         current: &CurrentRequest<'_>,
     ) -> Vec<u8> {
         request::render_request(self.records(), self.data(), format, system, current)
+    }
+
+    /// The request body in Anthropic's format with prompt-cache breakpoints
+    /// placed for an append-only log (see [`CachePolicy`]): up to
+    /// `policy.max_breakpoints` `cache_control` members on replayed messages
+    /// (and on the system prompt, then a one-block array, when one is left
+    /// over). `memory` carries the last request's mark to the next request
+    /// of the same conversation; a fresh one works too (stable positions
+    /// and the last message are marked either way).
+    ///
+    /// ```
+    /// use wmreplay::{CacheMemory, CachePolicy, CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay};
+    ///
+    /// let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n";
+    /// let replayed = replay(log, &ReplayOptions::default());
+    /// let current = CurrentRequest { text: "next?", session_id: None };
+    /// let mut memory = CacheMemory::default();
+    /// let body = replayed.render_request_cached(SYSTEM_RULE, &current, &CachePolicy::default(), &mut memory);
+    /// let body = String::from_utf8(body).unwrap();
+    /// // The last replayed message carries a breakpoint; the current request never does.
+    /// assert!(body.contains(r#"\"text\":\"hi\"}","cache_control":{"type":"ephemeral"}}]}"#));
+    /// assert_eq!(body.matches("cache_control").count(), 2); // that message and the system block
+    /// assert!(body.starts_with(r#"{"system":[{"type":"text","text":""#));
+    /// # let _ = Format::Anthropic;
+    /// ```
+    pub fn render_request_cached(
+        &self,
+        system: &str,
+        current: &CurrentRequest<'_>,
+        policy: &CachePolicy,
+        memory: &mut CacheMemory,
+    ) -> Vec<u8> {
+        let records = self.records();
+        request::render_request_cached(
+            records,
+            self.data(),
+            |i| {
+                let r = &records[i];
+                (order::ts_key(r.ts_ms()), self.source_offset(r))
+            },
+            system,
+            current,
+            policy,
+            memory,
+        )
     }
 
     /// Streams the request body to `w` with bounded memory.

@@ -72,8 +72,15 @@ pub struct Selection {
     /// How tokens are counted.
     pub tokenizer: Tokenizer,
     /// Cache-stable trimming: on overflow, shrink the window to this share
-    /// of `max_tokens` (0 < F ≤ 1) and keep its start until the next one.
+    /// of `max_tokens` (0 < F ≤ 1), or of `tail`'s count, and keep its start
+    /// until the next overflow.
     pub trim_to: Option<f64>,
+    /// Start a window (`tail` or `max_tokens`) on a record of this kind:
+    /// when the window cuts the log, its start moves forward to the first
+    /// such record inside it (usually `text_input`, so that the window never
+    /// opens with an answer whose question was cut off). A window holding
+    /// no such record is left as it is.
+    pub start_on: Option<String>,
     /// Render the pending `text_input` with a first line
     /// `PENDING_USER_INPUT`.
     pub mark_pending: bool,
@@ -98,11 +105,24 @@ impl Selection {
         !self.has_filters() && !self.has_window() && !self.mark_pending
     }
 
-    /// Checks the settings: `trim_to` needs `max_tokens` and lies in (0, 1].
+    /// Whether the window's start is reported (and can be remembered):
+    /// token windows and cache-stable windows.
+    pub fn reports_start(&self) -> bool {
+        self.max_tokens.is_some() || (self.trim_to.is_some() && self.tail.is_some())
+    }
+
+    /// Checks the settings: `trim_to` needs a window and lies in (0, 1];
+    /// `start_on` needs a window.
     pub fn validate(&self) -> Result<(), String> {
+        if self.start_on.is_some() && !self.has_window() {
+            return Err("--start-on needs --tail or --max-tokens".into());
+        }
+        if self.start_on.as_deref() == Some("") {
+            return Err("--start-on needs a record type".into());
+        }
         if let Some(f) = self.trim_to {
-            if self.max_tokens.is_none() {
-                return Err("--trim-to needs --max-tokens".into());
+            if !self.has_window() {
+                return Err("--trim-to needs --max-tokens or --tail".into());
             }
             if !(f > 0.0 && f <= 1.0) {
                 return Err(format!("--trim-to must be in (0, 1], not {f}"));
@@ -128,7 +148,7 @@ impl Selection {
     /// stored under.
     pub fn window_key(&self) -> String {
         format!(
-            "session={:?};kinds={:?};since={:?};until={:?};tail={:?};max_tokens={:?};trim_to={:?};tokenizer={}",
+            "session={:?};kinds={:?};since={:?};until={:?};tail={:?};max_tokens={:?};trim_to={:?};tokenizer={}{}",
             self.session,
             self.kinds,
             self.since,
@@ -136,7 +156,11 @@ impl Selection {
             self.tail,
             self.max_tokens,
             self.trim_to,
-            self.tokenizer.name()
+            self.tokenizer.name(),
+            // Absent from keys written before the setting existed.
+            self.start_on
+                .as_ref()
+                .map_or(String::new(), |k| format!(";start_on={k:?}"))
         )
     }
 
@@ -279,7 +303,8 @@ pub fn pending_index(records: &[Record], log: &[u8]) -> Option<usize> {
 /// `least_tokens_of(i)` is a cheap lower bound of item i's tokens: an item
 /// whose bound alone overflows what is left of the budget ends the window
 /// without being counted, so a window's cost depends on its budget, not on
-/// the size of the records it leaves out.
+/// the size of the records it leaves out. `starts_turn(i)` says whether item
+/// i is of the kind [`Selection::start_on`] names.
 pub fn window(
     n: usize,
     sel: &Selection,
@@ -287,10 +312,41 @@ pub fn window(
     key_of: impl Fn(usize) -> (u64, u64),
     least_tokens_of: impl Fn(usize) -> u64,
     mut tokens_of: impl FnMut(usize) -> u64,
+    starts_turn: impl Fn(usize) -> bool,
 ) -> (Range<usize>, Option<u64>, bool) {
-    let lo = n - sel.tail.unwrap_or(n).min(n);
+    // The remembered start, if its record is still there (a log replaced
+    // since has no such record: start afresh).
+    let remembered = || {
+        prev.and_then(|p| {
+            let target = (p.key, p.offset);
+            let s = partition(n, &key_of, target);
+            (s < n && key_of(s) == target).then_some(s)
+        })
+    };
+    // `start_on`: the first item of that kind at or after `start`, when the
+    // window cuts the log at all.
+    let turn_start = |start: usize| -> usize {
+        if sel.start_on.is_none() || start == 0 {
+            return start;
+        }
+        (start..n).find(|&i| starts_turn(i)).unwrap_or(start)
+    };
+    // `tail`, cache-stable with `trim_to`: the remembered start while the
+    // window holds at most N items, else a jump to hold F × N.
+    let (lo, tail_trimmed) = match (sel.tail, sel.trim_to) {
+        (None, _) => (0, false),
+        (Some(t), None) => (turn_start(n - t.min(n)), false),
+        (Some(t), Some(share)) => match remembered() {
+            Some(p) if n - p <= t => (p, false),
+            Some(_) => {
+                let keep = ((t as f64 * share).floor() as usize).clamp(1, t.max(1));
+                (turn_start(n - keep.min(n)), true)
+            }
+            None => (turn_start(n - t.min(n)), false),
+        },
+    };
     let Some(budget) = sel.max_tokens else {
-        return (lo..n, None, false);
+        return (lo..n, None, tail_trimmed);
     };
     // Tokens of items from the newest back, counted once each.
     let mut counted: Vec<u64> = Vec::new();
@@ -320,27 +376,28 @@ pub fn window(
         }
         (start, sum)
     };
+    // Moves a fitted window's start to a turn's start, less the tokens of
+    // the items it leaves (all counted: they were inside).
+    let on_turn = |(start, sum): (usize, u64), counted: &mut Vec<u64>| -> (usize, u64) {
+        let moved = turn_start(start);
+        let less: u64 = (start..moved).map(|i| counted[n - 1 - i]).sum();
+        (moved, sum - less)
+    };
     match sel.trim_to {
         None => {
-            let (start, sum) = fit(budget, lo, &mut counted);
-            (start..n, Some(sum), false)
+            let fitted = fit(budget, lo, &mut counted);
+            let (start, sum) = on_turn(fitted, &mut counted);
+            (start..n, Some(sum), tail_trimmed)
         }
         Some(share) => {
-            // The remembered start, if its record is still there (a log
-            // replaced since has no such record: start afresh).
-            let from = prev
-                .and_then(|p| {
-                    let target = (p.key, p.offset);
-                    let s = partition(n, &key_of, target);
-                    (s < n && key_of(s) == target).then_some(s.max(lo))
-                })
-                .unwrap_or(lo);
+            let from = remembered().map_or(lo, |s| s.max(lo));
             let (start, sum) = fit(budget, from, &mut counted);
             if start == from {
-                return (from..n, Some(sum), false);
+                return (from..n, Some(sum), tail_trimmed);
             }
             let limit = (budget as f64 * share).floor() as u64;
-            let (start, sum) = fit(limit, lo, &mut counted);
+            let fitted = fit(limit, lo, &mut counted);
+            let (start, sum) = on_turn(fitted, &mut counted);
             (start..n, Some(sum), true)
         }
     }
@@ -420,6 +477,11 @@ pub fn apply(
             render::message_text(&records[i], log, &mut text);
             sel.tokenizer.count(&text)
         },
+        |i| {
+            sel.start_on
+                .as_deref()
+                .is_some_and(|k| records[i].kind_is(log, k))
+        },
     );
     if range.start > 0 || range.end < records.len() {
         records.drain(range.end..);
@@ -428,7 +490,7 @@ pub fn apply(
     report.selected = records.len() as u64;
     report.tokens = tokens;
     report.trimmed = trimmed;
-    if sel.max_tokens.is_some() {
+    if sel.reports_start() {
         report.window_start = records.first().map(|r| WindowStart {
             key: ts_key(r.ts),
             offset: origin(r.offset),
@@ -484,6 +546,7 @@ mod tests {
             |i| (i as u64, i as u64),
             |_| 0,
             |i| tokens[i],
+            |_| false,
         )
     }
 
@@ -526,6 +589,7 @@ mod tests {
                 calls += 1;
                 10
             },
+            |_| false,
         );
         assert_eq!(r, n - 10..n);
         assert_eq!(calls, 11);
@@ -550,6 +614,7 @@ mod tests {
                     calls += 1;
                     t[i]
                 },
+                |_| false,
             );
             assert_eq!(bounded, exact, "budget {budget}");
         }
@@ -583,5 +648,69 @@ mod tests {
             let (r, _, trimmed) = win(&tokens, &s, prev);
             assert_eq!((r.start, trimmed), (6, false), "append {k}");
         }
+    }
+
+    /// Items with token counts; `turns` marks the items that start a turn.
+    fn win_turns(
+        tokens: &[u64],
+        turns: &[usize],
+        s: &Selection,
+        prev: Option<WindowStart>,
+    ) -> (Range<usize>, Option<u64>, bool) {
+        window(
+            tokens.len(),
+            s,
+            prev,
+            |i| (i as u64, i as u64),
+            |_| 0,
+            |i| tokens[i],
+            |i| turns.contains(&i),
+        )
+    }
+
+    fn at(i: usize) -> Option<WindowStart> {
+        Some(WindowStart {
+            key: i as u64,
+            offset: i as u64,
+        })
+    }
+
+    #[test]
+    fn start_on_moves_a_cutting_window_to_the_next_turn() {
+        let t = [10u64; 10];
+        let mut s = sel(Some(6), None, None);
+        s.start_on = Some("text_input".into());
+        // The last 6 start at 4, an answer; the next question is at 6.
+        assert_eq!(win_turns(&t, &[0, 3, 6, 8], &s, None).0, 6..10);
+        // A window that keeps the whole log is not cut: it stays.
+        s.tail = Some(10);
+        assert_eq!(win_turns(&t, &[3, 6], &s, None).0, 0..10);
+        // No question inside: the window stays as it is.
+        s.tail = Some(3);
+        assert_eq!(win_turns(&t, &[0, 3], &s, None).0, 7..10);
+        // Token windows: the moved start's tokens are taken off the sum.
+        let mut s = sel(None, Some(55), None);
+        s.start_on = Some("text_input".into());
+        assert_eq!(win_turns(&t, &[0, 7], &s, None), (7..10, Some(30), false));
+    }
+
+    #[test]
+    fn a_tail_window_with_trim_to_keeps_its_start_until_it_overflows() {
+        let s = sel(Some(10), None, Some(0.5));
+        let t = [1u64; 30];
+        // First turn: the last 10.
+        assert_eq!(win(&t[..20], &s, None), (10..20, None, false));
+        // The remembered start holds while the window has at most 10.
+        assert_eq!(win(&t[..20], &s, at(10)), (10..20, None, false));
+        // 25 items, 15 from the start: over 10, so it jumps to hold 5.
+        assert_eq!(win(&t[..25], &s, at(10)), (20..25, None, true));
+        // And stays there while the window holds at most 10.
+        assert_eq!(win(&t[..30], &s, at(20)), (20..30, None, false));
+        // A start that no longer exists: the plain tail.
+        assert_eq!(win(&t[..30], &s, at(99)).0, 20..30);
+        // With start_on, the jump lands on a turn's start.
+        let mut s = s.clone();
+        s.start_on = Some("text_input".into());
+        assert_eq!(win_turns(&t[..25], &[18, 22], &s, at(10)).0, 22..25);
     }
 }
