@@ -29,6 +29,8 @@ struct Message {
     id: (u64, u64),
     hash: u64,
     tokens: u64,
+    /// A `text_input` (where a `--start-on text_input` window may start).
+    input: bool,
 }
 
 /// A small deterministic RNG (SplitMix64).
@@ -131,6 +133,7 @@ fn absorb(log: &[u8], from: usize, out: &mut Vec<Message>) {
             ),
             hash: hash(rec.is_output(), &text),
             tokens: Tokenizer::O200k.count(&text),
+            input: rec.kind_is(data, "text_input"),
         });
     }
 }
@@ -173,6 +176,7 @@ fn trace(turns: usize, seed: u64, base_size: u64) -> Trace {
         id: (0, 0),
         hash: hash(false, &system),
         tokens: Tokenizer::O200k.count(&system),
+        input: false,
     };
     for t in 0..turns {
         let text = rng.words_in(5, 60);
@@ -184,6 +188,7 @@ fn trace(turns: usize, seed: u64, base_size: u64) -> Trace {
                 id: (u64::MAX, t as u64),
                 hash: hash(false, &current),
                 tokens: Tokenizer::O200k.count(&current),
+                input: false,
             },
         });
         // The turn happened: its input, the answer, then the burst of
@@ -284,6 +289,7 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
                     |i| all[i].id,
                     |_| 0,
                     |i| all[i].tokens,
+                    |i| all[i].input,
                 );
                 let new_start = all.get(range.start).map(|m| WindowStart {
                     key: m.id.0,

@@ -98,7 +98,7 @@ async fn an_unterminated_last_line_stays_a_record_and_turns_never_glue_to_it() {
         assert!(all.iter().any(|v| v["last"] == "no newline"));
         // The first turn's request: the log as it stood, its last line
         // included (a one-shot replay reads an unterminated line too).
-        let sent = mock.seen.lock().unwrap()[0].raw.clone();
+        let sent = without_cache_markers(&mock.seen.lock().unwrap()[0].raw);
         assert_eq!(
             String::from_utf8(sent).unwrap(),
             String::from_utf8(one_shot_body(
@@ -335,7 +335,7 @@ async fn a_max_tokens_stop_is_recorded_with_the_answer_and_its_usage() {
         for stream in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let log = example_log(dir.path());
-            let (up, _) = start_mock(provider, Mode::Truncated).await;
+            let (up, mock) = start_mock(provider, Mode::Truncated).await;
             let srv = start(config(&log, Some(&up), provider)).await;
             let (status, body) = post(
                 &format!("{}/respond", srv.url),
@@ -358,7 +358,15 @@ async fn a_max_tokens_stop_is_recorded_with_the_answer_and_its_usage() {
             };
             assert_eq!(answer["stop_reason"], want, "{provider:?} {stream}");
             assert_eq!(answer["usage"]["output_tokens"], 7);
-            assert_eq!(answer["usage"]["input_tokens"], 11);
+            // As the upstream reported them (OpenAI's prompt tokens less
+            // those read from the cache).
+            let reported = mock.seen.lock().unwrap()[0].usage;
+            let input = match provider {
+                Provider::Anthropic => reported.input,
+                Provider::OpenAi => reported.input + reported.written,
+            };
+            assert_eq!(answer["usage"]["input_tokens"], input);
+            assert_eq!(answer["usage"]["cache_read_input_tokens"], reported.read);
             let outs = turns(&log, "text_output");
             assert_eq!(outs[0]["stop_reason"], want);
             assert_eq!(outs[0]["text"], answer_to("long"));
@@ -577,7 +585,7 @@ async fn an_outside_writer_and_200_concurrent_turns_never_interleave() {
             &t,
         );
         assert!(
-            s.raw == want,
+            without_cache_markers(&s.raw) == want,
             "the request of {t:?} is not the log before its input"
         );
     }
@@ -630,4 +638,91 @@ async fn a_writer_that_ignores_the_lock_never_splits_an_acknowledged_turn() {
         9 + 200 + outside,
         "every whole line replays"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_turn_reads_the_first_turns_prefix_from_the_cache() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(provider, Mode::Ok).await;
+        let srv = start(config(&log, Some(&up), provider)).await;
+        let mut answers = Vec::new();
+        for text in ["first?", "second?"] {
+            let (status, body) = post(
+                &format!("{}/respond", srv.url),
+                json!({ "text": text }).to_string(),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            answers.push(serde_json::from_str::<Value>(&body).unwrap());
+        }
+        let seen = mock.seen.lock().unwrap().clone();
+        let (first, second) = (&seen[0], &seen[1]);
+        match provider {
+            Provider::Anthropic => {
+                // Breakpoints: at most 4, the last replayed record marked.
+                let raw = String::from_utf8(first.raw.clone()).unwrap();
+                let marks = raw
+                    .matches(r#""cache_control":{"type":"ephemeral"}"#)
+                    .count();
+                assert!((1..=4).contains(&marks), "{marks} breakpoints");
+                // The second request holds the first one's marked prefix,
+                // byte for byte (markers aside).
+                let cut = raw.rfind(r#","cache_control""#).unwrap();
+                let prefix = without_cache_markers(&raw.as_bytes()[..cut]);
+                let next = without_cache_markers(&second.raw);
+                assert!(next.starts_with(&prefix), "the prefix changed");
+            }
+            Provider::OpenAi => {
+                // One routing key for the log, on every request.
+                let key = &first.json["prompt_cache_key"];
+                assert!(key.as_str().is_some_and(|k| k.starts_with("wmreplay-")));
+                assert_eq!(&second.json["prompt_cache_key"], key);
+                let a = without_cache_markers(&first.raw);
+                let b = without_cache_markers(&second.raw);
+                // Everything but the current request is the next prefix.
+                let cut = a
+                    .windows(14)
+                    .rposition(|w| w == br#"{"role":"user""#)
+                    .unwrap();
+                assert!(b.starts_with(&a[..cut]));
+            }
+        }
+        // The first turn wrote the cache, the second read it; the answers
+        // and the totals say so.
+        assert_eq!(first.usage.read, 0);
+        assert!(first.usage.written > 0, "{:?}", first.usage);
+        // Anthropic: through the first request's last breakpoint; OpenAI:
+        // all of the first request but its current-request message.
+        let reread = match provider {
+            Provider::Anthropic => first.usage.written,
+            Provider::OpenAi => {
+                let last = first.json["messages"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .unwrap()
+                    .clone();
+                first.usage.written - last["content"].as_str().unwrap().len().div_ceil(4) as u64
+            }
+        };
+        assert!(
+            second.usage.read >= reread,
+            "{:?} {:?}",
+            first.usage,
+            second.usage
+        );
+        assert_eq!(
+            answers[1]["usage"]["cache_read_input_tokens"],
+            second.usage.read
+        );
+        let (_, stats) = get(&format!("{}/v1/stats", srv.url)).await;
+        let stats: Value = serde_json::from_str(&stats).unwrap();
+        assert_eq!(
+            stats["turns"]["usage"]["cache_read_input_tokens"],
+            second.usage.read
+        );
+        srv.stop().await;
+    }
 }

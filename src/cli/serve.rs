@@ -160,6 +160,22 @@ pub struct ServeArgs {
     /// Mark the unanswered text_input with a first line PENDING_USER_INPUT.
     #[arg(long, env = "WMREPLAY_MARK_PENDING")]
     mark_pending: bool,
+    /// Prompt caching. auto: with Anthropic, up to 4 cache_control
+    /// breakpoints placed so that each turn reads the previous turn's prefix
+    /// from the cache (the last replayed message, the previous turn's last
+    /// mark after a burst of records, stable positions, the system block);
+    /// with OpenAI, a prompt_cache_key so one log's requests share a cache.
+    /// none: the requests carry neither.
+    #[arg(long, env = "WMREPLAY_CACHE", value_name = "auto|none", default_value = "auto", value_parser = ["auto", "none"])]
+    cache: String,
+    /// Lifetime of the Anthropic cache entries: 5m (writes cost 1.25x input,
+    /// each hit refreshes it) or 1h (2x).
+    #[arg(long, env = "WMREPLAY_CACHE_TTL", value_name = "5m|1h", default_value = "5m", value_parser = parse_cache_ttl)]
+    cache_ttl: wmreplay::CacheTtl,
+    /// OpenAI's prompt_cache_key [default: derived from the log's path and
+    /// the selection].
+    #[arg(long, env = "WMREPLAY_CACHE_KEY", value_name = "KEY")]
+    cache_key: Option<String>,
     /// The state store for session deltas and window starts [default:
     /// LOG.wmreplay.db].
     #[arg(long, env = "WMREPLAY_STATE", value_name = "PATH")]
@@ -237,6 +253,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         cfg.selection.tokenizer.warm_up();
     }
     cfg.state = args.state;
+    cfg.cache = args.cache == "auto";
+    cfg.cache_ttl = args.cache_ttl;
+    cfg.cache_key = args.cache_key;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

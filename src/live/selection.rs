@@ -358,10 +358,14 @@ mod tests {
         let path = dir.path().join("log");
         let mut file = std::fs::File::create(&path).unwrap();
         let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
-        let mut policy = CachePolicy::default();
-        policy.stride = 7;
-        let mut sel = Selection::default();
-        sel.mark_pending = true;
+        let policy = CachePolicy {
+            stride: 7,
+            ..CachePolicy::default()
+        };
+        let sel = Selection {
+            mark_pending: true,
+            ..Selection::default()
+        };
         let (mut live_memory, mut oneshot_memory) =
             (CacheMemory::default(), CacheMemory::default());
         let current = CurrentRequest {

@@ -69,12 +69,49 @@ pub fn parse_size(s: &str, max: u64) -> Result<u64, String> {
 
 /// The upstream URL checked: http or https, with a host.
 pub fn parse_upstream(s: &str) -> Result<reqwest::Url, String> {
-    super::upstream::parse_upstream(s)
+    let u = reqwest::Url::parse(s).map_err(|e| {
+        let hint = if !s.contains("://") {
+            format!(" (did you mean https://{s}?)")
+        } else {
+            String::new()
+        };
+        format!("--upstream {s:?} is not a URL: {e}{hint}")
+    })?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!(
+            "--upstream {s:?}: the scheme must be http or https, not {:?}",
+            u.scheme()
+        ));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err(format!("--upstream {s:?} has no host"));
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err(format!(
+            "--upstream {s:?}: a query or fragment is not allowed"
+        ));
+    }
+    Ok(u)
 }
 
 /// `NAME=JSON` (from `--upstream-field`), checked.
 pub fn parse_field(s: &str) -> Result<(String, Value), String> {
-    super::upstream::parse_field(s)
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        format!("--upstream-field {s:?}: expected NAME=JSON, e.g. temperature=0.2")
+    })?;
+    let k = k.trim();
+    if k.is_empty() {
+        return Err(format!("--upstream-field {s:?}: the name is empty"));
+    }
+    if super::upstream::RESERVED_FIELDS.contains(&k) {
+        return Err(format!(
+            "--upstream-field {k}: the server sets `{k}` (use --model for the model)"
+        ));
+    }
+    let v: Value = serde_json::from_str(v).map_err(|e| {
+        format!("--upstream-field {k}: {v:?} is not JSON ({e}); quote a string: {k}='\"text\"'")
+    })?;
+    Ok((k.to_string(), v))
 }
 
 impl Config {
@@ -131,6 +168,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn durations_take_units_and_stay_in_range() {
@@ -179,5 +217,31 @@ mod tests {
         let mut c = ok.clone();
         c.body_limit = usize::MAX;
         assert!(c.validate().unwrap_err().contains("--body-limit"));
+    }
+
+    #[test]
+    fn upstream_urls_are_checked() {
+        let e = parse_upstream("api.anthropic.com").unwrap_err();
+        assert!(e.contains("https://api.anthropic.com"), "{e}");
+        assert!(parse_upstream("ftp://h/").unwrap_err().contains("scheme"));
+        assert!(parse_upstream("http://").is_err());
+        assert!(parse_upstream("https://h/?a=1").is_err());
+        assert!(parse_upstream("http://localhost:8080").is_ok());
+    }
+
+    #[test]
+    fn upstream_fields_are_json_and_not_reserved() {
+        assert_eq!(
+            parse_field("temperature=0.2").unwrap(),
+            ("temperature".into(), json!(0.2))
+        );
+        assert_eq!(
+            parse_field("stop=[\"x\"]").unwrap(),
+            ("stop".into(), json!(["x"]))
+        );
+        assert!(parse_field("user=abc").unwrap_err().contains("quote"));
+        assert!(parse_field("messages=[]").is_err());
+        assert!(parse_field("model=\"x\"").is_err());
+        assert!(parse_field("noequals").is_err());
     }
 }

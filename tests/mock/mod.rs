@@ -21,6 +21,9 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use wmreplay::server::{self, ApiKey, Config, Provider};
 
+#[path = "../../bench/cache/sim.rs"]
+mod sim;
+
 /// How the mock answers one request.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -65,6 +68,20 @@ pub struct Seen {
     pub raw: Vec<u8>,
     pub json: Value,
     pub key: String,
+    /// The input usage the mock answered, from its prompt-cache simulator.
+    pub usage: CacheUsage,
+}
+
+/// Input tokens of one request as the mock's prompt-cache simulator counts
+/// them (tokens: a block's text bytes / 4, rounded up).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CacheUsage {
+    /// Read from the cache.
+    pub read: u64,
+    /// Written to it.
+    pub written: u64,
+    /// Neither.
+    pub input: u64,
 }
 
 #[derive(Clone)]
@@ -76,6 +93,73 @@ pub struct Mock {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Requests that reached the redirect target.
     pub redirected: Arc<Mutex<Vec<HeaderMap>>>,
+    /// The provider's prompt cache, simulated by its documented rules
+    /// (bench/cache/sim.rs) with a 1-token minimum so small logs cache.
+    pub cache: Arc<Mutex<sim::Cache>>,
+    started: std::time::Instant,
+}
+
+/// The request as the simulator sees it: content blocks (system, then each
+/// message's) with their breakpoints. Anthropic breakpoints are the
+/// `cache_control` members; OpenAI caches every prefix automatically,
+/// modelled as a breakpoint on every message.
+fn blocks(provider: Provider, v: &Value) -> Vec<sim::Block> {
+    use std::hash::{BuildHasher, Hasher};
+    let block = |role: &str, b: &Value, text: &str| {
+        let mut h =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .build_hasher();
+        h.write(role.as_bytes());
+        h.write(&[0]);
+        h.write(text.as_bytes());
+        let breakpoint = b.get("cache_control").map(|c| {
+            if c["ttl"] == "1h" {
+                sim::Ttl::OneHour
+            } else {
+                sim::Ttl::FiveMinutes
+            }
+        });
+        sim::Block {
+            hash: h.finish(),
+            tokens: text.len().div_ceil(4) as u64,
+            breakpoint,
+        }
+    };
+    let mut out = Vec::new();
+    match provider {
+        Provider::Anthropic => {
+            match &v["system"] {
+                Value::String(s) => out.push(block("system", &Value::Null, s)),
+                Value::Array(a) => {
+                    for b in a {
+                        out.push(block("system", b, b["text"].as_str().unwrap_or("")));
+                    }
+                }
+                _ => {}
+            }
+            for m in v["messages"].as_array().into_iter().flatten() {
+                let role = m["role"].as_str().unwrap_or("");
+                for b in m["content"].as_array().into_iter().flatten() {
+                    out.push(block(role, b, b["text"].as_str().unwrap_or("")));
+                }
+            }
+        }
+        Provider::OpenAi => {
+            for m in v["messages"].as_array().into_iter().flatten() {
+                let role = m["role"].as_str().unwrap_or("");
+                out.push(block(
+                    role,
+                    &Value::Null,
+                    m["content"].as_str().unwrap_or(""),
+                ));
+            }
+            // Every prefix is cached (OpenAI caches in 128-token steps).
+            for b in &mut out {
+                b.breakpoint = Some(sim::Ttl::FiveMinutes);
+            }
+        }
+    }
+    out
 }
 
 impl Mock {
@@ -137,10 +221,36 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         }),
     }
     .unwrap_or_default();
+    let rules = sim::Rules {
+        min_tokens: 1,
+        max_breakpoints: match m.provider {
+            Provider::Anthropic => 4,
+            Provider::OpenAi => usize::MAX,
+        },
+        ..sim::Rules::default()
+    };
+    let now = m.started.elapsed().as_millis() as u64;
+    let usage = match m
+        .cache
+        .lock()
+        .unwrap()
+        .request(&blocks(m.provider, &v), now, &rules)
+    {
+        Ok(u) => CacheUsage {
+            read: u.cache_read,
+            written: u.cache_write_5m + u.cache_write_1h,
+            input: u.input,
+        },
+        Err(e) => {
+            let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": format!("{e:?}")}});
+            return (StatusCode::BAD_REQUEST, body.to_string()).into_response();
+        }
+    };
     m.seen.lock().unwrap().push(Seen {
         raw: body.to_vec(),
         json: v.clone(),
         key: key.clone(),
+        usage,
     });
     let mode = m
         .script
@@ -212,14 +322,14 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
                 "id": "msg_1", "type": "message", "role": "assistant",
                 "content": [{"type": "text", "text": answer}],
                 "stop_reason": stop,
-                "usage": {"input_tokens": 11, "output_tokens": 7,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+                "usage": {"input_tokens": usage.input, "output_tokens": 7,
+                          "cache_read_input_tokens": usage.read, "cache_creation_input_tokens": usage.written}
             }),
             Provider::OpenAi => json!({
                 "id": "c1", "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": stop}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7,
-                          "prompt_tokens_details": {"cached_tokens": 0}}
+                "usage": {"prompt_tokens": usage.input + usage.read + usage.written, "completion_tokens": 7,
+                          "prompt_tokens_details": {"cached_tokens": usage.read}}
             }),
         };
         return ([("content-type", "application/json")], body.to_string()).into_response();
@@ -234,7 +344,10 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     let mut events: Vec<String> = Vec::new();
     match m.provider {
         Provider::Anthropic => {
-            events.push("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":{\"input_tokens\":11,\"output_tokens\":1}}}\n\n".into());
+            let d = json!({"type": "message_start", "message": {"id": "m", "usage": {
+                "input_tokens": usage.input, "output_tokens": 1,
+                "cache_read_input_tokens": usage.read, "cache_creation_input_tokens": usage.written}}});
+            events.push(format!("event: message_start\ndata: {d}\n\n"));
             events.push("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".into());
             events.push("event: ping\ndata: {\"type\":\"ping\"}\n\n".into());
             for p in &pieces {
@@ -254,7 +367,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             let d = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": stop}]});
             events.push(format!("data: {d}\n\n"));
             if v["stream_options"]["include_usage"] == true {
-                let d = json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": 0}}});
+                let d = json!({"choices": [], "usage": {"prompt_tokens": usage.input + usage.read + usage.written, "completion_tokens": 7, "prompt_tokens_details": {"cached_tokens": usage.read}}});
                 events.push(format!("data: {d}\n\n"));
             }
             events.push("data: [DONE]\n\n".into());
@@ -293,6 +406,8 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         script: Arc::default(),
         seen: Arc::default(),
         redirected: Arc::default(),
+        cache: Arc::default(),
+        started: std::time::Instant::now(),
     };
     let app = Router::new()
         .route("/v1/messages", post_route(handler))
@@ -430,4 +545,37 @@ pub fn message_texts(body: &Value) -> Vec<String> {
             other => other[0]["text"].as_str().unwrap().to_string(),
         })
         .collect()
+}
+
+/// A body with its prompt-cache settings taken out (Anthropic's
+/// `cache_control` members, the system prompt's block back to a plain
+/// string; OpenAI's `prompt_cache_key`): the contract's body.
+pub fn without_cache_markers(raw: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8(raw.to_vec()).expect("bodies are UTF-8");
+    let text = text
+        .replace(r#","cache_control":{"type":"ephemeral","ttl":"1h"}"#, "")
+        .replace(r#","cache_control":{"type":"ephemeral"}"#, "");
+    // OpenAI's routing key, a leading member.
+    let text = match text.find(r#""prompt_cache_key":""#) {
+        Some(at) => {
+            let end = at + text[at..].find(r#"","#).expect("a string member") + 2;
+            format!("{}{}", &text[..at], &text[end..])
+        }
+        None => text,
+    };
+    let open = r#""system":[{"type":"text","text":"#;
+    let Some(at) = text.find(open) else {
+        return text.into_bytes();
+    };
+    let rest = &text[at + open.len()..];
+    let end = rest
+        .find(r#"}],"messages":["#)
+        .expect("the system block closes");
+    format!(
+        "{}\"system\":{}{}",
+        &text[..at],
+        &rest[..end],
+        &rest[end + 2..]
+    )
+    .into_bytes()
 }

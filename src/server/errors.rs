@@ -1,0 +1,174 @@
+//! Errors answered as JSON (`{"error": {"code", "message", …}}`) with their
+//! status, and the request-reading helpers that produce them: the body read
+//! within its limit and timeout, JSON objects and string fields.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::AppState;
+
+/// An error answered as JSON with its status.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub(super) status: StatusCode,
+    pub(super) code: &'static str,
+    pub(super) message: String,
+    pub(super) upstream_status: Option<u16>,
+    pub(super) upstream_code: Option<String>,
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            upstream_status: None,
+            upstream_code: None,
+            retry_after: None,
+        }
+    }
+
+    pub(super) fn json(&self) -> Value {
+        let mut e = json!({"code": self.code, "message": self.message});
+        if let Some(s) = self.upstream_status {
+            e["upstream_status"] = json!(s);
+        }
+        if let Some(c) = &self.upstream_code {
+            e["upstream_code"] = json!(c);
+        }
+        if let Some(r) = self.retry_after {
+            e["retry_after"] = json!(retry_after_secs(r));
+        }
+        json!({ "error": e })
+    }
+}
+
+/// Whole seconds to wait, rounded up (a `retry-after` header's unit).
+pub(super) fn retry_after_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.json().to_string();
+        let mut r = (self.status, body).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(d) = self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(d)));
+        }
+        r
+    }
+}
+
+/// Reads a request body up to the limit, within the body timeout.
+pub(super) async fn read_body(state: &AppState, req: Request) -> Result<Bytes, ApiError> {
+    let limit = state.cfg.body_limit;
+    if let Some(len) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        && len > limit as u64
+    {
+        return Err(too_large(limit));
+    }
+    let mut stream = req.into_body().into_data_stream();
+    let read = async {
+        let mut buf = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_body",
+                    format!("reading the body: {e}"),
+                )
+            })?;
+            if buf.len() + chunk.len() > limit {
+                return Err(too_large(limit));
+            }
+            buf.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(buf))
+    };
+    match tokio::time::timeout(state.cfg.body_timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            "the request body did not arrive in time",
+        )),
+    }
+}
+
+pub(super) fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the request body is larger than {limit} bytes"),
+    )
+}
+
+pub(super) fn internal(code: &'static str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code, e.to_string())
+}
+
+pub(super) fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+    let bad = |msg: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", msg);
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(bad("the body must be a JSON object".into())),
+        Err(e) => Err(bad(format!("the body is not valid JSON: {e}"))),
+    }
+}
+
+pub(super) fn string_field<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    name: &str,
+    code: &'static str,
+) -> Result<Option<&'a str>, ApiError> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            code,
+            format!("`{name}` must be a string"),
+        )),
+    }
+}
+
+pub(super) async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+}
+
+pub(super) async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method",
+    )
+}
+
+/// A response with a JSON body.
+pub(super) fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
