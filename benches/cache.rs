@@ -336,14 +336,20 @@ fn simulate(tr: &Trace, strategy: Strategy, window: Option<&Selection>, rules: &
                     CacheTtl::FiveMinutes => Ttl::FiveMinutes,
                     CacheTtl::OneHour => Ttl::OneHour,
                 };
-                for i in wmreplay::__internals::cache::place(
+                let marks = wmreplay::__internals::cache::place(
                     msgs.len(),
                     |i| msgs[i].id,
                     &policy,
                     &mut memory,
-                ) {
+                );
+                for &i in &marks {
                     // Message i is block i + 1 (the system block is first).
                     blocks[i + 1].breakpoint = Some(sim_ttl);
+                }
+                // A breakpoint left over goes on the system block, as the
+                // server places it.
+                if marks.len() < policy.max_breakpoints {
+                    blocks[0].breakpoint = Some(sim_ttl);
                 }
             }
         }
@@ -405,9 +411,18 @@ fn main() {
         "| trace | placement | input tokens | read from cache | written | cost vs no caching |"
     );
     println!("|---|---|---:|---:|---:|---:|");
+    let on_turns = {
+        let mut o = windowed.clone();
+        o.start_on = Some("text_input".into());
+        o
+    };
     for (name, window) in [
         ("whole log", None),
         ("--max-tokens 100000 --trim-to 0.8", Some(&windowed)),
+        (
+            "--max-tokens 100000 --trim-to 0.8 --start-on text_input",
+            Some(&on_turns),
+        ),
     ] {
         for s in [
             Strategy::None,
