@@ -158,3 +158,46 @@ fn top_level_modules_import_each_other_without_cycles() {
         }
     }
 }
+
+/// `docs/contract.md` names the tests behind each item: every name must be a
+/// test function in the file it names, so the document cannot drift.
+#[test]
+fn every_test_the_contract_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/contract.md")).unwrap();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for piece in doc.split('`').skip(1).step_by(2) {
+        let Some((file, name)) = piece.rsplit_once("::") else {
+            continue;
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            continue;
+        }
+        let path = if let Some(src) = file.strip_suffix("::tests") {
+            root.join(src)
+        } else if file.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            root.join("tests").join(format!("{file}.rs"))
+        } else {
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.contains(&format!("fn {name}(")) {
+            missing.push(format!("{piece} (in {})", path.display()));
+        }
+        checked += 1;
+    }
+    assert!(
+        checked > 50,
+        "the contract names its tests ({checked} found)"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/contract.md names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}

@@ -64,7 +64,7 @@ async fn without_upstream_respond_shows_the_request_and_appends_nothing() {
 /// The respond path's manual checklist (labels, continuity, no derived
 /// context), automated, for each provider.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_checklist_labels_continuity_and_no_derived_context() {
+async fn respond_checklist_labels_continuity_and_no_derived_context() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
         let dir = tempfile::tempdir().unwrap();
         let log = example_log(dir.path());
