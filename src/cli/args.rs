@@ -138,6 +138,10 @@ pub fn parse_cache_ttl(s: &str) -> Result<wmreplay::CacheTtl, String> {
     s.parse()
 }
 
+pub fn parse_live_bytes(s: &str) -> Result<u64, String> {
+    wmreplay::server::settings::parse_size(s, u64::MAX)
+}
+
 pub fn parse_body_limit(s: &str) -> Result<u64, String> {
     wmreplay::server::settings::parse_size(s, wmreplay::server::settings::MAX_BODY_LIMIT)
 }

@@ -11,9 +11,45 @@ use super::args::*;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
-    /// The working-memory log the server replays and appends to (created if missing).
-    #[arg(long, env = "WMREPLAY_LOG")]
-    log: PathBuf,
+    /// The working-memory log the server replays and appends to (created if
+    /// missing). Routes: /respond, /v1/context, /v1/records, /v1/stats, ….
+    #[arg(
+        long,
+        env = "WMREPLAY_LOG",
+        required_unless_present = "log_dir",
+        conflicts_with = "log_dir"
+    )]
+    log: Option<PathBuf>,
+    /// Serve every DIR/<id>.log instead of one log: the same routes under
+    /// /v1/logs/{id}/… (respond, context, records, stats, turn/prepare,
+    /// turn/ack), and GET /v1/logs. Ids are 1 to 128 of [A-Za-z0-9._-],
+    /// starting with a letter or digit.
+    #[arg(long, env = "WMREPLAY_LOG_DIR", value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// Under --log-dir: whether a log's first write creates it (otherwise
+    /// writes to a missing log are 404s; reads are an empty replay either way).
+    #[arg(long, env = "WMREPLAY_CREATE_LOGS", default_value = "true", value_name = "BOOL", action = clap::ArgAction::Set)]
+    create_logs: bool,
+    /// Under --log-dir: rendered bytes the live replays may hold together
+    /// (the least recently used are dropped, and rebuilt from their file
+    /// when asked for again) [default: a quarter of the machine's memory].
+    #[arg(long, env = "WMREPLAY_MAX_LIVE_BYTES", value_name = "SIZE", value_parser = parse_live_bytes)]
+    max_live_bytes: Option<u64>,
+    /// Under --log-dir: a live replay unused this long is dropped.
+    #[arg(long, env = "WMREPLAY_IDLE_TIMEOUT", default_value = "10m", value_parser = parse_ttl)]
+    idle_timeout: std::time::Duration,
+    /// Largest record POST /v1/records accepts.
+    #[arg(long, env = "WMREPLAY_MAX_RECORD_BYTES", default_value = "1MiB", value_name = "SIZE", value_parser = parse_body_limit)]
+    max_record_bytes: u64,
+    /// The environment variable holding the bearer token every route but
+    /// /healthz then requires (Authorization: Bearer <token>). The token is
+    /// never logged.
+    #[arg(long, env = "WMREPLAY_AUTH_TOKEN_ENV", value_name = "VAR")]
+    auth_token_env: Option<String>,
+    /// Listen on a non-loopback address without --auth-token-env (anyone who
+    /// can reach the port can then read and append to the logs).
+    #[arg(long, env = "WMREPLAY_ALLOW_UNAUTHENTICATED")]
+    allow_unauthenticated: bool,
     /// Address to listen on: HOST:PORT, where HOST is an IP address or a
     /// name (localhost:8787).
     #[arg(
@@ -205,7 +241,33 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     if args.upstream.is_some() && api_key.is_none() {
         tracing::warn!(var = %key_env, "no API key in the environment; calling the upstream without one");
     }
-    let mut cfg = Config::new(&args.log);
+    let auth_token = match &args.auth_token_env {
+        None => None,
+        Some(var) => match std::env::var(var) {
+            Ok(t) if !t.trim().is_empty() => Some(ApiKey(t)),
+            _ => {
+                return Err(Failure::Usage(format!(
+                    "--auth-token-env {var}: the variable is not set or empty"
+                )));
+            }
+        },
+    };
+    let mut cfg = match (&args.log, &args.log_dir) {
+        (Some(log), _) => Config::new(log),
+        (None, Some(dir)) => {
+            let mut c = Config::new(dir.join("unused.log"));
+            c.log_dir = Some(dir.clone());
+            c
+        }
+        (None, None) => return Err(Failure::Usage("--log or --log-dir is required".into())),
+    };
+    cfg.create_logs = args.create_logs;
+    if let Some(b) = args.max_live_bytes {
+        cfg.max_live_bytes = b;
+    }
+    cfg.idle_timeout = args.idle_timeout;
+    cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
+    cfg.auth_token = auth_token;
     cfg.upstream = args.upstream;
     cfg.provider = provider;
     cfg.model = args
@@ -262,10 +324,23 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
         let listener = listen(&args.addr).await?;
+        if let Ok(local) = listener.local_addr()
+            && !local.ip().is_loopback()
+            && cfg.auth_token.is_none()
+            && !args.allow_unauthenticated
+        {
+            return Err(Failure::Usage(format!(
+                "--addr {}: not a loopback address, and no --auth-token-env: anyone who can \
+                 reach it could read and append to the logs; set a token, or pass \
+                 --allow-unauthenticated",
+                args.addr
+            )));
+        }
         let addr = listener
             .local_addr()
             .map_or_else(|_| args.addr.clone(), |a| a.to_string());
-        tracing::info!(addr = %addr, log = %cfg.log.display(), upstream = cfg.upstream.is_some(), "listening");
+        let what = cfg.log_dir.as_ref().unwrap_or(&cfg.log).display().to_string();
+        tracing::info!(addr = %addr, log = %what, upstream = cfg.upstream.is_some(), auth = cfg.auth_token.is_some(), "listening");
         server::serve(cfg, listener, shutdown_signal())
             .await
             .map_err(|e| match e {

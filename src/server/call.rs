@@ -224,7 +224,11 @@ pub(super) async fn run_turn(
         &answer.text,
         unusual,
     );
-    if let Err(e) = state.writer.append(vec![line]).await {
+    let appended = match state.writer() {
+        Ok(w) => w.append(vec![line]).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = appended {
         let e = state.append_failed(&e);
         if let Some(tx) = &relay {
             let _ = tx.try_send(sse("error", &e.json()));

@@ -79,6 +79,23 @@ pub struct Config {
     /// OpenAI's `prompt_cache_key` [default: derived from the log's
     /// identity and the selection].
     pub cache_key: Option<String>,
+    /// Serve every `DIR/<id>.log` under `/v1/logs/{id}/…` instead of the
+    /// one [`log`](Self::log).
+    pub log_dir: Option<PathBuf>,
+    /// Under `log_dir`: a log that does not exist is created by its first
+    /// write (otherwise a write to it is a 404). Default on.
+    pub create_logs: bool,
+    /// Under `log_dir`: rendered bytes the live replays may hold together;
+    /// the least recently used are dropped beyond it (and rebuilt from their
+    /// file when asked for again). Default a quarter of the machine's memory.
+    pub max_live_bytes: u64,
+    /// Under `log_dir`: a live replay unused this long is dropped. Default
+    /// 10 minutes.
+    pub idle_timeout: Duration,
+    /// Largest record `POST /v1/records` accepts. Default 1 MiB.
+    pub max_record_bytes: usize,
+    /// Every route but `/healthz` requires `Authorization: Bearer <token>`.
+    pub auth_token: Option<ApiKey>,
 }
 
 impl Config {
@@ -112,6 +129,25 @@ impl Config {
             cache: true,
             cache_ttl: CacheTtl::FiveMinutes,
             cache_key: None,
+            log_dir: None,
+            create_logs: true,
+            max_live_bytes: default_max_live_bytes(),
+            idle_timeout: Duration::from_secs(600),
+            max_record_bytes: 1 << 20,
+            auth_token: None,
         }
     }
+}
+
+/// A quarter of the machine's memory (from `/proc/meminfo`), or 1 GiB where
+/// that cannot be read.
+fn default_max_live_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(1 << 30, |kb| kb * 1024 / 4)
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
@@ -97,7 +97,12 @@ pub(super) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snap
             // Another file now: a remembered window start means nothing.
             *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        snapshot_of(&st, &mut live, report, false)
+        let snap = snapshot_of(&st, &mut live, report, false);
+        st.live_bytes.store(
+            live.info().rendered_bytes,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        snap
     })
     .await;
     match res {
@@ -119,7 +124,7 @@ pub(super) async fn healthz() -> Response {
     json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
 }
 
-pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Result<Response, ApiError> {
+pub(super) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
     let _permit = state.permit()?;
     let snap = snapshot(&state, true).await?;
     let i = snap.info;
@@ -137,6 +142,7 @@ pub(super) async fn stats(State(state): State<Arc<AppState>>) -> Result<Response
     };
     let body = json!({
         "log": state.cfg.log.display().to_string(),
+        "id": state.id,
         "log_bytes": i.file_len,
         "stats": stats_json(&snap.stats, state.cfg.replay.max_skips),
         "selection": selection,

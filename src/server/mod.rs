@@ -39,12 +39,15 @@
 //! (each provider's shapes).
 
 mod anthropic;
+mod auth;
 mod call;
 mod config;
 mod conn;
 mod context;
 mod errors;
+mod logs;
 mod openai;
+mod records;
 mod sessions;
 pub mod settings;
 mod turn;
@@ -57,7 +60,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -72,13 +77,27 @@ use context::replay_failed;
 use context::{Snapshot, snapshot, snapshot_of, stats_json};
 use errors::{ApiError, internal, json_response, read_body};
 
+/// One log served: its settings (`cfg.log` is the log), its live replay,
+/// its single writer and its session state. With `--log` there is one; with
+/// `--log-dir`, one per log asked for, kept in [`logs::LogDir`]'s LRU.
 struct AppState {
     cfg: Config,
+    /// The log's id under `--log-dir`.
+    id: Option<String>,
     /// The upstream's endpoint, checked at start.
     upstream: Option<reqwest::Url>,
     system: String,
     live: Arc<Mutex<LiveReplay>>,
-    writer: Writer,
+    /// The log's single writer, started on the first append.
+    writer: std::sync::OnceLock<Writer>,
+    /// Every writer thread started, joined at shutdown.
+    threads: Arc<Mutex<Vec<writer::WriterThread>>>,
+    /// Whether the first append may create the log.
+    create: bool,
+    /// Rendered bytes the live replay held at its last use.
+    live_bytes: std::sync::atomic::AtomicU64,
+    /// When the log was last used.
+    used: Mutex<std::time::Instant>,
     replays: Arc<Semaphore>,
     client: reqwest::Client,
     /// The cache-stable window's start, as last replayed.
@@ -141,7 +160,35 @@ impl AppState {
         })
     }
 
+    /// The log's writer, started (and the log created) on first use.
+    fn writer(&self) -> std::io::Result<&Writer> {
+        if let Some(w) = self.writer.get() {
+            return Ok(w);
+        }
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = self.writer.get() {
+            return Ok(w);
+        }
+        if !self.create && std::fs::symlink_metadata(&self.cfg.log).is_err() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the log does not exist (and --create-logs is off)",
+            ));
+        }
+        let (w, thread) = Writer::start(&self.cfg.log, self.cfg.fsync)?;
+        threads.retain(|t| !t.is_finished());
+        threads.push(thread);
+        Ok(self.writer.get_or_init(|| w))
+    }
+
     fn append_failed(&self, e: &std::io::Error) -> ApiError {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            return ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no_such_log",
+                format!("{}: {e}", self.cfg.log.display()),
+            );
+        }
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "append_failed",
@@ -150,13 +197,64 @@ impl AppState {
     }
 }
 
-fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/respond", post(turn::respond))
-        .route("/v1/context", post(turn::context))
-        .route("/v1/stats", get(context::stats))
-        .route("/v1/turn/prepare", post(sessions::turn_prepare))
-        .route("/v1/turn/ack", post(sessions::turn_ack))
+/// The handlers of a log's routes, for the one `--log` (`$one`) and for
+/// `/v1/logs/{id}/…` (`$at`).
+macro_rules! per_log {
+    ($one:ident, $at:ident, $f:path) => {
+        async fn $one(State(server): State<Arc<logs::Server>>, req: Request) -> Response {
+            match server.log(None) {
+                Ok(state) => $f(state, req).await.into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
+        async fn $at(
+            State(server): State<Arc<logs::Server>>,
+            Path(id): Path<String>,
+            req: Request,
+        ) -> Response {
+            match server.log(Some(&id)) {
+                Ok(state) => $f(state, req).await.into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
+    };
+}
+
+per_log!(respond_one, respond_at, turn::respond);
+per_log!(context_one, context_at, turn::context);
+per_log!(stats_one, stats_at, context::stats);
+per_log!(prepare_one, prepare_at, sessions::turn_prepare);
+per_log!(ack_one, ack_at, sessions::turn_ack);
+per_log!(records_one, records_at, records::append);
+
+fn router(server: Arc<logs::Server>) -> Router {
+    let routes = match server.logs {
+        logs::Logs::One(_) => Router::new()
+            .route("/respond", post(respond_one))
+            .route("/v1/context", post(context_one))
+            .route("/v1/stats", get(stats_one))
+            .route("/v1/turn/prepare", post(prepare_one))
+            .route("/v1/turn/ack", post(ack_one))
+            .route("/v1/records", post(records_one)),
+        logs::Logs::Dir(_) => Router::new()
+            .route("/v1/logs", get(logs::list))
+            .route("/v1/logs/{id}/respond", post(respond_at))
+            .route("/v1/logs/{id}/context", post(context_at))
+            .route("/v1/logs/{id}/stats", get(stats_at))
+            .route("/v1/logs/{id}/turn/prepare", post(prepare_at))
+            .route("/v1/logs/{id}/turn/ack", post(ack_at))
+            .route("/v1/logs/{id}/records", post(records_at)),
+    };
+    let routes = match server.shared.cfg.auth_token.clone() {
+        Some(token) => routes.route_layer(axum::middleware::from_fn(
+            move |req: Request, next: axum::middleware::Next| {
+                let token = token.clone();
+                async move { auth::check(&token, req, next).await }
+            },
+        )),
+        None => routes,
+    };
+    routes
         .route("/healthz", get(context::healthz))
         .fallback(errors::not_found)
         .method_not_allowed_fallback(errors::method_not_allowed)
@@ -171,7 +269,7 @@ fn router(state: Arc<AppState>) -> Router {
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
                 ),
         )
-        .with_state(state)
+        .with_state(server)
 }
 
 /// Errors starting the server.
@@ -233,46 +331,101 @@ pub async fn serve(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ServeError::Client(e.to_string()))?;
-    let (writer, writer_thread) =
-        Writer::start(&cfg.log, cfg.fsync).map_err(|source| ServeError::Writer {
-            path: cfg.log.clone(),
-            source,
-        })?;
-    let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone())
-        .with_selection(cfg.selection.clone());
-    let (live, first) = tokio::task::spawn_blocking(move || {
-        let mut live = live;
-        let r = live.refresh();
-        (live, r)
+    let shared = Arc::new(logs::Shared {
+        upstream,
+        client,
+        system: crate::system_prompt(cfg.system.as_deref()),
+        replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
+        threads: Arc::default(),
+        cfg,
+    });
+    let logs = match &shared.cfg.log_dir {
+        Some(dir) => {
+            let dir = logs::LogDir::new(dir)
+                .map_err(|e| ServeError::Config(format!("--log-dir {}: {e}", dir.display())))?;
+            tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
+            logs::Logs::Dir(dir)
+        }
+        None => logs::Logs::One(Arc::new(open_one(&shared).await?)),
+    };
+    let server = Arc::new(logs::Server {
+        shared: shared.clone(),
+        logs,
+    });
+    if let Some(every) = server.sweep_every() {
+        let weak = Arc::downgrade(&server);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                match weak.upgrade() {
+                    Some(s) => s.sweep(),
+                    None => return,
+                }
+            }
+        });
+    }
+    let app = router(server.clone());
+    let cfg = &shared.cfg;
+    let bounds = conn::Bounds {
+        header_timeout: cfg.header_timeout,
+        keep_alive_timeout: cfg.keep_alive_timeout,
+        write_timeout: cfg.write_timeout,
+        shutdown_timeout: cfg.shutdown_timeout,
+        max_connections: cfg.max_connections,
+    };
+    conn::accept_loop(listener, app, bounds, shutdown).await;
+    // Turns still running (their answers not yet appended) hold their log's
+    // state: they get what is left of the shutdown timeout.
+    let deadline = tokio::time::Instant::now() + cfg.shutdown_timeout;
+    let states = server.take_all();
+    drop(server);
+    let all_done = async {
+        for st in states {
+            drop(wait_for_last(st).await);
+        }
+    };
+    match tokio::time::timeout_at(deadline, all_done).await {
+        Ok(()) => {
+            // Every writer handle is gone: the threads finish their queues.
+            let threads =
+                std::mem::take(&mut *shared.threads.lock().unwrap_or_else(|p| p.into_inner()));
+            let joined = tokio::task::spawn_blocking(move || {
+                for t in threads {
+                    t.join();
+                }
+            });
+            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(1), joined).await;
+            tracing::info!("stopped");
+        }
+        Err(_) => tracing::warn!("turns still running after the shutdown timeout; stopping anyway"),
+    }
+    Ok(())
+}
+
+/// The one `--log`: its writer started (the log created) and its replay
+/// built before the server answers, its window start resumed.
+async fn open_one(shared: &Arc<logs::Shared>) -> Result<AppState, ServeError> {
+    let state = shared.open(shared.cfg.log.clone(), None, true);
+    state.writer().map_err(|source| ServeError::Writer {
+        path: state.cfg.log.clone(),
+        source,
+    })?;
+    let live = state.live.clone();
+    let first = tokio::task::spawn_blocking(move || {
+        let mut live = live.lock().unwrap_or_else(|p| p.into_inner());
+        live.refresh().map(|r| (r, live.info().records))
     })
     .await
     .expect("the first replay does not panic");
-    let first = first?;
+    let (first, records) = first?;
     tracing::info!(
-        log = %cfg.log.display(),
-        records = live.info().records,
+        log = %state.cfg.log.display(),
+        records,
         bytes = first.bytes_committed,
         "log replayed"
     );
-    let state = Arc::new(AppState {
-        upstream,
-        inflight: turn::InFlight::default(),
-        totals: Mutex::new(turn::Totals::default()),
-        window: Mutex::new(None),
-        cache: Mutex::new(crate::CacheMemory::default()),
-        cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
-            cfg.cache_key
-                .clone()
-                .unwrap_or_else(|| derived_cache_key(&cfg))
-        }),
-        store: Mutex::new(None),
-        system: crate::system_prompt(cfg.system.as_deref()),
-        replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
-        live: Arc::new(Mutex::new(live)),
-        writer,
-        client,
-        cfg,
-    });
+    let state = Arc::new(state);
     if state.cfg.selection.trim_to.is_some() {
         // Resume the window where the last run left it.
         let st = state.clone();
@@ -285,28 +438,7 @@ pub async fn serve(
         .expect("reading the window start does not panic")?;
         *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
     }
-    let app = router(state.clone());
-    let bounds = conn::Bounds {
-        header_timeout: state.cfg.header_timeout,
-        keep_alive_timeout: state.cfg.keep_alive_timeout,
-        write_timeout: state.cfg.write_timeout,
-        shutdown_timeout: state.cfg.shutdown_timeout,
-        max_connections: state.cfg.max_connections,
-    };
-    conn::accept_loop(listener, app, bounds, shutdown).await;
-    // Turns still running (their answers not yet appended) hold the state:
-    // they get what is left of the shutdown timeout.
-    let deadline = tokio::time::Instant::now() + state.cfg.shutdown_timeout;
-    match tokio::time::timeout_at(deadline, wait_for_last(state)).await {
-        Ok(state) => {
-            drop(state);
-            let joined = tokio::task::spawn_blocking(move || writer_thread.join());
-            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(1), joined).await;
-            tracing::info!("stopped");
-        }
-        Err(_) => tracing::warn!("turns still running after the shutdown timeout; stopping anyway"),
-    }
-    Ok(())
+    Ok(Arc::try_unwrap(state).unwrap_or_else(|_| unreachable!("no other holder yet")))
 }
 
 /// A `prompt_cache_key` for the log and the selection: the same across

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
@@ -14,10 +14,7 @@ use super::errors::{ApiError, internal, json_object, json_response, read_body, s
 use crate::Format;
 use crate::state;
 
-pub(super) async fn turn_prepare(
-    State(state): State<Arc<AppState>>,
-    req: Request,
-) -> Result<Response, ApiError> {
+pub(super) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let body = read_body(&state, req).await?;
     let obj = json_object(&body)?;
     let key = string_field(&obj, "session_key", "invalid_session_key")?
@@ -63,10 +60,7 @@ pub(super) async fn turn_prepare(
     Ok(json_response(StatusCode::OK, prepared.to_json()))
 }
 
-pub(super) async fn turn_ack(
-    State(state): State<Arc<AppState>>,
-    req: Request,
-) -> Result<Response, ApiError> {
+pub(super) async fn turn_ack(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let body = read_body(&state, req).await?;
     let obj = json_object(&body)?;
     let id = string_field(&obj, "prepare_id", "invalid_prepare_id")?

@@ -129,6 +129,20 @@ impl Config {
             check_duration(name, d, MAX_TIMEOUT)?;
         }
         check_duration("--idempotency-ttl", self.idempotency_ttl, MAX_TTL)?;
+        check_duration("--idle-timeout", self.idle_timeout, MAX_TTL)?;
+        if self.max_record_bytes == 0 || self.max_record_bytes as u64 > MAX_BODY_LIMIT {
+            return Err(format!(
+                "--max-record-bytes must be between 1 and {MAX_BODY_LIMIT} bytes"
+            ));
+        }
+        if self.max_live_bytes == 0 {
+            return Err("--max-live-bytes must be at least 1 byte".into());
+        }
+        if let Some(t) = &self.auth_token
+            && t.0.trim().is_empty()
+        {
+            return Err("the auth token is empty".into());
+        }
         if self.retry_min_delay > MAX_TIMEOUT {
             return Err("the retry delay is longer than a day".into());
         }

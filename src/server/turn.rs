@@ -22,7 +22,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
@@ -199,10 +199,7 @@ fn stream_body(parts: Vec<Bytes>) -> Body {
 }
 
 /// `POST /v1/context`: the request body `/respond` would send now.
-pub(super) async fn context(
-    State(state): State<Arc<AppState>>,
-    req: Request,
-) -> Result<Response, ApiError> {
+pub(super) async fn context(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let body = read_body(&state, req).await?;
     let input = parse_input(&headers, &body)?;
@@ -234,10 +231,7 @@ enum Plan {
 }
 
 /// `POST /respond`.
-pub(super) async fn respond(
-    State(state): State<Arc<AppState>>,
-    req: Request,
-) -> Result<Response, ApiError> {
+pub(super) async fn respond(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let body = read_body(&state, req).await?;
     let input = parse_input(&headers, &body)?;
@@ -500,8 +494,8 @@ async fn begin(
             // it past the line before this turn's snapshot is taken.
             let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
             let (appended, durable) = st
-                .writer
-                .append_blocking(vec![line])
+                .writer()
+                .and_then(|w| w.append_blocking(vec![line]))
                 .map_err(|e| st.append_failed(&e))?;
             let offset = appended[0].offset;
             if let Some(k) = &key {

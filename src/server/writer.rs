@@ -149,6 +149,11 @@ impl WriterThread {
     pub fn join(self) {
         let _ = self.handle.join();
     }
+
+    /// Whether the thread has stopped (every handle dropped, queue done).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
 }
 
 fn stopped() -> std::io::Error {

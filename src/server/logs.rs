@@ -1,0 +1,340 @@
+//! Which log a request is for: the one `--log`, or `DIR/<id>.log` under
+//! `--log-dir`, each with its own single writer and live replay.
+//!
+//! Under `--log-dir`, ids match `[A-Za-z0-9][A-Za-z0-9._-]{0,127}` (so no id
+//! names a path outside the directory), a log that is a symlink must resolve
+//! inside the directory, and the live replays are kept in an LRU bounded by
+//! `--max-live-bytes` (the rendered bytes they hold) and dropped after
+//! `--idle-timeout` unused; a log dropped and asked for again is rebuilt
+//! from its file. Dropping a log's state never loses a write: requests in
+//! flight hold it, and its writer finishes its queue before it stops.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use super::errors::{ApiError, json_response};
+use super::{AppState, Config, Provider, derived_cache_key, turn, writer};
+use crate::LiveReplay;
+
+/// Longest log id.
+const MAX_ID: usize = 128;
+
+/// What every log's state shares: the settings, the upstream, the HTTP
+/// client, the replay permits and the writer threads.
+pub(super) struct Shared {
+    pub(super) cfg: Config,
+    pub(super) upstream: Option<reqwest::Url>,
+    pub(super) client: reqwest::Client,
+    pub(super) system: String,
+    pub(super) replays: Arc<Semaphore>,
+    pub(super) threads: Arc<Mutex<Vec<writer::WriterThread>>>,
+}
+
+impl Shared {
+    /// A fresh state for the log at `log` (nothing read yet).
+    pub(super) fn open(&self, log: PathBuf, id: Option<String>, create: bool) -> AppState {
+        let mut cfg = self.cfg.clone();
+        cfg.log = log;
+        if id.is_some() {
+            // Each log keeps its state store next to itself.
+            cfg.state = None;
+        }
+        let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone())
+            .with_selection(cfg.selection.clone());
+        AppState {
+            id,
+            upstream: self.upstream.clone(),
+            system: self.system.clone(),
+            live: Arc::new(Mutex::new(live)),
+            writer: std::sync::OnceLock::new(),
+            threads: self.threads.clone(),
+            create,
+            live_bytes: Default::default(),
+            used: Mutex::new(Instant::now()),
+            replays: self.replays.clone(),
+            client: self.client.clone(),
+            window: Mutex::new(None),
+            store: Mutex::new(None),
+            inflight: turn::InFlight::default(),
+            totals: Mutex::new(turn::Totals::default()),
+            cache: Mutex::new(crate::CacheMemory::default()),
+            cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
+                cfg.cache_key
+                    .clone()
+                    .unwrap_or_else(|| derived_cache_key(&cfg))
+            }),
+            cfg,
+        }
+    }
+}
+
+/// The logs a server serves.
+pub(super) enum Logs {
+    /// `--log`: one log, always live.
+    One(Arc<AppState>),
+    /// `--log-dir`.
+    Dir(LogDir),
+}
+
+/// Every `DIR/<id>.log`, their live states in an LRU.
+pub(super) struct LogDir {
+    /// The directory, canonical.
+    root: PathBuf,
+    states: Mutex<lru::LruCache<String, Arc<AppState>>>,
+}
+
+/// What the router holds.
+pub(super) struct Server {
+    pub(super) shared: Arc<Shared>,
+    pub(super) logs: Logs,
+}
+
+/// Whether `id` is a log id: `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
+pub(super) fn valid_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_ID
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+}
+
+fn bad_id(id: &str) -> ApiError {
+    let shown: String = id.chars().take(40).collect();
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_log_id",
+        format!(
+            "{shown:?} is not a log id: 1 to {MAX_ID} letters, digits, '.', '_' or '-', \
+             starting with a letter or digit"
+        ),
+    )
+}
+
+impl LogDir {
+    /// The directory `dir` (which must exist).
+    pub(super) fn new(dir: &Path) -> std::io::Result<LogDir> {
+        let root = std::fs::canonicalize(dir)?;
+        if !root.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory",
+                dir.display()
+            )));
+        }
+        Ok(LogDir {
+            root,
+            states: Mutex::new(lru::LruCache::unbounded()),
+        })
+    }
+
+    /// The path of log `id`, checked: a symlink must resolve inside the
+    /// directory.
+    fn path_of(&self, id: &str) -> Result<PathBuf, ApiError> {
+        if !valid_id(id) {
+            return Err(bad_id(id));
+        }
+        let path = self.root.join(format!("{id}.log"));
+        if let Ok(meta) = std::fs::symlink_metadata(&path)
+            && meta.file_type().is_symlink()
+        {
+            let inside = std::fs::canonicalize(&path)
+                .map(|target| target.starts_with(&self.root))
+                .unwrap_or(false);
+            if !inside {
+                return Err(ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "log_outside_directory",
+                    format!("log {id:?} is a link to a file outside the log directory"),
+                ));
+            }
+        }
+        Ok(path)
+    }
+}
+
+impl Server {
+    /// The state of the log a request names (`None`: the one `--log`).
+    pub(super) fn log(&self, id: Option<&str>) -> Result<Arc<AppState>, ApiError> {
+        let state = match (&self.logs, id) {
+            (Logs::One(st), None) => st.clone(),
+            (Logs::Dir(dir), Some(id)) => {
+                let path = dir.path_of(id)?;
+                let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
+                let st = match states.get(id) {
+                    Some(st) => st.clone(),
+                    None => {
+                        let st = Arc::new(self.shared.open(
+                            path,
+                            Some(id.to_string()),
+                            self.shared.cfg.create_logs,
+                        ));
+                        states.put(id.to_string(), st.clone());
+                        st
+                    }
+                };
+                self.evict(&mut states, id);
+                st
+            }
+            // The routes of one mode only exist in that mode.
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "no such endpoint",
+                ));
+            }
+        };
+        *state.used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        Ok(state)
+    }
+
+    /// Drops the least recently used states while their rendered bytes
+    /// exceed `--max-live-bytes` (never `keep`, the one just asked for).
+    fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>, keep: &str) {
+        let bound = self.shared.cfg.max_live_bytes;
+        let mut total: u64 = states
+            .iter()
+            .map(|(_, s)| s.live_bytes.load(Ordering::Relaxed))
+            .sum();
+        while total > bound && states.len() > 1 {
+            let Some((id, st)) = states.peek_lru().map(|(k, v)| (k.clone(), v.clone())) else {
+                break;
+            };
+            if id == keep {
+                // Move it up and look at the next one.
+                states.promote(&id);
+                if states.peek_lru().is_some_and(|(k, _)| k == keep) {
+                    break;
+                }
+                continue;
+            }
+            states.pop(&id);
+            total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
+            tracing::debug!(log = %id, "live state dropped (memory bound)");
+        }
+    }
+
+    /// Drops the states unused for `--idle-timeout`.
+    pub(super) fn sweep(&self) {
+        if let Logs::Dir(dir) = &self.logs {
+            let idle = self.shared.cfg.idle_timeout;
+            let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
+            let old: Vec<String> = states
+                .iter()
+                .filter(|(_, s)| s.used.lock().unwrap_or_else(|p| p.into_inner()).elapsed() > idle)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for id in old {
+                states.pop(&id);
+                tracing::debug!(log = %id, "live state dropped (idle)");
+            }
+        }
+    }
+
+    /// Every state held, taken out (at shutdown).
+    pub(super) fn take_all(&self) -> Vec<Arc<AppState>> {
+        match &self.logs {
+            Logs::One(st) => vec![st.clone()],
+            Logs::Dir(dir) => {
+                let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
+                let mut out = Vec::with_capacity(states.len());
+                while let Some((_, st)) = states.pop_lru() {
+                    out.push(st);
+                }
+                out
+            }
+        }
+    }
+
+    /// How often idle states are looked for.
+    pub(super) fn sweep_every(&self) -> Option<Duration> {
+        match &self.logs {
+            Logs::One(_) => None,
+            Logs::Dir(_) => {
+                Some((self.shared.cfg.idle_timeout / 4).max(Duration::from_millis(100)))
+            }
+        }
+    }
+}
+
+/// `GET /v1/logs`: every `<id>.log` in the directory, its size and whether
+/// its replay is live.
+pub(super) async fn list(State(server): State<Arc<Server>>) -> Result<Response, ApiError> {
+    let Logs::Dir(dir) = &server.logs else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such endpoint",
+        ));
+    };
+    let live: Vec<String> = {
+        let states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.iter().map(|(k, _)| k.clone()).collect()
+    };
+    let root = dir.root.clone();
+    let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&root)? {
+            let e = e?;
+            let name = e.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
+                continue;
+            };
+            if !valid_id(id) {
+                continue;
+            }
+            let size = std::fs::metadata(e.path()).map(|m| m.len()).unwrap_or(0);
+            out.push((id.to_string(), size));
+        }
+        out.sort();
+        Ok(out)
+    })
+    .await
+    .map_err(|e| super::internal("list_failed", e))?
+    .map_err(|e| super::internal("list_failed", e))?;
+    let logs: Vec<_> = entries
+        .into_iter()
+        .map(|(id, size)| json!({"id": id, "bytes": size, "live": live.contains(&id)}))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        json!({ "logs": logs }).to_string(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_id;
+
+    #[test]
+    fn ids_never_name_a_path() {
+        for ok in ["a", "agent-7", "A.b_c-9", &"x".repeat(128)] {
+            assert!(valid_id(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "-x",
+            "a/b",
+            "a\\b",
+            "%2e%2e",
+            "a b",
+            "é",
+            &"x".repeat(129),
+            "a\0",
+            "../etc/passwd",
+        ] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+    }
+}

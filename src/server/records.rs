@@ -1,0 +1,261 @@
+//! `POST /v1/records`: every component of an agent appends through the
+//! server's one writer. The body is one record (a JSON object), a batch (an
+//! array of objects), or NDJSON (`content-type: application/x-ndjson`).
+//!
+//! Each record must be an object with a string `type`; a `ts_ms`, when
+//! present, must be a number, and when absent is set from the writer's clock
+//! (never below the last one it wrote for the log), first in the object.
+//! Records are written compact, one per line, exactly as sent otherwise.
+//! A record that fails a check rejects the whole batch (400 naming its
+//! index and the reason) and nothing of it is written; a valid batch is
+//! written with one `write` and made durable before the answer, which gives
+//! each record's `ts_ms`, byte offset and length. Every record written is
+//! one the replay parses. An `Idempotency-Key` makes a retry return the
+//! first answer instead of writing again.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::errors::{ApiError, internal, json_response, read_body};
+use super::writer::Line;
+use crate::parse::{LineParser, SkipReason};
+use crate::state::{TurnBegin, TurnStatus};
+
+/// Longest idempotency key accepted.
+const MAX_KEY: usize = 255;
+
+fn bad(code: &'static str, message: String) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, code, message)
+}
+
+/// The record texts of a body: its array's elements, its one value, or its
+/// NDJSON lines.
+fn split(body: &[u8], ndjson: bool) -> Result<Vec<&[u8]>, ApiError> {
+    if ndjson {
+        return Ok(body
+            .split(|&b| b == b'\n')
+            .map(<[u8]>::trim_ascii)
+            .filter(|l| !l.is_empty())
+            .collect());
+    }
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'[') {
+        let items: Vec<&RawValue> = serde_json::from_slice(body)
+            .map_err(|e| bad("invalid_json", format!("the body is not a JSON array: {e}")))?;
+        Ok(items.into_iter().map(|r| r.get().as_bytes()).collect())
+    } else {
+        let one: &RawValue = serde_json::from_slice(body)
+            .map_err(|e| bad("invalid_json", format!("the body is not valid JSON: {e}")))?;
+        Ok(vec![one.get().as_bytes()])
+    }
+}
+
+/// `raw` without the JSON whitespace outside its strings: one line.
+fn compact(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in raw {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            out.push(b);
+            in_string = b == b'"';
+        }
+    }
+    out
+}
+
+/// One checked record: the line to write, and its `ts_ms` if it has one.
+fn check(
+    i: usize,
+    raw: &[u8],
+    parser: &mut LineParser,
+    max: usize,
+) -> Result<(Line, Option<f64>), ApiError> {
+    let line = compact(raw);
+    if line.len() > max {
+        return Err(bad(
+            "record_too_large",
+            format!(
+                "record {i}: {} bytes, more than the limit of {max} (--max-record-bytes)",
+                line.len()
+            ),
+        ));
+    }
+    match parser.parse(&line, 0) {
+        Ok(r) => Ok((Line::verbatim(line), Some(r.ts_ms()))),
+        Err(SkipReason::MissingTsMs) => Ok((Line::stamped_object(&line), None)),
+        Err(SkipReason::TsMsNotNumber) => Err(bad(
+            "invalid_record",
+            format!("record {i}: `ts_ms` must be a number (or absent: the server sets it)"),
+        )),
+        Err(reason) => Err(bad("invalid_record", format!("record {i}: {reason}"))),
+    }
+}
+
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(h) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let k = h.to_str().map_err(|_| {
+        bad(
+            "invalid_idempotency_key",
+            "the Idempotency-Key header must be printable ASCII".into(),
+        )
+    })?;
+    if k.is_empty() || k.len() > MAX_KEY {
+        return Err(bad(
+            "invalid_idempotency_key",
+            format!("the Idempotency-Key header must be 1 to {MAX_KEY} characters"),
+        ));
+    }
+    Ok(Some(format!("records:{k}")))
+}
+
+/// `POST /v1/records`.
+pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
+    let body = read_body(&state, req).await?;
+    let ndjson = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-ndjson"));
+    let key = idempotency_key(&headers)?;
+    let raws = split(&body, ndjson)?;
+    if raws.is_empty() {
+        return Err(bad("no_records", "the body holds no record".into()));
+    }
+    let mut parser = LineParser::new(state.cfg.replay.max_depth);
+    let mut lines = Vec::with_capacity(raws.len());
+    let mut given = Vec::with_capacity(raws.len());
+    for (i, raw) in raws.iter().enumerate() {
+        let (line, ts) = check(i, raw, &mut parser, state.cfg.max_record_bytes)?;
+        lines.push(line);
+        given.push(ts);
+    }
+    let _permit = state.permit()?;
+    if let Some(key) = &key {
+        let hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body));
+        let (st, k) = (state.clone(), key.clone());
+        let begin = tokio::task::spawn_blocking(move || {
+            let store = st.store()?;
+            let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+            let b = store.begin_turn(&st.cfg.log, &k, &hash, st.cfg.idempotency_ttl)?;
+            if matches!(
+                b,
+                TurnBegin::Seen {
+                    status: TurnStatus::Failed,
+                    ..
+                }
+            ) {
+                store.restart_turn(&k)?;
+            }
+            Ok::<_, crate::Error>(b)
+        })
+        .await
+        .map_err(|e| internal("state_failed", e))?
+        .map_err(|e| internal("state_failed", e))?;
+        match begin {
+            TurnBegin::Conflict => {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "idempotency_key_reused",
+                    "this Idempotency-Key was used with another body",
+                ));
+            }
+            TurnBegin::Seen {
+                status: TurnStatus::Done(answer),
+                ..
+            } => {
+                let mut r = json_response(StatusCode::OK, answer);
+                r.headers_mut()
+                    .insert("idempotent-replayed", HeaderValue::from_static("true"));
+                return Ok(r);
+            }
+            TurnBegin::Seen {
+                status: TurnStatus::Running,
+                ..
+            } => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "in_progress",
+                    "a request with this Idempotency-Key is being written; retry shortly",
+                ));
+            }
+            _ => {}
+        }
+    }
+    let written = match state.writer() {
+        Ok(w) => w.append(lines).await,
+        Err(e) => Err(e),
+    };
+    let outcome = written.map_err(|e| state.append_failed(&e));
+    let answer = outcome.as_ref().ok().map(|appended| {
+        let records: Vec<Value> = appended
+            .iter()
+            .zip(&given)
+            .map(|(a, ts)| {
+                let ts = a.ts_ms.map_or_else(|| json!(ts), |t| json!(t));
+                json!({"ts_ms": ts, "offset": a.offset, "bytes": a.len})
+            })
+            .collect();
+        json!({"written": records.len(), "records": records}).to_string()
+    });
+    if let Some(key) = key {
+        let (st, first) = (
+            state.clone(),
+            outcome
+                .as_ref()
+                .ok()
+                .and_then(|a| a.first())
+                .map(|a| a.offset),
+        );
+        let answer = answer.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            let store = st.store()?;
+            let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(offset) = first {
+                // The log's identity now (the write may have created it).
+                store.set_turn_input(&st.cfg.log, &key, offset)?;
+            }
+            store.finish_turn(&key, answer.as_deref())
+        })
+        .await;
+        if !matches!(recorded, Ok(Ok(()))) {
+            tracing::error!("cannot record the outcome of an idempotent write");
+        }
+    }
+    outcome?;
+    Ok(json_response(
+        StatusCode::OK,
+        answer.expect("an answer for a write"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compact;
+
+    #[test]
+    fn compacting_keeps_strings_and_drops_the_rest_of_the_whitespace() {
+        let raw = b"{ \"type\" : \"a b\\\" c\\n\",\n\t\"x\" : [ 1 , 2 ] }";
+        assert_eq!(
+            compact(raw),
+            b"{\"type\":\"a b\\\" c\\n\",\"x\":[1,2]}".to_vec()
+        );
+        assert_eq!(compact(br#"{"k":"\\"}"#), br#"{"k":"\\"}"#.to_vec());
+    }
+}
