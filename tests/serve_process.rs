@@ -53,6 +53,75 @@ fn settings_are_checked_at_start_up() {
     refused(&["--max-tokens", "0"], "0");
     refused(&["--addr", "no-port"], "--addr");
     refused(&["--log-format", "xml"], "xml");
+    // Beyond loopback, a token (or an explicit opt-out) is required.
+    refused(&["--addr", "0.0.0.0:0"], "--allow-unauthenticated");
+    refused(&["--auth-token-env", "WMREPLAY_TEST_UNSET_VAR"], "not set");
+    refused(&["--max-record-bytes", "0"], "--max-record-bytes");
+    // --log-dir must be a directory that exists; --log and --log-dir exclude each other.
+    let dir = tempfile::tempdir().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "--log-dir".to_string(),
+                dir.path().join("missing").display().to_string(),
+            ],
+            "--log-dir",
+        ),
+        (
+            vec![
+                "--log-dir".to_string(),
+                dir.path().display().to_string(),
+                "--log".into(),
+                "x.log".into(),
+            ],
+            "cannot be used with",
+        ),
+    ] {
+        let out = wmreplay().arg("serve").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_auth_token_is_required_and_never_logged() {
+    const TOKEN: &str = "wmr-token-very-secret-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let srv = Serving::start(
+        &log,
+        &["--auth-token-env", "WMREPLAY_TEST_TOKEN"],
+        &[("WMREPLAY_TEST_TOKEN", TOKEN), ("RUST_LOG", "trace")],
+        None,
+    );
+    let mut outputs = String::new();
+    for (auth, want) in [
+        (None, 401),
+        (Some(format!("Bearer {}", &TOKEN[..10])), 401),
+        (Some(format!("Bearer {TOKEN}")), 200),
+    ] {
+        let mut r = client()
+            .post(format!("{}/v1/context", srv.url))
+            .body(r#"{"text":"hi"}"#);
+        if let Some(a) = &auth {
+            r = r.header("authorization", a);
+        }
+        let resp = r.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), want, "{auth:?}");
+        outputs.push_str(&resp.text().await.unwrap());
+    }
+    let health = client()
+        .get(format!("{}/healthz", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let logs = srv.stop();
+    assert!(logs.contains("listening"), "{logs}");
+    outputs.push_str(&logs);
+    assert!(!outputs.contains(TOKEN), "the token leaked");
+    assert!(!outputs.contains(&TOKEN[..12]), "part of the token leaked");
 }
 
 /// A server process and what it printed on stderr so far.

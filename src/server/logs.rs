@@ -275,10 +275,14 @@ pub(super) async fn list(State(server): State<Arc<Server>>) -> Result<Response, 
             "no such endpoint",
         ));
     };
-    let live: Vec<String> = {
+    let live: std::collections::HashMap<String, u64> = {
         let states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
-        states.iter().map(|(k, _)| k.clone()).collect()
+        states
+            .iter()
+            .map(|(k, s)| (k.clone(), s.live_bytes.load(Ordering::Relaxed)))
+            .collect()
     };
+    let held: u64 = live.values().sum();
     let root = dir.root.clone();
     let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<(String, u64)>> {
         let mut out = Vec::new();
@@ -302,12 +306,18 @@ pub(super) async fn list(State(server): State<Arc<Server>>) -> Result<Response, 
     .map_err(|e| super::internal("list_failed", e))?;
     let logs: Vec<_> = entries
         .into_iter()
-        .map(|(id, size)| json!({"id": id, "bytes": size, "live": live.contains(&id)}))
+        .map(|(id, size)| {
+            let held = live.get(&id);
+            json!({"id": id, "bytes": size, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
+        })
         .collect();
-    Ok(json_response(
-        StatusCode::OK,
-        json!({ "logs": logs }).to_string(),
-    ))
+    let body = json!({
+        "logs": logs,
+        "live_logs": live.len(),
+        "live_bytes": held,
+        "max_live_bytes": server.shared.cfg.max_live_bytes,
+    });
+    Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
 #[cfg(test)]
