@@ -324,15 +324,18 @@ pub(crate) fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(),
     if meta.is_file() {
         return Ok(());
     }
-    let what = if meta.is_dir() {
-        "it is a directory"
+    let (kind, what) = if meta.is_dir() {
+        (std::io::ErrorKind::IsADirectory, "it is a directory")
     } else {
-        "it is not a regular file (a FIFO, a device or a socket)"
+        (
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file (a FIFO, a device or a socket)",
+        )
     };
     Err(Error::io(
         path,
         "cannot read",
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, what),
+        std::io::Error::new(kind, what),
     ))
 }
 

@@ -37,6 +37,7 @@ impl LiveReplay {
     /// many were placed, so the caller can mark the system block with one
     /// left over. Positions count from the window's start, so a window
     /// that stays put keeps its marks.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn select_cached(
         &mut self,
         sel: &Selection,

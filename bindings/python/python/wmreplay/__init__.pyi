@@ -1,0 +1,5 @@
+from ._wmreplay import SYSTEM_RULE as SYSTEM_RULE
+from ._wmreplay import LiveReplay as LiveReplay
+from ._wmreplay import MessageIter as MessageIter
+from ._wmreplay import Replay as Replay
+from ._wmreplay import replay as replay

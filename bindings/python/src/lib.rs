@@ -1,0 +1,290 @@
+//! `wmreplay` for Python: the engine's public API behind a small PyO3 module.
+//! Every replay runs with the GIL released; bodies come back as `bytes`
+//! built by the engine, without a Python object per message.
+
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use wmreplay::{
+    CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode, Replay as Core,
+    ReplayOptions,
+};
+
+/// How many skipped lines the stats list in detail.
+const MAX_SKIPS: usize = 16;
+
+type ReplayOf<'a> = Core<'a>;
+
+self_cell::self_cell!(
+    /// A log's bytes and the replay that points into them.
+    struct Owned {
+        owner: LogBytes,
+        #[covariant]
+        dependent: ReplayOf,
+    }
+);
+
+/// An engine error as the Python exception for it: I/O errors as `OSError`
+/// (`FileNotFoundError`, `PermissionError`, … by errno) with the path.
+fn to_py(e: wmreplay::Error) -> PyErr {
+    let message = e.to_string();
+    match e {
+        wmreplay::Error::Io { path, source, .. } => {
+            use std::io::ErrorKind;
+            // Python picks the subclass (FileNotFoundError, …) from errno.
+            let errno = source.raw_os_error().or(match source.kind() {
+                ErrorKind::NotFound => Some(2),
+                ErrorKind::PermissionDenied => Some(13),
+                ErrorKind::IsADirectory => Some(21),
+                ErrorKind::InvalidInput => Some(22),
+                _ => None,
+            });
+            let filename = path.display().to_string();
+            match errno {
+                Some(errno) => PyOSError::new_err((errno, message, filename)),
+                None => PyOSError::new_err(message),
+            }
+        }
+        wmreplay::Error::Changed { .. } => PyOSError::new_err(message),
+        wmreplay::Error::OutOfMemory { .. } => pyo3::exceptions::PyMemoryError::new_err(message),
+        _ => PyRuntimeError::new_err(message),
+    }
+}
+
+fn record_mode(record: &str) -> PyResult<RecordMode> {
+    match record {
+        "raw" => Ok(RecordMode::Raw),
+        "js" => Ok(RecordMode::Js),
+        other => Err(PyValueError::new_err(format!(
+            "record must be \"raw\" or \"js\", not {other:?}"
+        ))),
+    }
+}
+
+fn format_of(format: &str) -> PyResult<Format> {
+    format.parse().map_err(PyValueError::new_err)
+}
+
+/// A JSON text as Python objects (through the `json` module).
+fn loads<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (PyBytes::new(py, text),))
+}
+
+/// A replayed log: its stats, its messages and request bodies.
+#[pyclass(frozen, module = "wmreplay")]
+struct Replay {
+    inner: Owned,
+}
+
+#[pymethods]
+impl Replay {
+    /// `{"total_lines", "parsed_entries", "skipped_invalid_json",
+    /// "skipped_invalid_shape", "skips": [...], ...}`.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let json = self.inner.borrow_dependent().stats().to_json(MAX_SKIPS);
+        loads(py, json.as_bytes())
+    }
+
+    /// The replayed messages, `{"role", "content"}` each, in `ts_ms` order
+    /// (the current request is not one of them).
+    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let body = py.detach(|| {
+            self.inner
+                .borrow_dependent()
+                .render_messages(Format::OpenAi)
+        });
+        loads(py, &body)
+    }
+
+    /// The messages one at a time (one rendered NDJSON body, decoded as
+    /// it is read): for logs whose message list would not fit in memory
+    /// as Python objects.
+    fn iter_messages(&self, py: Python<'_>) -> MessageIter {
+        let body = py.detach(|| self.inner.borrow_dependent().render_messages(Format::Ndjson));
+        MessageIter { body, at: Mutex::new(0) }
+    }
+
+    /// The request body, ready to send: the system rule, every message, and
+    /// `CURRENT_USER_REQUEST` with `text` (`format`: "anthropic", "openai",
+    /// "ndjson" or "xml"; `system`: text placed before the system rule).
+    #[pyo3(signature = (text, session_id=None, format="anthropic", system=None))]
+    fn request_body<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        session_id: Option<&str>,
+        format: &str,
+        system: Option<&str>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let format = format_of(format)?;
+        let system = wmreplay::system_prompt(system);
+        let body = py.detach(|| {
+            self.inner.borrow_dependent().render_request(
+                format,
+                &system,
+                &CurrentRequest { text, session_id },
+            )
+        });
+        Ok(PyBytes::new(py, &body))
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.borrow_dependent().records().len()
+    }
+
+    fn __repr__(&self) -> String {
+        let s = self.inner.borrow_dependent().stats();
+        format!(
+            "<wmreplay.Replay {}: {} records, {} skipped>",
+            self.inner.borrow_owner().path().display(),
+            s.parsed_entries,
+            s.skipped_invalid_json + s.skipped_invalid_shape
+        )
+    }
+}
+
+/// The messages of a [`Replay`], decoded one at a time.
+#[pyclass(frozen, module = "wmreplay")]
+struct MessageIter {
+    body: Vec<u8>,
+    at: Mutex<usize>,
+}
+
+#[pymethods]
+impl MessageIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
+        if *at >= self.body.len() {
+            return Ok(None);
+        }
+        let end = self.body[*at..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.body.len(), |p| *at + p);
+        let line = &self.body[*at..end];
+        *at = end + 1;
+        loads(py, line).map(Some)
+    }
+}
+
+/// Replays the log at `path` (a missing file is an empty log) with the GIL
+/// released. `record`: "raw" (WM_JSON is the line as written: byte-stable)
+/// or "js" (as `JSON.stringify(JSON.parse(line))`).
+#[pyfunction]
+#[pyo3(signature = (path, record="raw", threads=0))]
+fn replay(py: Python<'_>, path: std::path::PathBuf, record: &str, threads: usize) -> PyResult<Replay> {
+    let mut options = ReplayOptions::default();
+    options.record = record_mode(record)?;
+    options.threads = threads;
+    let inner = py
+        .detach(|| {
+            let log = LogBytes::open(&path, ReadMode::Auto)?;
+            let owned = Owned::new(log, |log| wmreplay::replay(log.bytes(), &options));
+            owned.borrow_owner().verify()?;
+            Ok(owned)
+        })
+        .map_err(to_py)?;
+    Ok(Replay { inner })
+}
+
+/// A replay kept across calls: each call parses only what was appended to
+/// the log since the last one.
+#[pyclass(frozen, module = "wmreplay")]
+struct LiveReplay {
+    live: Mutex<Live>,
+    format: Format,
+}
+
+#[pymethods]
+impl LiveReplay {
+    #[new]
+    #[pyo3(signature = (path, format="anthropic", record="raw"))]
+    fn new(path: std::path::PathBuf, format: &str, record: &str) -> PyResult<Self> {
+        let format = format_of(format)?;
+        let mut options = ReplayOptions::default();
+        options.record = record_mode(record)?;
+        Ok(LiveReplay {
+            live: Mutex::new(Live::new(path, format, options)),
+            format,
+        })
+    }
+
+    /// Reads what was appended: `{"rebuilt", "bytes_read", "bytes_committed",
+    /// "records_added", "late_records"}`.
+    fn refresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let r = py
+            .detach(|| self.live.lock().unwrap_or_else(|p| p.into_inner()).refresh())
+            .map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("rebuilt", r.rebuilt)?;
+        d.set_item("bytes_read", r.bytes_read)?;
+        d.set_item("bytes_committed", r.bytes_committed)?;
+        d.set_item("records_added", r.records_added)?;
+        d.set_item("late_records", r.late_records)?;
+        Ok(d)
+    }
+
+    /// The stats of the bytes read so far.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let json = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .stats()
+            .to_json(MAX_SKIPS);
+        loads(py, json.as_bytes())
+    }
+
+    /// Brings the replay up to date, then the request body with `text` as
+    /// the current request, in the format the replay was made for.
+    #[pyo3(signature = (text, session_id=None, system=None))]
+    fn request_body<'py>(
+        &self,
+        py: Python<'py>,
+        text: &str,
+        session_id: Option<&str>,
+        system: Option<&str>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let system = wmreplay::system_prompt(system);
+        let body = py
+            .detach(|| -> Result<Vec<u8>, wmreplay::Error> {
+                let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+                live.refresh()?;
+                let (head, tail) = wmreplay::request_envelope(
+                    self.format,
+                    "",
+                    &system,
+                    &CurrentRequest { text, session_id },
+                );
+                let chunks = live.chunks();
+                let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
+                let mut body = Vec::with_capacity(len);
+                body.extend_from_slice(&head);
+                for c in &chunks {
+                    body.extend_from_slice(c);
+                }
+                body.extend_from_slice(&tail);
+                Ok(body)
+            })
+            .map_err(to_py)?;
+        Ok(PyBytes::new(py, &body))
+    }
+}
+
+#[pymodule]
+fn _wmreplay(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_class::<Replay>()?;
+    m.add_class::<LiveReplay>()?;
+    m.add_class::<MessageIter>()?;
+    m.add("SYSTEM_RULE", wmreplay::SYSTEM_RULE)?;
+    Ok(())
+}

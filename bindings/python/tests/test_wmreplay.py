@@ -1,0 +1,165 @@
+"""The Python package against the plain-Python oracle and the CLI."""
+
+import os
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import wmreplay
+import oracle
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "working_memory.log"
+
+
+def cli():
+    """The wmreplay binary: $WMREPLAY_BIN, else the one cargo built."""
+    for p in [os.environ.get("WMREPLAY_BIN"), ROOT / "target/release/wmreplay",
+              ROOT / "target/debug/wmreplay"]:
+        if p and Path(p).exists():
+            return str(p)
+    found = shutil.which("wmreplay")
+    assert found, "build the CLI first (cargo build) or set WMREPLAY_BIN"
+    return found
+
+
+EDGE_CASES = [
+    # CRLF, blank lines, tabs, a BOM only at the start of the file
+    "\ufeff{\"type\":\"a\",\"ts_ms\":2}\r\n\n  \t{\"type\":\"b\",\"ts_ms\":1}\t\n",
+    # every number form of ts_ms; ties keep file order; -0 equals 0
+    "{\"type\":\"n\",\"ts_ms\":1e3}\n{\"type\":\"n\",\"ts_ms\":-0}\n{\"type\":\"n\",\"ts_ms\":0}\n"
+    "{\"type\":\"n\",\"ts_ms\":1.5}\n{\"type\":\"n\",\"ts_ms\":12345678901234567890}\n"
+    "{\"type\":\"n\",\"ts_ms\":1e400}\n{\"type\":\"n\",\"ts_ms\":1e-7}\n{\"type\":\"n\",\"ts_ms\":0.000001}\n",
+    # invalid JSON and invalid shapes are skipped and counted
+    "not json\n{\"type\":\"a\",\"ts_ms\":1,}\n[1,2]\n{\"ts_ms\":1}\n{\"type\":1,\"ts_ms\":1}\n"
+    "{\"type\":\"a\",\"ts_ms\":\"1\"}\n{\"type\":\"a\",\"ts_ms\":NaN}\n{\"type\":\"a\",\"ts_ms\":01}\n",
+    # duplicate keys (the last wins), escapes, non-ASCII, a lone surrogate escape
+    "{\"type\":\"x\",\"type\":\"text_output\",\"ts_ms\":5,\"t\":\"\u00e9 \\u00e9 \\\"q\\\" \\ud800 /\"}\n"
+    "{\"type\":\"text\\u005finput\",\"ts_ms\":4}\n",
+    # an unterminated last line is a line like any other
+    "{\"type\":\"a\",\"ts_ms\":1}\n{\"type\":\"b\",\"ts_ms\":0}",
+    "",
+]
+
+
+def write(tmp_path, text, name="wm.log"):
+    p = tmp_path / name
+    p.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return p
+
+
+def check_same(path):
+    r = wmreplay.replay(path)
+    want_messages, want_stats = oracle.replay(path)
+    assert r.messages() == want_messages
+    assert list(r.iter_messages()) == want_messages
+    for k, v in want_stats.items():
+        assert r.stats[k] == v, k
+    assert len(r) == want_stats["parsed_entries"]
+
+
+def test_the_example_log_replays_like_the_oracle():
+    check_same(EXAMPLE)
+
+
+@pytest.mark.parametrize("text", EDGE_CASES)
+def test_the_contracts_edge_cases_replay_like_the_oracle(tmp_path, text):
+    check_same(write(tmp_path, text))
+
+
+def generated_log(path, size):
+    """Records of every kind with bursts, ties and late arrivals."""
+    rng = random.Random(7)
+    kinds = ["text_input", "text_output", "wm_event", "wm_insight", "vision"]
+    ts = 1_763_700_000_000
+    with open(path, "w", encoding="utf-8") as f:
+        written = 0
+        i = 0
+        while written < size:
+            i += 1
+            ts += rng.choice([0, 1, 7, 1000])
+            t = ts - rng.choice([0, 0, 0, 0, 5000])
+            text = " ".join(rng.choice(["alpha", "béta", "\"q\"", "tab\there", "日本"])
+                            for _ in range(rng.randint(1, 40)))
+            line = ('{"type":"%s","ts_ms":%d,"session_id":"s-%d","n":%d,"text":%s}\n'
+                    % (rng.choice(kinds), t, i % 3, i, oracle.json.dumps(text, ensure_ascii=False)))
+            if i % 97 == 0:
+                line = "{broken line " + str(i) + "\n"
+            f.write(line)
+            written += len(line.encode("utf-8"))
+
+
+def test_a_generated_10_mib_log_replays_like_the_oracle(tmp_path):
+    p = tmp_path / "big.log"
+    generated_log(p, 10 << 20)
+    check_same(p)
+
+
+def test_request_body_is_the_clis_respond_body_byte_for_byte(tmp_path):
+    for path in [EXAMPLE, write(tmp_path, EDGE_CASES[3])]:
+        for fmt in ["anthropic", "openai", "ndjson", "xml"]:
+            want = subprocess.run(
+                [cli(), "respond", str(path), "--text", "what \"now\"?\n", "--session", "s-42",
+                 "--format", fmt], check=True, capture_output=True).stdout
+            got = wmreplay.replay(path).request_body("what \"now\"?\n", session_id="s-42",
+                                                     format=fmt)
+            assert got == want, fmt
+    # And the Anthropic body is the original algorithm's, serialised as JSON.stringify does.
+    assert (wmreplay.replay(EXAMPLE).request_body("hi", "s-1")
+            == oracle.request_body(EXAMPLE, "hi", "s-1"))
+
+
+def test_a_missing_log_is_an_empty_replay(tmp_path):
+    r = wmreplay.replay(tmp_path / "none.log")
+    assert r.messages() == []
+    assert r.stats["total_lines"] == 0
+    body = r.request_body("hi")
+    assert body.endswith(b"user_text: hi\"}]}]}")
+
+
+def test_an_unreadable_log_raises_an_oserror_naming_the_path(tmp_path):
+    with pytest.raises(IsADirectoryError) as e:
+        wmreplay.replay(tmp_path)
+    assert e.value.filename == str(tmp_path)
+    locked = write(tmp_path, EDGE_CASES[0], "locked.log")
+    locked.chmod(0)
+    try:
+        if os.geteuid() != 0:
+            with pytest.raises(PermissionError) as e:
+                wmreplay.replay(locked)
+            assert str(locked) in str(e.value)
+    finally:
+        locked.chmod(0o644)
+    with pytest.raises(ValueError):
+        wmreplay.replay(EXAMPLE, record="yaml")
+    with pytest.raises(ValueError):
+        wmreplay.replay(EXAMPLE).request_body("x", format="html")
+
+
+def test_live_replay_after_appends_equals_a_fresh_replay(tmp_path):
+    p = write(tmp_path, EXAMPLE.read_bytes())
+    live = wmreplay.LiveReplay(p)
+    assert live.refresh()["rebuilt"]
+    with open(p, "ab") as f:
+        f.write(b'{"type":"text_output","ts_ms":1763700099000,"text":"new"}\n')
+        f.write(b'{"type":"wm_event","ts_ms":1,"late":true}\n')
+        f.write(b'{"type":"half')
+    got = live.request_body("next?", session_id="s-42")
+    # The unterminated line is not read yet: the body equals a replay of the
+    # committed bytes, which is the file without it.
+    committed = write(tmp_path, p.read_bytes().rsplit(b"\n", 1)[0] + b"\n", "committed.log")
+    assert got == wmreplay.replay(committed).request_body("next?", "s-42")
+    info = live.refresh()
+    assert not info["rebuilt"] and info["records_added"] == 0
+    with open(p, "ab") as f:
+        f.write(b'","ts_ms":5}\n')
+    assert live.request_body("again") == wmreplay.replay(p).request_body("again")
+
+
+def test_js_record_mode_writes_json_stringify(tmp_path):
+    p = write(tmp_path, '{"ts_ms":1e0, "type":"a", "1":2, "0":{"b":1.50}}\n')
+    content = wmreplay.replay(p, record="js").messages()[0]["content"]
+    assert content.endswith('WM_JSON: {"0":{"b":1.5},"1":2,"ts_ms":1,"type":"a"}')
