@@ -78,7 +78,8 @@ pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
 pub use render::cache::{CacheMemory, CachePolicy, CacheTtl};
 pub use render::request::{
-    CurrentRequest, SYSTEM_RULE, current_user_request_text, request_envelope, system_prompt,
+    CurrentRequest, SYSTEM_RULE, SizedRequest, current_user_request_text, request_envelope,
+    system_prompt,
 };
 pub use replay::{
     RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, replay,

@@ -181,15 +181,74 @@ pub fn render_request(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
-    let env = envelope(format, "", system, current, None);
-    let lens = render::message_lens(records, log, format);
-    let body = lens.iter().sum::<u64>() as usize;
-    let total = env.head.len() + body + env.tail.len();
-    let mut out = vec![0u8; total];
-    let w = put(&mut out, 0, &env.head);
-    render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
-    put(&mut out, w + body, &env.tail);
+    let sized = SizedRequest::new(records, log, format, system, current);
+    let mut out = vec![0u8; sized.len()];
+    sized.write_into(&mut out);
     out
+}
+
+/// A request body measured before it is written, so that it can be written
+/// straight into memory the caller allocates (a Python `bytes`, a buffer
+/// shared with another runtime) instead of being copied there. See
+/// [`Replay::sized_request`](crate::Replay::sized_request).
+pub struct SizedRequest<'r> {
+    records: &'r [Record],
+    log: &'r [u8],
+    format: Format,
+    env: Envelope,
+    lens: Vec<u64>,
+    body: usize,
+}
+
+impl<'r> SizedRequest<'r> {
+    pub(crate) fn new(
+        records: &'r [Record],
+        log: &'r [u8],
+        format: Format,
+        system: &str,
+        current: &CurrentRequest<'_>,
+    ) -> Self {
+        let env = envelope(format, "", system, current, None);
+        let lens = render::message_lens(records, log, format);
+        let body = lens.iter().sum::<u64>() as usize;
+        SizedRequest {
+            records,
+            log,
+            format,
+            env,
+            lens,
+            body,
+        }
+    }
+
+    /// The body's length in bytes.
+    pub fn len(&self) -> usize {
+        self.env.head.len() + self.body + self.env.tail.len()
+    }
+
+    /// Whether the body is empty (never: it always holds the envelope).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes the body into `out`, which must be [`len`](Self::len) bytes
+    /// long (the messages are written in parallel).
+    ///
+    /// # Panics
+    ///
+    /// If `out` is not exactly `len()` bytes.
+    pub fn write_into(&self, out: &mut [u8]) {
+        assert_eq!(out.len(), self.len(), "the buffer must be len() bytes");
+        let w = put(out, 0, &self.env.head);
+        render::write_with_lens(
+            self.records,
+            &self.lens,
+            self.log,
+            self.format,
+            &mut out[w..w + self.body],
+        );
+        put(out, w + self.body, &self.env.tail);
+    }
 }
 
 /// [`render_request`] in Anthropic's format with prompt-cache breakpoints:

@@ -257,6 +257,23 @@ impl<'a> Replay<'a> {
         self.timings
     }
 
+    /// Appends the text of record `r`'s message (what the model reads:
+    /// `WM_KIND=…\nts_ms: …\nWM_JSON: …`, unescaped) to `out`; its role is
+    /// `assistant` when [`Record::is_output`], else `user`. For embedders that
+    /// build their own message objects (the Node.js and Python packages).
+    ///
+    /// ```
+    /// use wmreplay::{ReplayOptions, replay};
+    ///
+    /// let replayed = replay(b"{\"type\":\"wm_event\",\"ts_ms\":1}\n", &ReplayOptions::default());
+    /// let mut text = String::new();
+    /// replayed.message_text(&replayed.records()[0], &mut text);
+    /// assert_eq!(text, "WM_KIND=wm_event\nts_ms: 1\nWM_JSON: {\"type\":\"wm_event\",\"ts_ms\":1}");
+    /// ```
+    pub fn message_text(&self, r: &Record, out: &mut String) {
+        crate::render::message_text(r, self.data(), out);
+    }
+
     /// The whole request body (system rule, messages, current request) in
     /// one exactly-sized buffer.
     pub fn render_request(
@@ -311,6 +328,29 @@ impl<'a> Replay<'a> {
             policy,
             memory,
         )
+    }
+
+    /// The request body measured, to be written into a buffer the caller
+    /// allocates: what [`render_request`](Self::render_request) gives, without
+    /// the copy into the caller's memory.
+    ///
+    /// ```
+    /// use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay};
+    ///
+    /// let replayed = replay(b"{\"type\":\"wm_event\",\"ts_ms\":1}\n", &ReplayOptions::default());
+    /// let current = CurrentRequest { text: "hi", session_id: None };
+    /// let sized = replayed.sized_request(Format::Anthropic, SYSTEM_RULE, &current);
+    /// let mut buf = vec![0u8; sized.len()];
+    /// sized.write_into(&mut buf);
+    /// assert_eq!(buf, replayed.render_request(Format::Anthropic, SYSTEM_RULE, &current));
+    /// ```
+    pub fn sized_request(
+        &self,
+        format: Format,
+        system: &str,
+        current: &CurrentRequest<'_>,
+    ) -> request::SizedRequest<'_> {
+        request::SizedRequest::new(self.records(), self.data(), format, system, current)
     }
 
     /// Streams the request body to `w` with bounded memory.

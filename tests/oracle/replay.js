@@ -156,4 +156,10 @@ function main(argv) {
   process.stderr.write(JSON.stringify(stats) + '\n');
 }
 
-main(process.argv.slice(2));
+// Run as a script by the differential tests; required as a module by the
+// Node.js package's tests and bench.
+if (require.main === module) {
+  main(process.argv.slice(2));
+}
+
+module.exports = { replayWorkingMemoryLog, buildCurrentUserRequestMessage, SYSTEM_RULE, shape };

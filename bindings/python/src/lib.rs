@@ -69,7 +69,8 @@ fn format_of(format: &str) -> PyResult<Format> {
 
 /// A JSON text as Python objects (through the `json` module).
 fn loads<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    py.import("json")?.call_method1("loads", (PyBytes::new(py, text),))
+    py.import("json")?
+        .call_method1("loads", (PyBytes::new(py, text),))
 }
 
 /// A replayed log: its stats, its messages and request bodies.
@@ -103,8 +104,15 @@ impl Replay {
     /// it is read): for logs whose message list would not fit in memory
     /// as Python objects.
     fn iter_messages(&self, py: Python<'_>) -> MessageIter {
-        let body = py.detach(|| self.inner.borrow_dependent().render_messages(Format::Ndjson));
-        MessageIter { body, at: Mutex::new(0) }
+        let body = py.detach(|| {
+            self.inner
+                .borrow_dependent()
+                .render_messages(Format::Ndjson)
+        });
+        MessageIter {
+            body,
+            at: Mutex::new(0),
+        }
     }
 
     /// The request body, ready to send: the system rule, every message, and
@@ -121,14 +129,14 @@ impl Replay {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let format = format_of(format)?;
         let system = wmreplay::system_prompt(system);
-        let body = py.detach(|| {
-            self.inner.borrow_dependent().render_request(
-                format,
-                &system,
-                &CurrentRequest { text, session_id },
-            )
-        });
-        Ok(PyBytes::new(py, &body))
+        let current = CurrentRequest { text, session_id };
+        let replayed = self.inner.borrow_dependent();
+        let sized = py.detach(|| replayed.sized_request(format, &system, &current));
+        // Written straight into the `bytes` object: no copy of the body.
+        PyBytes::new_with(py, sized.len(), |buf| {
+            py.detach(|| sized.write_into(buf));
+            Ok(())
+        })
     }
 
     fn __len__(&self) -> usize {
@@ -179,7 +187,12 @@ impl MessageIter {
 /// or "js" (as `JSON.stringify(JSON.parse(line))`).
 #[pyfunction]
 #[pyo3(signature = (path, record="raw", threads=0))]
-fn replay(py: Python<'_>, path: std::path::PathBuf, record: &str, threads: usize) -> PyResult<Replay> {
+fn replay(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    record: &str,
+    threads: usize,
+) -> PyResult<Replay> {
     let mut options = ReplayOptions::default();
     options.record = record_mode(record)?;
     options.threads = threads;
@@ -220,7 +233,12 @@ impl LiveReplay {
     /// "records_added", "late_records"}`.
     fn refresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let r = py
-            .detach(|| self.live.lock().unwrap_or_else(|p| p.into_inner()).refresh())
+            .detach(|| {
+                self.live
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .refresh()
+            })
             .map_err(to_py)?;
         let d = PyDict::new(py);
         d.set_item("rebuilt", r.rebuilt)?;

@@ -1,0 +1,107 @@
+'use strict';
+// wmreplay for Node.js: replays an append-only JSONL working-memory log into
+// the messages of an LLM request with the Rust engine, off the JavaScript
+// thread. See index.d.ts for the API and README.md for examples.
+const fs = require('fs');
+const path = require('path');
+
+function loadNative() {
+  const name = fs
+    .readdirSync(__dirname)
+    .find((f) => f.startsWith('wmreplay.') && f.endsWith('.node'));
+  if (!name) {
+    throw new Error(`wmreplay: the native module is not built; run \`npm run build\` in ${__dirname}`);
+  }
+  return require(path.join(__dirname, name));
+}
+
+const native = loadNative();
+
+// Native errors carry "CODE\0PATH\0MESSAGE": rebuild them as Errors with a
+// `code` and the `path` they concern, like Node's own fs errors.
+function rethrow(e) {
+  const parts = typeof e?.message === 'string' ? e.message.split('\u0000') : [];
+  if (parts.length !== 3) throw e;
+  const [code, file, message] = parts;
+  const err = code === 'EINVALIDARG' ? new TypeError(message) : new Error(message);
+  err.code = code;
+  if (file) err.path = file;
+  throw err;
+}
+
+function options(arg, what) {
+  if (typeof arg === 'string') return { logPath: arg };
+  if (arg === null || typeof arg !== 'object' || typeof arg.logPath !== 'string') {
+    throw new TypeError(`${what}: pass { logPath: string, ... }`);
+  }
+  return arg;
+}
+
+/**
+ * The drop-in: `{ messages: [{ role, text }], stats }` exactly as the original
+ * TypeScript function returns them (`record: "js"`, the default: WM_JSON is
+ * `JSON.stringify(entry)`; `record: "raw"`: the line as written).
+ */
+async function replayWorkingMemoryLog(arg) {
+  const { logPath, record } = options(arg, 'replayWorkingMemoryLog');
+  try {
+    return await native.replayWorkingMemoryLog({ logPath, record: record ?? 'js' });
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/**
+ * The request body as a Buffer, ready for `fetch`: the system rule, every
+ * record in `ts_ms` order, and CURRENT_USER_REQUEST. No JavaScript object is
+ * built per message.
+ */
+async function buildRequestBody(arg) {
+  const o = options(arg, 'buildRequestBody');
+  if (typeof o.text !== 'string') throw new TypeError('buildRequestBody: `text` must be a string');
+  try {
+    return await native.buildRequestBody({
+      logPath: o.logPath,
+      text: o.text,
+      sessionId: o.sessionId ?? undefined,
+      format: o.format,
+      system: o.system,
+      record: o.record,
+    });
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/** A replay kept across calls: each call parses only the bytes appended since. */
+class LiveReplay {
+  #inner;
+
+  constructor(logPath, { format, record } = {}) {
+    if (typeof logPath !== 'string') throw new TypeError('LiveReplay: logPath must be a string');
+    try {
+      this.#inner = new native.LiveReplay(logPath, { format, record });
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  async refresh() {
+    try {
+      return await this.#inner.refresh();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+
+  async requestBody({ text, sessionId, system } = {}) {
+    if (typeof text !== 'string') throw new TypeError('requestBody: `text` must be a string');
+    try {
+      return await this.#inner.requestBody({ text, sessionId: sessionId ?? undefined, system });
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+}
+
+module.exports = { replayWorkingMemoryLog, buildRequestBody, LiveReplay };

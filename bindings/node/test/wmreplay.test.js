@@ -1,0 +1,122 @@
+'use strict';
+// The Node.js package against the original algorithm (the repository's
+// oracle, tests/oracle/replay.js) and the CLI.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { execFileSync } = require('child_process');
+
+const { replayWorkingMemoryLog, buildRequestBody, LiveReplay } = require('..');
+const oracle = require('../../../tests/oracle/replay.js');
+
+const ROOT = path.resolve(__dirname, '../../..');
+const EXAMPLE = path.join(ROOT, 'examples/working_memory.log');
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-'));
+test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+function cli() {
+  for (const p of [process.env.WMREPLAY_BIN, path.join(ROOT, 'target/release/wmreplay'),
+    path.join(ROOT, 'target/debug/wmreplay')]) {
+    if (p && fs.existsSync(p)) return p;
+  }
+  throw new Error('build the CLI first (cargo build) or set WMREPLAY_BIN');
+}
+
+let n = 0;
+function write(content) {
+  const p = path.join(tmp, `log-${n++}.log`);
+  fs.writeFileSync(p, content);
+  return p;
+}
+
+const EDGE_CASES = [
+  '\ufeff{"type":"a","ts_ms":2}\r\n\n  \t{"type":"b","ts_ms":1}\t\n',
+  '{"type":"n","ts_ms":1e3}\n{"type":"n","ts_ms":-0}\n{"type":"n","ts_ms":0}\n{"type":"n","ts_ms":1.5}\n' +
+    '{"type":"n","ts_ms":12345678901234567890}\n{"type":"n","ts_ms":1e400}\n{"type":"n","ts_ms":1e-7}\n',
+  'not json\n{"type":"a","ts_ms":1,}\n[1,2]\n{"ts_ms":1}\n{"type":1,"ts_ms":1}\n{"type":"a","ts_ms":"1"}\n' +
+    '{"type":"a","ts_ms":NaN}\n{"type":"a","ts_ms":01}\n',
+  '{"type":"x","type":"text_output","ts_ms":5,"t":"é \\u00e9 \\"q\\" \\ud800 /","1":2,"0":{"b":1.50}}\n' +
+    '{"type":"text\\u005finput","ts_ms":4}\n',
+  '{"type":"a","ts_ms":1}\n{"type":"b","ts_ms":0}',
+  '',
+];
+
+async function same(p) {
+  for (const record of ['js', 'raw']) {
+    const got = await replayWorkingMemoryLog({ logPath: p, record });
+    assert.deepStrictEqual(got, oracle.replayWorkingMemoryLog(p, record), `${p} ${record}`);
+  }
+  // record "js" is the default: the drop-in.
+  assert.deepStrictEqual(await replayWorkingMemoryLog({ logPath: p }),
+    oracle.replayWorkingMemoryLog(p, 'js'));
+}
+
+test('the example log replays exactly as the original function', async () => {
+  await same(EXAMPLE);
+});
+
+test("the contract's edge cases replay exactly as the original function", async () => {
+  for (const c of EDGE_CASES) await same(write(c));
+});
+
+test('a generated 10 MiB log replays exactly as the original function', async () => {
+  const p = path.join(tmp, 'big.log');
+  execFileSync(cli(), ['gen', p, '--size', '10MiB', '--seed', '3']);
+  await same(p);
+});
+
+test("buildRequestBody is the CLI's respond body, byte for byte", async () => {
+  for (const p of [EXAMPLE, write(EDGE_CASES[3])]) {
+    for (const format of ['anthropic', 'openai', 'ndjson', 'xml']) {
+      const want = execFileSync(cli(), ['respond', p, '--text', 'what "now"?\n', '--session', 's-42',
+        '--format', format]);
+      const got = await buildRequestBody({ logPath: p, text: 'what "now"?\n', sessionId: 's-42', format });
+      assert.ok(Buffer.isBuffer(got));
+      assert.ok(got.equals(want), `${p} ${format}`);
+    }
+  }
+});
+
+test('a missing log is an empty replay', async () => {
+  const p = path.join(tmp, 'none.log');
+  assert.deepStrictEqual(await replayWorkingMemoryLog({ logPath: p }), {
+    messages: [],
+    stats: { total_lines: 0, parsed_entries: 0, skipped_invalid_json: 0, skipped_invalid_shape: 0 },
+  });
+  const body = await buildRequestBody({ logPath: p, text: 'hi' });
+  assert.ok(body.toString().endsWith('user_text: hi"}]}]}'));
+});
+
+test('an unreadable log rejects with an Error naming the path', async () => {
+  await assert.rejects(replayWorkingMemoryLog({ logPath: tmp }), (e) => {
+    assert.ok(e instanceof Error);
+    assert.equal(e.code, 'EISDIR');
+    assert.equal(e.path, tmp);
+    assert.ok(e.message.includes(tmp));
+    return true;
+  });
+  await assert.rejects(buildRequestBody({ logPath: tmp, text: 'x' }), { code: 'EISDIR' });
+  await assert.rejects(buildRequestBody({ logPath: EXAMPLE, text: 'x', format: 'html' }), TypeError);
+  await assert.rejects(replayWorkingMemoryLog({ logPath: EXAMPLE, record: 'yaml' }), TypeError);
+  await assert.rejects(replayWorkingMemoryLog({}), TypeError);
+});
+
+test('LiveReplay after appends equals a fresh replay', async () => {
+  const p = write(fs.readFileSync(EXAMPLE));
+  const live = new LiveReplay(p);
+  assert.equal((await live.refresh()).rebuilt, true);
+  fs.appendFileSync(p, '{"type":"text_output","ts_ms":1763700099000,"text":"new"}\n' +
+    '{"type":"wm_event","ts_ms":1,"late":true}\n{"type":"half');
+  // The unterminated line is not read until it is complete.
+  const committed = write(fs.readFileSync(p, 'utf8').replace(/\{"type":"half$/, ''));
+  const got = await live.requestBody({ text: 'next?', sessionId: 's-42' });
+  assert.ok(got.equals(await buildRequestBody({ logPath: committed, text: 'next?', sessionId: 's-42' })));
+  fs.appendFileSync(p, '","ts_ms":5}\n');
+  const again = await live.requestBody({ text: 'again' });
+  assert.ok(again.equals(await buildRequestBody({ logPath: p, text: 'again' })));
+  const r = await live.refresh();
+  assert.equal(r.rebuilt, false);
+  assert.equal(r.recordsAdded, 0);
+});
