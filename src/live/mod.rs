@@ -240,6 +240,31 @@ impl LiveReplay {
         self.rendered
     }
 
+    /// Brings the state up to date ([`refresh`](Self::refresh)), then the
+    /// whole request body in one buffer: the envelope of
+    /// [`request_envelope`](crate::request_envelope) around every message
+    /// held, in this replay's format. A server that streams its responses
+    /// would send [`chunks`](Self::chunks) instead, without the copy.
+    pub fn request_body(
+        &mut self,
+        system: &str,
+        current: &crate::CurrentRequest<'_>,
+    ) -> Result<Vec<u8>, Error> {
+        self.refresh()?;
+        let (head, tail) = crate::request_envelope(self.format, "", system, current);
+        let chunks = self.chunks();
+        let len = head.len() + tail.len() + chunks.iter().map(Bytes::len).sum::<usize>();
+        let mut body = Vec::new();
+        body.try_reserve_exact(len)
+            .map_err(|_| Error::out_of_memory(&self.path, len as u64))?;
+        body.extend_from_slice(&head);
+        for c in &chunks {
+            body.extend_from_slice(c);
+        }
+        body.extend_from_slice(&tail);
+        Ok(body)
+    }
+
     fn reset(&mut self) {
         let rebuilds = self.rebuilds + 1;
         *self = LiveReplay::new(

@@ -346,7 +346,6 @@ pub struct Refreshed {
 #[napi]
 pub struct LiveReplay {
     live: Arc<Mutex<Live>>,
-    format: Format,
 }
 
 #[napi]
@@ -359,7 +358,6 @@ impl LiveReplay {
         opts.record = record_mode(record.as_deref(), RecordMode::Raw)?;
         Ok(LiveReplay {
             live: Arc::new(Mutex::new(Live::new(log_path, format, opts))),
-            format,
         })
     }
 
@@ -376,7 +374,6 @@ impl LiveReplay {
     pub fn request_body(&self, input: LiveBodyInput) -> AsyncTask<LiveBodyTask> {
         AsyncTask::new(LiveBodyTask {
             live: self.live.clone(),
-            format: self.format,
             system: wmreplay::system_prompt(input.system.as_deref()),
             text: input.text,
             session_id: input.session_id,
@@ -411,7 +408,6 @@ impl Task for RefreshTask {
 
 pub struct LiveBodyTask {
     live: Arc<Mutex<Live>>,
-    format: Format,
     system: String,
     text: String,
     session_id: Option<String>,
@@ -422,26 +418,15 @@ impl Task for LiveBodyTask {
     type JsValue = Buffer;
 
     fn compute(&mut self) -> Result<Vec<u8>> {
-        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.refresh().map_err(to_js)?;
-        let (head, tail) = wmreplay::request_envelope(
-            self.format,
-            "",
-            &self.system,
-            &CurrentRequest {
-                text: &self.text,
-                session_id: self.session_id.as_deref(),
-            },
-        );
-        let chunks = live.chunks();
-        let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
-        let mut body = Vec::with_capacity(len);
-        body.extend_from_slice(&head);
-        for c in &chunks {
-            body.extend_from_slice(c);
-        }
-        body.extend_from_slice(&tail);
-        Ok(body)
+        let current = CurrentRequest {
+            text: &self.text,
+            session_id: self.session_id.as_deref(),
+        };
+        self.live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .request_body(&self.system, &current)
+            .map_err(to_js)
     }
 
     fn resolve(&mut self, _env: Env, output: Vec<u8>) -> Result<Buffer> {

@@ -212,7 +212,6 @@ fn replay(
 #[pyclass(frozen, module = "wmreplay")]
 struct LiveReplay {
     live: Mutex<Live>,
-    format: Format,
 }
 
 #[pymethods]
@@ -225,7 +224,6 @@ impl LiveReplay {
         options.record = record_mode(record)?;
         Ok(LiveReplay {
             live: Mutex::new(Live::new(path, format, options)),
-            format,
         })
     }
 
@@ -273,24 +271,11 @@ impl LiveReplay {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let system = wmreplay::system_prompt(system);
         let body = py
-            .detach(|| -> Result<Vec<u8>, wmreplay::Error> {
-                let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-                live.refresh()?;
-                let (head, tail) = wmreplay::request_envelope(
-                    self.format,
-                    "",
-                    &system,
-                    &CurrentRequest { text, session_id },
-                );
-                let chunks = live.chunks();
-                let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
-                let mut body = Vec::with_capacity(len);
-                body.extend_from_slice(&head);
-                for c in &chunks {
-                    body.extend_from_slice(c);
-                }
-                body.extend_from_slice(&tail);
-                Ok(body)
+            .detach(|| {
+                self.live
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .request_body(&system, &CurrentRequest { text, session_id })
             })
             .map_err(to_py)?;
         Ok(PyBytes::new(py, &body))
