@@ -230,8 +230,7 @@ impl LiveReplay {
                     msg = mark_pending(&msg, format, s.entries[ei].flags & OUTPUT != 0);
                 }
                 if breakpoints.contains(&g) {
-                    // Before the message's closing `}]}` and its separator.
-                    let tail = msg.split_off(msg.len() - 4);
+                    let tail = msg.split_off(msg.len() - cache::MARKER_FROM_END);
                     chunks.push(msg);
                     chunks.push(Bytes::from_static(member));
                     chunks.push(tail);

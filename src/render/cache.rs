@@ -145,13 +145,16 @@ pub fn place(
     marks
 }
 
+/// Bytes from a marked Anthropic message's end (its separator included) back
+/// to where its `cache_control` member goes: before `}]}` and the `,`, so
+/// the member lands after the text's closing quote, in its text block.
+pub(crate) const MARKER_FROM_END: usize = 3 + 1;
+
 /// Where the markers of `marks` go among Anthropic messages whose rendered
 /// lengths (each with its separator) are `lens`: byte offsets from the first
 /// message's start, each just before its message's closing `}]}`, so the
 /// member lands in the message's text block. Ascending, like `marks`.
 pub(crate) fn marker_offsets(lens: impl Fn(usize) -> u64, marks: &[usize]) -> Vec<u64> {
-    // `"}]}` then `,`: the member goes after the text's closing quote.
-    const BEFORE_END: u64 = 3 + 1;
     let mut out = Vec::with_capacity(marks.len());
     let (mut at, mut i) = (0u64, 0usize);
     for &m in marks {
@@ -159,15 +162,15 @@ pub(crate) fn marker_offsets(lens: impl Fn(usize) -> u64, marks: &[usize]) -> Ve
             at += lens(i);
             i += 1;
         }
-        out.push(at - BEFORE_END);
+        out.push(at - MARKER_FROM_END as u64);
     }
     out
 }
 
-/// `bytes` with `member` inserted at each of `offsets` (ascending, relative
-/// to `bytes`' start).
-pub(crate) fn splice(bytes: &[u8], offsets: &[u64], member: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len() + offsets.len() * member.len());
+/// Appends `bytes` to `out` with `member` inserted at each of `offsets`
+/// (ascending, relative to `bytes`' start).
+pub(crate) fn splice(bytes: &[u8], offsets: &[u64], member: &[u8], out: &mut Vec<u8>) {
+    out.reserve(bytes.len() + offsets.len() * member.len());
     let mut from = 0usize;
     for &o in offsets {
         out.extend_from_slice(&bytes[from..o as usize]);
@@ -175,7 +178,6 @@ pub(crate) fn splice(bytes: &[u8], offsets: &[u64], member: &[u8]) -> Vec<u8> {
         from = o as usize;
     }
     out.extend_from_slice(&bytes[from..]);
-    out
 }
 
 #[cfg(test)]
@@ -256,9 +258,8 @@ mod tests {
                 r#""ccc","cache_control":{"type":"ephemeral"}}"#
             ),
         );
-        assert_eq!(
-            String::from_utf8(splice(body.as_bytes(), &offsets, member)).unwrap(),
-            want
-        );
+        let mut spliced = Vec::new();
+        splice(body.as_bytes(), &offsets, member, &mut spliced);
+        assert_eq!(String::from_utf8(spliced).unwrap(), want);
     }
 }

@@ -281,7 +281,7 @@ pub(crate) fn render_request_cached(
     let offsets = super::cache::marker_offsets(|i| lens[i], &marks);
     let mut out = head;
     out.reserve(body + offsets.len() * member.len() + tail.len());
-    out.extend_from_slice(&super::cache::splice(&messages, &offsets, member));
+    super::cache::splice(&messages, &offsets, member, &mut out);
     out.extend_from_slice(&tail);
     out
 }

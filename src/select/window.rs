@@ -151,15 +151,7 @@ mod tests {
         s: &Selection,
         prev: Option<WindowStart>,
     ) -> (Range<usize>, Option<u64>, bool) {
-        window(
-            tokens.len(),
-            s,
-            prev,
-            |i| (i as u64, i as u64),
-            |_| 0,
-            |i| tokens[i],
-            |_| false,
-        )
+        win_turns(tokens, &[], s, prev)
     }
 
     #[test]

@@ -98,10 +98,7 @@ pub(super) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snap
             *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         let snap = snapshot_of(&st, &mut live, report, false);
-        st.live_bytes.store(
-            live.info().rendered_bytes,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        st.note_held(&live);
         snap
     })
     .await;

@@ -172,3 +172,35 @@ pub(super) fn json_response(status: StatusCode, body: impl Into<Body>) -> Respon
     );
     r
 }
+
+/// Longest idempotency key accepted.
+pub(super) const MAX_KEY: usize = 255;
+
+/// A request's idempotency key: the `Idempotency-Key` header, else
+/// `from_body` (a field of the body, where the route has one), checked to be
+/// 1 to [`MAX_KEY`] printable ASCII characters.
+pub(super) fn idempotency_key(
+    headers: &axum::http::HeaderMap,
+    from_body: Option<String>,
+) -> Result<Option<String>, ApiError> {
+    let bad = |message: String| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_idempotency_key", message)
+    };
+    let from_header = match headers.get("idempotency-key") {
+        None => None,
+        Some(h) => Some(
+            h.to_str()
+                .map_err(|_| bad("the Idempotency-Key header must be printable ASCII".into()))?
+                .to_string(),
+        ),
+    };
+    let key = from_header.or(from_body);
+    if let Some(k) = &key
+        && (k.is_empty() || k.len() > MAX_KEY || k.bytes().any(|b| !(0x20..0x7f).contains(&b)))
+    {
+        return Err(bad(format!(
+            "an idempotency key must be 1 to {MAX_KEY} printable ASCII characters"
+        )));
+    }
+    Ok(key)
+}

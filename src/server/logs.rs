@@ -180,7 +180,7 @@ impl Server {
                         st
                     }
                 };
-                self.evict(&mut states, id);
+                self.evict(&mut states);
                 st
             }
             // The routes of one mode only exist in that mode.
@@ -197,26 +197,18 @@ impl Server {
     }
 
     /// Drops the least recently used states while their rendered bytes
-    /// exceed `--max-live-bytes` (never `keep`, the one just asked for).
-    fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>, keep: &str) {
+    /// exceed `--max-live-bytes`, never the most recently used one (the log
+    /// just asked for: [`log`](Self::log) has made it so).
+    fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>) {
         let bound = self.shared.cfg.max_live_bytes;
         let mut total: u64 = states
             .iter()
             .map(|(_, s)| s.live_bytes.load(Ordering::Relaxed))
             .sum();
         while total > bound && states.len() > 1 {
-            let Some((id, st)) = states.peek_lru().map(|(k, v)| (k.clone(), v.clone())) else {
+            let Some((id, st)) = states.pop_lru() else {
                 break;
             };
-            if id == keep {
-                // Move it up and look at the next one.
-                states.promote(&id);
-                if states.peek_lru().is_some_and(|(k, _)| k == keep) {
-                    break;
-                }
-                continue;
-            }
-            states.pop(&id);
             total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
             tracing::debug!(log = %id, "live state dropped (memory bound)");
         }

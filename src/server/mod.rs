@@ -160,6 +160,15 @@ impl AppState {
         })
     }
 
+    /// Records the rendered bytes the log's live replay holds (what the
+    /// `--log-dir` memory bound counts).
+    fn note_held(&self, live: &LiveReplay) {
+        self.live_bytes.store(
+            live.info().rendered_bytes,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
     /// The log's writer, started (and the log created) on first use.
     fn writer(&self) -> std::io::Result<&Writer> {
         if let Some(w) = self.writer.get() {
@@ -346,7 +355,7 @@ pub async fn serve(
             tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
             logs::Logs::Dir(dir)
         }
-        None => logs::Logs::One(Arc::new(open_one(&shared).await?)),
+        None => logs::Logs::One(open_one(&shared).await?),
     };
     let server = Arc::new(logs::Server {
         shared: shared.clone(),
@@ -405,8 +414,8 @@ pub async fn serve(
 
 /// The one `--log`: its writer started (the log created) and its replay
 /// built before the server answers, its window start resumed.
-async fn open_one(shared: &Arc<logs::Shared>) -> Result<AppState, ServeError> {
-    let state = shared.open(shared.cfg.log.clone(), None, true);
+async fn open_one(shared: &Arc<logs::Shared>) -> Result<Arc<AppState>, ServeError> {
+    let state = Arc::new(shared.open(shared.cfg.log.clone(), None, true));
     state.writer().map_err(|source| ServeError::Writer {
         path: state.cfg.log.clone(),
         source,
@@ -425,7 +434,6 @@ async fn open_one(shared: &Arc<logs::Shared>) -> Result<AppState, ServeError> {
         bytes = first.bytes_committed,
         "log replayed"
     );
-    let state = Arc::new(state);
     if state.cfg.selection.trim_to.is_some() {
         // Resume the window where the last run left it.
         let st = state.clone();
@@ -438,7 +446,7 @@ async fn open_one(shared: &Arc<logs::Shared>) -> Result<AppState, ServeError> {
         .expect("reading the window start does not panic")?;
         *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
     }
-    Ok(Arc::try_unwrap(state).unwrap_or_else(|_| unreachable!("no other holder yet")))
+    Ok(state)
 }
 
 /// A `prompt_cache_key` for the log and the selection: the same across

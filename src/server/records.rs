@@ -16,19 +16,16 @@
 use std::sync::Arc;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::errors::{ApiError, internal, json_response, read_body};
+use super::errors::{ApiError, idempotency_key, internal, json_response, read_body};
 use super::writer::Line;
 use crate::parse::{LineParser, SkipReason};
 use crate::state::{TurnBegin, TurnStatus};
-
-/// Longest idempotency key accepted.
-const MAX_KEY: usize = 255;
 
 fn bad(code: &'static str, message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -106,25 +103,6 @@ fn check(
     }
 }
 
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(h) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let k = h.to_str().map_err(|_| {
-        bad(
-            "invalid_idempotency_key",
-            "the Idempotency-Key header must be printable ASCII".into(),
-        )
-    })?;
-    if k.is_empty() || k.len() > MAX_KEY {
-        return Err(bad(
-            "invalid_idempotency_key",
-            format!("the Idempotency-Key header must be 1 to {MAX_KEY} characters"),
-        ));
-    }
-    Ok(Some(format!("records:{k}")))
-}
-
 /// `POST /v1/records`.
 pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
@@ -133,7 +111,7 @@ pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-ndjson"));
-    let key = idempotency_key(&headers)?;
+    let key = idempotency_key(&headers, None)?.map(|k| format!("records:{k}"));
     let raws = split(&body, ndjson)?;
     if raws.is_empty() {
         return Err(bad("no_records", "the body holds no record".into()));

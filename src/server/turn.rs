@@ -33,12 +33,11 @@ use super::call::run_turn;
 use super::upstream::Usage;
 use super::writer::{self, Line};
 
+use super::errors::idempotency_key;
 use super::{ApiError, AppState, Snapshot, json_response, read_body, snapshot, stats_json};
 use crate::state::{TurnBegin, TurnStatus};
 use crate::{CurrentRequest, LiveReplay};
 
-/// Longest idempotency key accepted.
-const MAX_KEY: usize = 255;
 /// Most of an upstream error body read.
 pub(super) const MAX_ERROR_BODY: usize = 64 << 10;
 /// Capacity of a streamed answer's queue towards the client.
@@ -124,28 +123,7 @@ pub(super) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, Api
             ));
         }
     };
-    let from_header = match headers.get("idempotency-key") {
-        None => None,
-        Some(h) => Some(
-            h.to_str()
-                .map_err(|_| {
-                    bad(
-                        "invalid_idempotency_key",
-                        "the Idempotency-Key header must be printable ASCII".into(),
-                    )
-                })?
-                .to_string(),
-        ),
-    };
-    let key = from_header.or(from_body);
-    if let Some(k) = &key
-        && (k.is_empty() || k.len() > MAX_KEY || k.bytes().any(|b| !(0x20..0x7f).contains(&b)))
-    {
-        return Err(bad(
-            "invalid_idempotency_key",
-            format!("an idempotency key must be 1 to {MAX_KEY} printable ASCII characters"),
-        ));
-    }
+    let key = idempotency_key(headers, from_body)?;
     Ok(Input {
         text,
         session_id,
@@ -528,6 +506,7 @@ async fn begin(
             } else {
                 let s = super::snapshot_of(&st, &mut live, false, true)
                     .map_err(super::replay_failed)?;
+                st.note_held(&live);
                 drop(live);
                 s
             };

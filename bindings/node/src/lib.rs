@@ -47,14 +47,7 @@ fn invalid(message: String) -> Error {
 }
 
 fn record_mode(record: Option<&str>, default: RecordMode) -> Result<RecordMode> {
-    match record {
-        None => Ok(default),
-        Some("raw") => Ok(RecordMode::Raw),
-        Some("js") => Ok(RecordMode::Js),
-        Some(other) => Err(invalid(format!(
-            "record must be \"raw\" or \"js\", not {other:?}"
-        ))),
-    }
+    record.map_or(Ok(default), |r| r.parse().map_err(invalid))
 }
 
 fn format_of(format: Option<&str>) -> Result<Format> {

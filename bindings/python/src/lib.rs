@@ -54,13 +54,7 @@ fn to_py(e: wmreplay::Error) -> PyErr {
 }
 
 fn record_mode(record: &str) -> PyResult<RecordMode> {
-    match record {
-        "raw" => Ok(RecordMode::Raw),
-        "js" => Ok(RecordMode::Js),
-        other => Err(PyValueError::new_err(format!(
-            "record must be \"raw\" or \"js\", not {other:?}"
-        ))),
-    }
+    record.parse().map_err(PyValueError::new_err)
 }
 
 fn format_of(format: &str) -> PyResult<Format> {
