@@ -25,6 +25,18 @@ pub(crate) fn huge_buffer(len: usize) -> std::io::Result<memmap2::MmapMut> {
     Ok(map)
 }
 
+/// [`huge_buffer`] of exactly `len` bytes (to the next 4 KiB): huge pages
+/// where whole ones fit, 4 KiB pages for the rest, so a buffer that is kept
+/// (a chunk's rendered messages, held by the live state) wastes no more
+/// than a small page.
+pub(crate) fn huge_buffer_exact(len: usize) -> std::io::Result<memmap2::MmapMut> {
+    // Whole huge pages long, so that Linux places it on a 2 MiB boundary;
+    // the part past `len` is never touched, so never backed.
+    let mut map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(HUGE_PAGE))?;
+    advise_huge(map.as_mut_ptr(), len / HUGE_PAGE * HUGE_PAGE);
+    Ok(map)
+}
+
 /// An empty `Vec` with room for `n` elements, with the same huge-page hint
 /// as [`huge_buffer`] on its reserved memory: for a buffer filled by
 /// appending, whose pages are touched (2 MiB at a time) only as it grows.

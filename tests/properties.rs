@@ -1,6 +1,8 @@
 //! Property tests: every non-empty line is counted exactly once, the order is
-//! a naive stable sort's, and the result does not depend on threads, chunk
-//! sizes, or whether the log was mapped or read.
+//! a naive stable sort's, the result does not depend on threads, chunk
+//! sizes, or whether the log was mapped or read, and the one-pass replay
+//! (messages rendered by the parse workers, late records merged in after)
+//! gives the two-pass replay's bytes.
 
 mod common;
 
@@ -8,7 +10,8 @@ use proptest::prelude::*;
 use wmreplay::__internals::json::{self, Member};
 use wmreplay::__internals::lines::{content_start, trim};
 use wmreplay::{
-    CurrentRequest, Format, LogBytes, ReadMode, ReplayOptions, SYSTEM_RULE, Validator, replay,
+    CurrentRequest, Format, LiveReplay, LogBytes, ReadMode, RecordMode, ReplayOptions, SYSTEM_RULE,
+    Selection, Validator, replay, request_envelope,
 };
 
 fn contract(s: &wmreplay::ReplayStats) -> [u64; 4] {
@@ -148,6 +151,67 @@ proptest! {
                     }
                 }
             }
+        }
+    }
+
+    /// The live state is built by the one-pass replay: each worker renders
+    /// its chunk's records sorted among themselves, the chunks' records that
+    /// are older than a chunk before them are merged in at the end. With
+    /// tiny chunks, every record is its own chunk or shares one with late
+    /// records and ties, across every format, both record modes, one or two
+    /// threads and with a filter; the body must be the two-pass replay's
+    /// (replay, then select, then render) byte for byte.
+    #[test]
+    fn one_pass_gives_the_two_pass_bytes(
+        log in log(),
+        seed in 0u64..1000,
+        chunk_size in prop_oneof![Just(1usize), 2usize..200, Just(4096)],
+        threads in 1usize..3,
+        js in any::<bool>(),
+        filter in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let mut log = log;
+        // Records far out of order (whole runs older than what came
+        // before), as well as the generator's ties and small disorder.
+        let mut rng = seed;
+        for i in 0..40u64 {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let ts = if rng >> 60 < 4 { (rng >> 33) % 5 } else { 100 + i * (rng >> 62) };
+            let kind = ["text_input", "text_output", "wm_event"][(rng >> 40) as usize % 3];
+            let session = if rng >> 63 == 0 { r#","session_id":"s1""# } else { "" };
+            log.extend_from_slice(format!("{{\"type\":\"{kind}\",\"ts_ms\":{ts}{session},\"i\":{i}}}\n").as_bytes());
+        }
+        log.extend_from_slice(&common::hostile_log(seed, 20));
+        // The live state commits whole lines only.
+        let end = log.iter().rposition(|&b| b == b'\n').map_or(0, |k| k + 1);
+        log.truncate(end);
+        std::fs::write(&path, &log).unwrap();
+        let mut options = ReplayOptions::default();
+        options.threads = threads;
+        options.chunk_size = chunk_size;
+        options.record = if js { RecordMode::Js } else { RecordMode::Raw };
+        let mut selection = Selection::default();
+        if filter {
+            selection.session = Some("s1".to_string());
+        }
+        let cur = CurrentRequest { text: "q", session_id: Some("s1") };
+        for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson, Format::Xml] {
+            let mut two = replay(&log, &options);
+            two.select(&selection, None);
+            let want = two.render_request(format, SYSTEM_RULE, &cur);
+            let mut live = LiveReplay::new(&path, format, options.clone()).with_selection(selection.clone());
+            live.refresh().unwrap();
+            let (head, tail) = request_envelope(format, "", SYSTEM_RULE, &cur);
+            let mut got = head;
+            for c in live.chunks() {
+                got.extend_from_slice(&c);
+            }
+            got.extend_from_slice(&tail);
+            prop_assert!(got == want, "{:?}: one-pass body differs ({} vs {} bytes)", format, got.len(), want.len());
+            prop_assert_eq!(contract(live.stats()), contract(two.stats()));
+            prop_assert_eq!(live.stats().already_ordered, two.stats().already_ordered);
         }
     }
 }

@@ -116,6 +116,31 @@ impl Iterator for Lines<'_> {
     }
 }
 
+/// How many bytes at the start of `s` (which starts at a line) are known
+/// valid UTF-8: a window of up to 1 MiB of whole lines (or the first line,
+/// if it is longer), cut short by the first invalid byte.
+pub(crate) fn utf8_window(s: &[u8]) -> usize {
+    const WINDOW: usize = 1 << 20;
+    let to = if s.len() <= WINDOW {
+        s.len()
+    } else if let Some(k) = memchr::memrchr(b'\n', &s[..WINDOW]) {
+        k + 1
+    } else {
+        memchr::memchr(b'\n', &s[WINDOW..]).map_or(s.len(), |k| WINDOW + k + 1)
+    };
+    utf8_valid_prefix(&s[..to])
+}
+
+/// Length of the longest valid UTF-8 prefix of `s` (a sequence cut by the
+/// end of `s` counts as invalid: the window is then re-checked later).
+fn utf8_valid_prefix(s: &[u8]) -> usize {
+    if simdutf8::basic::from_utf8(s).is_ok() {
+        s.len()
+    } else {
+        simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| s.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,16 +88,36 @@ pub(super) fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
 /// Drops the page-table entries of `map` in parallel (see
 /// [`LogBytes::release_pages`](super::LogBytes::release_pages)).
 pub(super) fn release(map: &memmap2::Mmap) {
+    release_range(map, 0..map.len());
+}
+
+/// [`release`] for `range` of the map, widened to the huge pages it
+/// touches at its start (a part the caller is done with while other threads
+/// still read the rest; one of them reading the page shared with it faults
+/// the bytes in again).
+pub(super) fn release_range(map: &memmap2::Mmap, range: std::ops::Range<usize>) {
     #[cfg(target_os = "linux")]
     {
+        let page = crate::buffers::HUGE_PAGE;
+        let start = (range.start / page * page).min(map.len());
+        // The map's last page, partial, goes too when the range reaches it.
+        let end = if range.end >= map.len() {
+            map.len()
+        } else {
+            range.end / page * page
+        }
+        .max(start);
+        if start == end {
+            return;
+        }
         use rayon::prelude::*;
-        let len = map.len();
+        let len = end - start;
         let parts = rayon::current_num_threads().max(1);
         let part = len
             .div_ceil(parts)
             .next_multiple_of(crate::buffers::HUGE_PAGE);
         (0..len.div_ceil(part)).into_par_iter().for_each(|k| {
-            let at = k * part;
+            let at = start + k * part;
             // SAFETY: the map is a private, read-only map of a file that
             // this process never writes to, so `MADV_DONTNEED` discards
             // nothing: it only drops page-table entries, and a later read
@@ -109,13 +129,13 @@ pub(super) fn release(map: &memmap2::Mmap) {
                 map.unchecked_advise_range(
                     memmap2::UncheckedAdvice::DontNeed,
                     at,
-                    part.min(len - at),
+                    part.min(end - at),
                 )
             };
         });
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = map;
+    let _ = (map, range);
 }
 
 /// The SIGBUS guard for maps (see the module docs).

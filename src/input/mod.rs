@@ -230,6 +230,14 @@ impl LogBytes {
             map::release(&m.map);
         }
     }
+
+    /// [`release_pages`](Self::release_pages) for `range` of the bytes,
+    /// from the start of the huge page it starts in.
+    pub fn release_range(&self, range: std::ops::Range<usize>) {
+        if let Bytes::Mapped(m) = &self.bytes {
+            map::release_range(&m.map, range);
+        }
+    }
 }
 
 impl ReadFile {

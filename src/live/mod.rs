@@ -44,12 +44,12 @@ use bytes::Bytes;
 
 use crate::error::Error;
 use crate::input::{FileIdentity, LogBytes, ReadMode};
-use crate::order::{self, ts_key};
-use crate::render::{self, Format};
-use crate::replay::{ReplayOptions, ReplayStats, parse_range};
+use crate::render::Format;
+use crate::replay::rendered::RenderSpec;
+use crate::replay::{ReplayOptions, ReplayStats, parse_range_rendered};
 use crate::select::Selection;
 use crate::select::tokens::Tokenizer;
-use segments::{Entry, INPUT, NOT_COUNTED, OUTPUT, Segment};
+use segments::Segment;
 
 /// What one [`LiveReplay::refresh`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -344,7 +344,7 @@ impl LiveReplay {
         } else {
             0
         };
-        if let Err(e) = self.absorb(&buf, start, base, &mut report) {
+        if let Err(e) = self.absorb(&buf, start, base, &mut report, None) {
             // Counted but not placed: start over on the next call.
             self.reset();
             return Err(e);
@@ -368,7 +368,10 @@ impl LiveReplay {
         report.bytes_read = bytes.len() as u64;
         self.file_len = all.len() as u64;
         let start = crate::input::lines::content_start(bytes);
-        if let Err(e) = self.absorb(bytes, start, 0, &mut report) {
+        // Each chunk's pages of the map are dropped once its messages are
+        // rendered: the map and the messages are not both held whole.
+        let release = |r: std::ops::Range<usize>| log.release_range(r);
+        if let Err(e) = self.absorb(bytes, start, 0, &mut report, Some(&release)) {
             self.reset();
             return Err(e);
         }
@@ -396,6 +399,7 @@ impl LiveReplay {
         start: usize,
         base: u64,
         report: &mut Refresh,
+        done: Option<&(dyn Fn(std::ops::Range<usize>) + Sync)>,
     ) -> Result<(), Error> {
         let Some(last_nl) = memchr::memrchr(b'\n', buf) else {
             return Ok(());
@@ -405,7 +409,21 @@ impl LiveReplay {
             // Only a byte-order mark and nothing after it yet.
             return Ok(());
         }
-        let parsed = parse_range(buf, start..commit, self.lines + 1, &self.options, &|_| {});
+        let spec = RenderSpec {
+            format: self.format,
+            filter: self.selection.has_filters().then_some(&self.selection),
+            base,
+            done,
+        };
+        let parsed = parse_range_rendered(
+            buf,
+            start..commit,
+            self.lines + 1,
+            &self.options,
+            Some(&spec),
+            false,
+            &|_| {},
+        );
         self.committed = base + commit as u64;
         report.bytes_committed = commit as u64;
         self.lines += parsed.lines;
@@ -423,104 +441,63 @@ impl LiveReplay {
             s.offset += base;
             st.skips.push(s);
         }
-        // The records in order, and the late ones set aside (both in file
-        // order).
-        let mut records = parsed.records;
-        let mut late = parsed.late;
-        // Records point into the re-serialised buffer in js mode.
-        let arena = parsed.arena;
-        let js = arena.is_some();
-        let data: &[u8] = arena.as_deref().unwrap_or(buf);
+        let Some(rendered) = parsed.rendered else {
+            return Ok(());
+        };
+        if rendered.unrendered > 0 {
+            let held: u64 = rendered.pieces.iter().map(|p| p.bytes.len() as u64).sum();
+            return Err(Error::out_of_memory(&self.path, held + rendered.unrendered));
+        }
         // Ordered so far (over every record, filtered out or not, as a
         // one-shot replay reports it): each at least the newest before it.
-        // The first record is never late, and the last in order is the
-        // newest.
-        if let (Some(first), Some(last)) = (records.first(), records.last()) {
+        if let (Some(first), Some(newest)) = (rendered.first, rendered.newest) {
             if st.already_ordered {
-                st.already_ordered =
-                    late.is_empty() && self.last_key.is_none_or(|k| ts_key(first.ts) >= k);
+                st.already_ordered = rendered.ordered && self.last_key.is_none_or(|k| first >= k);
             }
-            self.last_key = Some(ts_key(last.ts));
+            self.last_key = Some(self.last_key.map_or(newest, |k| k.max(newest)));
         }
-        if self.selection.has_filters() {
-            records.retain(|r| self.selection.matches(r, data));
-            late.retain(|r| self.selection.matches(r, data));
-        }
-        if records.is_empty() && late.is_empty() {
-            return Ok(());
-        }
+        // The new messages are in replay order among themselves; those older
+        // than the newest message held (a prefix of them) are late, and go
+        // among the held ones; the rest go on at the end.
         let newest = self.segments.last().map(Segment::last_key);
-        let parallel = records.len() + late.len() > 4096 && self.options.threads != 1;
-        order::merge_late(&mut records, late, parallel);
-        let lens = render::message_lens(&records, data, self.format);
-        let total: u64 = lens.iter().sum();
-        let mut out = usize::try_from(total)
-            .ok()
-            .and_then(crate::buffers::try_zeroed)
-            .ok_or_else(|| Error::out_of_memory(&self.path, total))?;
-        render::write_with_lens(&records, &lens, data, self.format, &mut out);
-        let rendered = Bytes::from(out);
-        let entries: Vec<Entry> = records
-            .iter()
-            .zip(&lens)
-            .map(|(r, &len)| Entry {
-                key: ts_key(r.ts),
-                offset: base
-                    + if js {
-                        crate::replay::arena_origin(data, r.offset)
-                    } else {
-                        r.offset
-                    },
-                len,
-                flags: if r.is_output() {
-                    OUTPUT
-                } else if r.kind_is(data, "text_input") {
-                    INPUT
-                } else {
-                    0
-                },
-                tokens: NOT_COUNTED,
-            })
-            .collect();
-        report.records_added = entries.len() as u64;
-        self.records += entries.len() as u64;
-        self.rendered += total;
-        // Records at or after the newest key go at the end; the others are
-        // late and are placed among the records already held.
-        let split = match newest {
-            Some(k) => entries.partition_point(|e| e.key < k),
-            None => 0,
-        };
-        let split_at: u64 = lens[..split].iter().sum();
-        self.late += split as u64;
-        report.late_records = split as u64;
-        let mut i = 0;
-        let mut byte = 0u64;
-        while i < split {
-            // A run of late records that land between the same two held
-            // records goes in as one slice.
-            let (seg, idx) = self.position(entries[i].key);
-            let bound = self.bound_after(seg, idx);
-            let mut j = i + 1;
-            while j < split && bound.is_none_or(|b| entries[j].key < b) {
-                j += 1;
+        for piece in rendered.pieces {
+            let n = piece.entries.len() as u64;
+            let total = piece.bytes.len() as u64;
+            self.records += n;
+            self.rendered += total;
+            report.records_added += n;
+            let split = newest.map_or(0, |k| piece.entries.partition_point(|e| e.key < k));
+            self.late += split as u64;
+            report.late_records += split as u64;
+            let entries = &piece.entries;
+            let (mut i, mut byte) = (0usize, 0usize);
+            while i < split {
+                // A run of late records that land between the same two held
+                // records goes in as one slice.
+                let (seg, idx) = self.position(entries[i].key);
+                let bound = self.bound_after(seg, idx);
+                let mut j = i + 1;
+                while j < split && bound.is_none_or(|b| entries[j].key < b) {
+                    j += 1;
+                }
+                let len = entries[i..j].iter().map(|e| e.len).sum::<u64>() as usize;
+                let run = Segment {
+                    bytes: piece.bytes.slice(byte..byte + len),
+                    entries: entries[i..j].to_vec(),
+                };
+                self.insert(seg, idx, run);
+                byte += len;
+                i = j;
             }
-            let len: u64 = lens[i..j].iter().sum();
-            let piece = Segment {
-                bytes: rendered.slice(byte as usize..(byte + len) as usize),
-                entries: entries[i..j].to_vec(),
-            };
-            self.insert(seg, idx, piece);
-            byte += len;
-            i = j;
-        }
-        debug_assert_eq!(byte, split_at);
-        if split < entries.len() {
-            let tail = Segment {
-                bytes: rendered.slice(split_at as usize..),
-                entries: entries[split..].to_vec(),
-            };
-            self.push(tail);
+            if split == 0 {
+                self.push(piece);
+            } else if split < entries.len() {
+                let tail = Segment {
+                    bytes: piece.bytes.slice(byte..),
+                    entries: entries[split..].to_vec(),
+                };
+                self.push(tail);
+            }
         }
         self.compact_if_needed();
         Ok(())

@@ -1,7 +1,7 @@
 //! The held messages: segments of rendered bytes in replay order, and
 //! where a new record goes among them (late records split a segment).
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 
 use super::LiveReplay;
 
@@ -9,40 +9,7 @@ use super::LiveReplay;
 /// a stream of one-record appends does not leave one segment per record.
 const SMALL_SEGMENT: usize = 256 << 10;
 
-/// Where one rendered message sits in the replay order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Entry {
-    /// `ts_key(ts_ms)`: the order of `ts_ms` as a double.
-    pub(super) key: u64,
-    /// Byte offset of the line in the file: the tie-break (file order).
-    pub(super) offset: u64,
-    /// Bytes of the rendered message, separator included.
-    pub(super) len: u64,
-    /// [`INPUT`] or [`OUTPUT`], for the pending prompt.
-    pub(super) flags: u8,
-    /// Tokens of the message text, once counted by a window
-    /// ([`NOT_COUNTED`] before; the count is for `counted_with`).
-    pub(super) tokens: u32,
-}
-
-/// Entry flag: a `text_input` record.
-pub(super) const INPUT: u8 = 1;
-/// Entry flag: a `text_output` record.
-pub(super) const OUTPUT: u8 = 2;
-/// [`Entry::tokens`] before a window counted it.
-pub(super) const NOT_COUNTED: u32 = u32::MAX;
-
-/// Consecutive messages in replay order: their bytes and where each is.
-pub(super) struct Segment {
-    pub(super) bytes: Bytes,
-    pub(super) entries: Vec<Entry>,
-}
-
-impl Segment {
-    pub(super) fn last_key(&self) -> u64 {
-        self.entries.last().map_or(0, |e| e.key)
-    }
-}
+pub(super) use crate::replay::rendered::{INPUT, NOT_COUNTED, OUTPUT, Piece as Segment};
 
 impl LiveReplay {
     /// Segment and entry index where a record with `key` goes: after every

@@ -11,8 +11,6 @@
 //! separator (`,` for JSON arrays, nothing for NDJSON, whose messages end in
 //! `\n`); the array forms drop the last separator when they close.
 
-use std::io::Write;
-
 use rayon::prelude::*;
 
 use crate::escape::{self, JsNumber, put};
@@ -20,7 +18,10 @@ use crate::parse::Record;
 
 pub(crate) mod cache;
 pub(crate) mod request;
+mod stream;
 pub(crate) mod xml;
+
+pub use stream::{STREAM_BATCH, stream_messages};
 
 /// An output format.
 ///
@@ -252,6 +253,17 @@ pub(crate) fn write_with_lens(
     write_groups(seq, &cuts, 0..sizes.len(), &sizes, log, format, out);
 }
 
+/// Writes the messages of `records`, one after another on this thread,
+/// into `out` (exactly their length); like [`write_with_lens`], a log that
+/// changed after they were measured leaves meaningless bytes, not a panic.
+pub(crate) fn write_each(records: &[Record], log: &[u8], format: Format, out: &mut [u8]) {
+    let mut w = 0;
+    for r in records {
+        w += write_message(r, log, format, &mut out[w..]);
+    }
+    out[w..].fill(b' ');
+}
+
 /// Records in replay order, held as two lists each in that order: the
 /// records that were in order in the log, and the late ones, sorted
 /// ([`crate::order::merge_late`]'s order, which merging them gives). The
@@ -391,81 +403,13 @@ fn write_groups(
         });
 }
 
-/// Output bytes per streamed batch: bounds the memory of streaming output
-/// whatever the log's size.
-pub const STREAM_BATCH: usize = 16 << 20;
-
-/// Streams the messages of `records` (each followed by its separator) to `w`
-/// in batches of about `batch` bytes (whole groups of messages, at
-/// least one group each), each rendered in parallel. With
-/// `drop_last_separator`, the final separator is not written.
-///
-/// Only each group's size is kept, not each message's: the groups' offsets
-/// in a batch are all the parallel writers need. The records may come as two
-/// lists, read merged ([`Sequence`]).
-pub fn stream_messages<'a>(
-    records: impl Into<Sequence<'a>>,
-    log: &[u8],
-    format: Format,
-    drop_last_separator: bool,
-    batch: usize,
-    w: &mut dyn Write,
-) -> std::io::Result<()> {
-    let seq = records.into();
-    let cuts = seq.cuts();
-    let sizes = group_sizes(seq, &cuts, log, format);
-    let batches = batches(&sizes, batch);
-    // One buffer, as big as the biggest batch: fresh memory costs a page
-    // fault per page, so it is taken once, not again for each batch that
-    // outgrows the ones before.
-    let largest = batches.iter().map(|b| b.1).max().unwrap_or(0);
-    let mut buf = crate::buffers::huge_buffer(largest)?;
-    for (groups, size) in batches {
-        write_groups(
-            seq,
-            &cuts,
-            groups.clone(),
-            &sizes[groups.clone()],
-            log,
-            format,
-            &mut buf[..size],
-        );
-        let n = if groups.end == sizes.len() && drop_last_separator {
-            size - format.separator().len()
-        } else {
-            size
-        };
-        w.write_all(&buf[..n])?;
-    }
-    Ok(())
-}
-
-/// Splits groups of the given sizes into consecutive batches of about
-/// `batch` bytes: whole groups, at least one each, a batch closing once it
-/// reaches `batch`. Returns each batch's groups and size.
-fn batches(sizes: &[u64], batch: usize) -> Vec<(std::ops::Range<usize>, usize)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < sizes.len() {
-        let mut end = start;
-        let mut size = 0usize;
-        while end < sizes.len() && (end == start || size < batch) {
-            size += sizes[end] as usize;
-            end += 1;
-        }
-        out.push((start..end, size));
-        start = end;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{ReplayOptions, replay};
 
     /// A log whose messages have escapes in the kind and the line.
-    fn log() -> Vec<u8> {
+    pub(super) fn log() -> Vec<u8> {
         let mut log = Vec::new();
         for i in 0..3000 {
             let line = format!(
@@ -527,7 +471,7 @@ mod tests {
     fn batches_cover_every_group_once_and_close_at_the_batch_size() {
         let sizes: Vec<u64> = (0..50u64).map(|i| (i * 7919) % 1000 + 1).collect();
         for batch in [0, 1, 500, 999, 1000, 3000, 1 << 30] {
-            let got = batches(&sizes, batch);
+            let got = stream::batches(&sizes, batch);
             let mut next = 0;
             for (groups, size) in &got {
                 assert_eq!(groups.start, next, "batch {batch}");
@@ -541,7 +485,7 @@ mod tests {
             }
             assert_eq!(next, sizes.len());
         }
-        assert!(batches(&[], 10).is_empty());
+        assert!(stream::batches(&[], 10).is_empty());
     }
 
     #[test]

@@ -7,11 +7,13 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use crate::input::lines::{self, Lines};
+use super::js_chunk::parse_chunk_js;
+use crate::input::lines;
 use crate::order;
 use crate::parse::js::JsStringifier;
-use crate::parse::{LineParser, Record, SkipReason};
+use crate::parse::{LineParser, Record};
 
+use super::rendered::{ChunkRender, RenderJoin, RenderSpec, Rendered, render_chunk};
 use super::*;
 
 /// Records and stats of a range of a log.
@@ -31,6 +33,9 @@ pub struct Parsed {
     pub stats: ReplayStats,
     /// Physical lines seen (blank lines included).
     pub lines: u64,
+    /// The messages, when they were rendered while parsing
+    /// ([`parse_range_rendered`]).
+    pub(crate) rendered: Option<Rendered>,
 }
 
 /// Parses `log[range]`, whose first line is line `first_line` of the file.
@@ -39,6 +44,22 @@ pub fn parse_range(
     range: Range<usize>,
     first_line: u64,
     options: &ReplayOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Parsed {
+    parse_range_rendered(log, range, first_line, options, None, true, progress)
+}
+
+/// [`parse_range`], each chunk's messages also rendered by the worker that
+/// parsed it when `render` is given ([`Parsed::rendered`]; see
+/// `rendered.rs`); the records are joined only if `records` (the messages
+/// do not need them).
+pub(crate) fn parse_range_rendered(
+    log: &[u8],
+    range: Range<usize>,
+    first_line: u64,
+    options: &ReplayOptions,
+    render: Option<&RenderSpec<'_>>,
+    records: bool,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Parsed {
     let js = options.record == RecordMode::Js;
@@ -83,11 +104,14 @@ pub fn parse_range(
         js,
         first_line,
         options.max_skips,
+        records,
+        render.is_some(),
     ));
     let run = || {
         let mut w = Worker {
             parser: LineParser::with_validator(options.max_depth, options.validator),
             js: js.then(|| JsStringifier::new(options.max_depth)),
+            scratch: Vec::new(),
         };
         let mut out = ChunkResult::new(js);
         loop {
@@ -111,6 +135,13 @@ pub fn parse_range(
                     &mut out,
                 ),
             }
+            if let Some(spec) = render {
+                let data = out.arena.as_deref().unwrap_or(log);
+                out.rendered = Some(render_chunk(&out.records, data, js, spec, &mut w.scratch));
+                if let Some(done) = spec.done {
+                    done(chunk.clone());
+                }
+            }
             progress(chunk.len() as u64);
             let mut j = join.lock().unwrap_or_else(PoisonError::into_inner);
             out = j.finish(k, out);
@@ -130,35 +161,29 @@ pub fn parse_range(
     }
     join.into_inner()
         .unwrap_or_else(PoisonError::into_inner)
-        .into_parsed()
+        .into_parsed(options.threads != 1)
 }
 
-pub(super) fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
-    if threads <= 1 || threads == rayon::current_num_threads() {
-        return f();
-    }
-    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-        Ok(pool) => pool.install(f),
-        Err(_) => f(),
-    }
-}
-
-/// A worker thread's reusable parsers.
+/// A worker thread's reusable parsers (and the sorted copy of a chunk's
+/// records it renders from).
 struct Worker {
     parser: LineParser,
     js: Option<JsStringifier>,
+    scratch: Vec<Record>,
 }
 
 /// One chunk's records and stats; its buffers are reused for later chunks.
-struct ChunkResult {
-    records: Vec<Record>,
-    stats: ReplayStats,
+pub(super) struct ChunkResult {
+    pub(super) records: Vec<Record>,
+    pub(super) stats: ReplayStats,
     /// Physical lines of the chunk (skips' line numbers are relative to it,
     /// 0-based).
-    lines: u64,
+    pub(super) lines: u64,
     /// [`RecordMode::Js`]: the chunk's re-serialised records (record offsets
     /// are relative to it).
-    arena: Option<Vec<u8>>,
+    pub(super) arena: Option<Vec<u8>>,
+    /// The chunk's messages, when rendered while parsing.
+    pub(super) rendered: Option<ChunkRender>,
 }
 
 impl ChunkResult {
@@ -168,6 +193,7 @@ impl ChunkResult {
             stats: ReplayStats::default(),
             lines: 0,
             arena: js.then(Vec::new),
+            rendered: None,
         }
     }
 
@@ -204,11 +230,24 @@ struct Join {
     lines: u64,
     first_line: u64,
     max_skips: usize,
+    /// Whether records are joined (not only rendered messages).
+    keep_records: bool,
+    /// The rendered messages joined, when rendering.
+    render: Option<RenderJoin>,
 }
 
 impl Join {
     /// For `chunks` chunks of a range of `len` bytes.
-    fn new(chunks: usize, len: usize, js: bool, first_line: u64, max_skips: usize) -> Self {
+    fn new(
+        chunks: usize,
+        len: usize,
+        js: bool,
+        first_line: u64,
+        max_skips: usize,
+        keep_records: bool,
+        rendering: bool,
+    ) -> Self {
+        let len = if keep_records { len } else { 0 };
         Join {
             waiting: (0..chunks).map(|_| None).collect(),
             next: 0,
@@ -226,6 +265,8 @@ impl Join {
             lines: 0,
             first_line,
             max_skips,
+            keep_records,
+            render: rendering.then(RenderJoin::new),
         }
     }
 
@@ -233,7 +274,10 @@ impl Join {
     /// order, and returns a result whose buffers can hold the next chunk.
     fn finish(&mut self, k: usize, out: ChunkResult) -> ChunkResult {
         self.waiting[k] = Some(out);
-        while let Some(p) = self.waiting.get_mut(self.next).and_then(Option::take) {
+        while let Some(mut p) = self.waiting.get_mut(self.next).and_then(Option::take) {
+            if let (Some(r), Some(join)) = (p.rendered.take(), &mut self.render) {
+                join.append(r);
+            }
             self.append(&p);
             self.spare.push(p);
             self.next += 1;
@@ -260,6 +304,9 @@ impl Join {
             }
         }
         self.lines += p.lines;
+        if !self.keep_records {
+            return;
+        }
         let at = match (&mut self.arena, &p.arena) {
             (Some(arena), Some(bytes)) => {
                 let at = arena.len() as u64;
@@ -298,7 +345,7 @@ impl Join {
         self.newest = newest;
     }
 
-    fn into_parsed(self) -> Parsed {
+    fn into_parsed(self, parallel: bool) -> Parsed {
         debug_assert!(
             self.waiting.iter().all(Option::is_none),
             "a chunk was not joined"
@@ -309,6 +356,13 @@ impl Join {
             arena: self.arena,
             stats: self.stats,
             lines: self.lines,
+            rendered: self.render.map(|r| Rendered {
+                first: r.first,
+                newest: r.newest,
+                ordered: r.ordered,
+                unrendered: r.unrendered,
+                pieces: r.finish(parallel),
+            }),
         }
     }
 }
@@ -321,62 +375,6 @@ pub fn arena_origin(arena: &[u8], offset: u64) -> u64 {
         .get(o.saturating_sub(8)..o)
         .and_then(|b| b.try_into().ok())
         .map_or(0, u64::from_le_bytes)
-}
-
-/// [`parse_chunk`] in [`RecordMode::Js`]: each line re-serialised as Node.js
-/// would (blank, invalid and valid decided as Node decides them), then
-/// classified by the line parser from the re-serialised bytes.
-fn parse_chunk_js(
-    log: &[u8],
-    range: Range<usize>,
-    parser: &mut LineParser,
-    js: &mut JsStringifier,
-    max_skips: usize,
-    out: &mut ChunkResult,
-) {
-    let ChunkResult {
-        records,
-        stats,
-        lines,
-        arena,
-    } = out;
-    let arena = arena.get_or_insert_with(Vec::new);
-    let mut line_no = 0u64;
-    for line in Lines::new(log, range) {
-        line_no += 1;
-        stats.unterminated_tail = !line.terminated;
-        let raw = &log[line.range.clone()];
-        let header = arena.len();
-        // The offset raw mode gives the line (past ASCII whitespace), so a
-        // record has the same offset in both modes.
-        let origin = line.range.start + lines::trim(raw).start;
-        arena.extend_from_slice(&(origin as u64).to_le_bytes());
-        let at = arena.len();
-        let outcome = match js.stringify(raw, arena) {
-            Ok(false) => {
-                arena.truncate(header);
-                continue;
-            }
-            Err(e) => Err(SkipReason::InvalidJson {
-                kind: e.kind,
-                column: e.column as u32,
-            }),
-            Ok(true) => {
-                let ts_if_null = js.top_level_number(b"ts_ms").filter(|x| x.is_infinite());
-                parser.parse_canonical(&arena[at..], at as u64, ts_if_null)
-            }
-        };
-        stats.total_lines += 1;
-        match outcome {
-            Ok(r) => records.push(r),
-            Err(reason) => {
-                arena.truncate(header);
-                stats.skip(reason, line_no - 1, line.range.start as u64, max_skips);
-            }
-        }
-    }
-    stats.parsed_entries = records.len() as u64;
-    *lines = line_no;
 }
 
 fn parse_chunk(
@@ -435,7 +433,7 @@ fn parse_chunk_lines(
     let mut p = range.start;
     while p < end {
         if p >= utf8_valid_to {
-            utf8_valid_to = p + utf8_window(&log[p..end]);
+            utf8_valid_to = p + lines::utf8_window(&log[p..end]);
         }
         // The common line, an object ending in `\n`, is found and scanned in
         // one pass, without looking for its `\n` first.
@@ -478,34 +476,10 @@ fn parse_chunk_lines(
     *lines = line_no;
 }
 
-/// How many bytes at the start of `s` (which starts at a line) are known
-/// valid UTF-8: a window of up to 1 MiB of whole lines (or the first line,
-/// if it is longer), cut short by the first invalid byte.
-fn utf8_window(s: &[u8]) -> usize {
-    const WINDOW: usize = 1 << 20;
-    let to = if s.len() <= WINDOW {
-        s.len()
-    } else if let Some(k) = memchr::memrchr(b'\n', &s[..WINDOW]) {
-        k + 1
-    } else {
-        memchr::memchr(b'\n', &s[WINDOW..]).map_or(s.len(), |k| WINDOW + k + 1)
-    };
-    utf8_valid_prefix(&s[..to])
-}
-
-/// Length of the longest valid UTF-8 prefix of `s` (a sequence cut by the
-/// end of `s` counts as invalid: the window is then re-checked later).
-fn utf8_valid_prefix(s: &[u8]) -> usize {
-    if simdutf8::basic::from_utf8(s).is_ok() {
-        s.len()
-    } else {
-        simdutf8::compat::from_utf8(s).map_or_else(|e| e.valid_up_to(), |_| s.len())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::SkipReason;
 
     /// A chunk result holding one record at `offset` (chunk-relative in js
     /// mode), `lines` lines, and a skip on its line `skip_line` (0-based).
@@ -531,7 +505,7 @@ mod tests {
 
     #[test]
     fn chunks_finishing_out_of_order_are_joined_in_file_order() {
-        let mut j = Join::new(3, 1 << 10, false, 10, 16);
+        let mut j = Join::new(3, 1 << 10, false, 10, 16, true, false);
         // Chunk 2 finishes first, then 0, then 1: nothing is joined until
         // chunk 0 is, and chunk 2 waits for chunk 1.
         let spare = j.finish(2, chunk(300, 5, 4, None));
@@ -542,7 +516,7 @@ mod tests {
         // A joined chunk's buffers come back for the next chunk (the worker
         // empties them with `clear`), instead of fresh ones.
         assert!(spare.records.capacity() > 0);
-        let p = j.into_parsed();
+        let p = j.into_parsed(false);
         let offsets: Vec<u64> = p.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, [100, 200, 300]);
         // Lines are numbered from line 10 across the chunks: 3 + 2 + 5.
@@ -557,10 +531,10 @@ mod tests {
 
     #[test]
     fn js_records_point_into_the_joined_arena() {
-        let mut j = Join::new(2, 1 << 10, true, 1, 16);
+        let mut j = Join::new(2, 1 << 10, true, 1, 16, true, false);
         j.finish(1, chunk(2, 1, 0, Some(b"cdef")));
         j.finish(0, chunk(1, 1, 0, Some(b"ab")));
-        let p = j.into_parsed();
+        let p = j.into_parsed(false);
         assert_eq!(p.arena.as_deref(), Some(&b"abcdef"[..]));
         let offsets: Vec<u64> = p.records.iter().map(|r| r.offset).collect();
         assert_eq!(offsets, [1, 2 + 2]);

@@ -16,9 +16,11 @@ use crate::render::{Format, Sequence};
 use crate::select::{self, SelectReport, Selection, WindowStart};
 
 mod chunks;
+mod js_chunk;
+pub(crate) mod rendered;
 mod stats;
 
-use chunks::run_in_pool;
+pub(crate) use chunks::parse_range_rendered;
 pub use chunks::{Parsed, arena_origin, parse_range};
 pub use stats::{ReplayStats, Skip};
 
@@ -372,6 +374,17 @@ impl<'a> Replay<'a> {
     /// Streams the replayed messages alone to `w`.
     pub fn write_messages(&self, format: Format, w: &mut dyn Write) -> std::io::Result<()> {
         request::write_messages(self.sequence(), self.data(), format, w)
+    }
+}
+
+/// Runs `f` in a pool of `threads` threads (0: rayon's global pool; 1: here).
+pub(super) fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    if threads <= 1 || threads == rayon::current_num_threads() {
+        return f();
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
     }
 }
 
