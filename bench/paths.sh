@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The paths users take, each against its floor, interleaved, median of RUNS:
+#
+#   - `serve` start-up (until GET /v1/stats answers: the live state's first
+#     replay) and its peak and settled RSS, against `respond` on the same log;
+#   - `respond` into a pipe read by `cat > /dev/null`, against `respond` into
+#     /dev/null;
+#   - `respond` end to end against `wc -l` on the same log.
+#
+#   bash bench/paths.sh [SIZE] [RUNS]      (default 1GiB, 5)
+#
+# BIN=path/to/wmreplay measures another build (a before/after comparison).
+# The log is generated once into target/bench-data (`wmreplay gen --seed 1`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SIZE=${1:-1GiB}
+RUNS=${2:-5}
+PORT=${PORT:-8797}
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN=$PWD/target/release/wmreplay
+fi
+mkdir -p target/bench-data
+LOG=target/bench-data/paths-$SIZE-seed1.log
+[ -s "$LOG" ] || "$BIN" gen "$LOG" --size "$SIZE" --seed 1
+SERVER=
+trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; true' EXIT
+
+now() { date +%s.%N; }
+secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$1" "$2"; }
+median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
+
+startup=() peak=() settled=() respond=() pipe=() null100=() wc=()
+for _ in $(seq "$RUNS"); do
+  t0=$(now)
+  RUST_LOG=warn "$BIN" serve --log "$LOG" --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
+  SERVER=$!
+  until curl -sf -o /dev/null "http://127.0.0.1:$PORT/v1/stats"; do sleep 0.005; done
+  t1=$(now)
+  startup+=("$(secs "$t0" "$t1")")
+  peak+=("$(awk '/VmHWM/ {print $2 * 1024}' /proc/$SERVER/status)")
+  settled+=("$(awk '/VmRSS/ {print $2 * 1024}' /proc/$SERVER/status)")
+  kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
+  t0=$(now); "$BIN" respond "$LOG" --text hi > /dev/null; t1=$(now)
+  respond+=("$(secs "$t0" "$t1")")
+  t0=$(now); "$BIN" respond "$LOG" --text hi | cat > /dev/null; t1=$(now)
+  pipe+=("$(secs "$t0" "$t1")")
+  t0=$(now); wc -l "$LOG" > /dev/null; t1=$(now)
+  wc+=("$(secs "$t0" "$t1")")
+done
+LEN=$(stat -L -c %s "$LOG")
+S=$(median "${startup[@]}"); R=$(median "${respond[@]}"); P=$(median "${pipe[@]}"); W=$(median "${wc[@]}")
+python3 - "$LEN" "$S" "$R" "$P" "$W" "$(median "${peak[@]}")" "$(median "${settled[@]}")" <<'PY'
+import sys
+n, s, r, p, w, peak, settled = map(float, sys.argv[1:])
+print(f"log: {n / 2**20:.0f} MiB")
+print(f"serve start-up   {s:.3f} s   = {s / r:.2f}x respond")
+print(f"serve RSS        peak {peak / n:.2f}x the log, settled {settled / n:.2f}x")
+print(f"respond          {r:.3f} s   = {r / w:.2f}x wc -l ({w:.3f} s)")
+print(f"respond | cat    {p:.3f} s   = {p / r:.2f}x respond > /dev/null")
+PY
