@@ -67,13 +67,81 @@ pub struct Stats {
     pub skipped_invalid_shape: i64,
 }
 
-/// A replay's messages, rendered off the JavaScript thread: every text in
-/// one buffer, with where each ends and whether it is an answer.
+/// A replay's messages, rendered off the JavaScript thread: the texts laid
+/// end to end in strings of about [`GROUP`] messages each (ASCII texts and
+/// the others apart: the ASCII ones become one-byte JavaScript strings, the
+/// others are encoded to UTF-16 here, so that V8 only copies them), and for
+/// each message its string and span. `index.js` cuts each message's text
+/// out with `substring`, which V8 answers with a slice of the parent, not a
+/// copy: a few hundred strings cross into JavaScript, not one per message.
 pub struct Messages {
-    texts: String,
-    ends: Vec<usize>,
-    outputs: Vec<bool>,
+    parents: Vec<Parent>,
+    /// Per message: parent, start, end (in UTF-16 units of the parent).
+    spans: Vec<u32>,
+    outputs: Vec<u8>,
     stats: Stats,
+}
+
+/// The texts of one string handed to JavaScript.
+enum Parent {
+    /// ASCII: a one-byte string.
+    Ascii(String),
+    /// Any other text, in UTF-16.
+    Utf16(Vec<u16>),
+}
+
+/// Messages per group: the groups' texts are built in parallel, and each
+/// group's texts make at most two parent strings (about 1 MiB of texts on
+/// the bench corpus; a message kept alone keeps its parent alive).
+const GROUP: usize = 2048;
+
+impl Messages {
+    /// The texts of `replayed`'s records, a group of [`GROUP`] records per
+    /// parallel task.
+    fn of(replayed: &wmreplay::Replay<'_>, stats: Stats) -> Messages {
+        use rayon::prelude::*;
+        let records = replayed.records();
+        let groups: Vec<(Vec<Parent>, Vec<u32>)> = records
+            .par_chunks(GROUP)
+            .map(|group| {
+                let mut ascii = String::new();
+                let mut other: Vec<u16> = Vec::new();
+                let mut spans = Vec::with_capacity(3 * group.len());
+                let mut text = String::new();
+                for r in group {
+                    text.clear();
+                    replayed.message_text(r, &mut text);
+                    // Parent 0 is the ASCII one, 1 the other (renumbered
+                    // below, when the groups are joined).
+                    let (parent, start, end) = if text.is_ascii() {
+                        let start = ascii.len();
+                        ascii.push_str(&text);
+                        (0, start, ascii.len())
+                    } else {
+                        let start = other.len();
+                        other.extend(text.encode_utf16());
+                        (1, start, other.len())
+                    };
+                    spans.extend([parent, start as u32, end as u32]);
+                }
+                (vec![Parent::Ascii(ascii), Parent::Utf16(other)], spans)
+            })
+            .collect();
+        let mut messages = Messages {
+            parents: Vec::with_capacity(2 * groups.len()),
+            spans: Vec::with_capacity(3 * records.len()),
+            outputs: records.iter().map(|r| u8::from(r.is_output())).collect(),
+            stats,
+        };
+        for (parents, spans) in groups {
+            let base = messages.parents.len() as u32;
+            messages.parents.extend(parents);
+            messages
+                .spans
+                .extend(spans.chunks(3).flat_map(|s| [base + s[0], s[1], s[2]]));
+        }
+        messages
+    }
 }
 
 /// Calls a napi function, turning its status into an error.
@@ -109,6 +177,41 @@ unsafe fn js_string(env: sys::napi_env, s: &str) -> Result<sys::napi_value> {
     Ok(v)
 }
 
+/// A typed array (`kind`) holding a copy of `bytes`.
+///
+/// # Safety
+///
+/// `env` must be the live environment of the current call; `bytes.len()`
+/// must be a multiple of the element size of `kind`.
+unsafe fn typed_array(
+    env: sys::napi_env,
+    kind: sys::napi_typedarray_type,
+    bytes: &[u8],
+    elements: usize,
+) -> Result<sys::napi_value> {
+    let mut data = std::ptr::null_mut();
+    let mut buffer = std::ptr::null_mut();
+    let mut array = std::ptr::null_mut();
+    // SAFETY: `env` is live; napi allocates `bytes.len()` bytes at `data`,
+    // which are then filled from `bytes` (no overlap: fresh memory); the
+    // typed array views `elements` elements of that buffer from offset 0,
+    // which the caller's contract makes exactly its length.
+    unsafe {
+        check(
+            sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer),
+            "creating an ArrayBuffer",
+        )?;
+        if !bytes.is_empty() {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len());
+        }
+        check(
+            sys::napi_create_typedarray(env, kind, elements, buffer, 0, &mut array),
+            "creating a typed array",
+        )?;
+    }
+    Ok(array)
+}
+
 impl TypeName for Messages {
     fn type_name() -> &'static str {
         "Replayed"
@@ -120,75 +223,84 @@ impl TypeName for Messages {
 }
 
 impl ToNapiValue for Messages {
-    /// `{ messages: [{ role, text }], stats }`, built with napi calls
-    /// directly: one-byte strings where the text is ASCII, the keys and the
-    /// two roles created once, a handle scope per thousand messages.
+    /// `{ parents: string[], spans: Uint32Array, outputs: Uint8Array, stats }`
+    /// (see [`Messages`]), built with napi calls directly.
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let n = val.ends.len();
-        let mut array = std::ptr::null_mut();
+        let mut out = std::ptr::null_mut();
+        let mut parents = std::ptr::null_mut();
         // SAFETY (every block below): `env` is the live environment napi
         // passes to this conversion; every out-pointer is a valid local;
-        // every napi_value used was created in this call, in a scope still
-        // open (the keys and roles in the outer one, which stays open until
-        // the array is returned), and every pointer/length pair describes a
-        // live Rust string that napi copies.
+        // every napi_value used was created in this call's scope; every
+        // pointer/length pair describes live Rust memory that napi copies;
+        // the typed arrays' byte lengths are their element counts times the
+        // element size (4 for the spans, 1 for the outputs).
         unsafe {
             check(
-                sys::napi_create_array_with_length(env, n, &mut array),
+                sys::napi_create_array_with_length(env, val.parents.len(), &mut parents),
                 "creating the array",
             )?;
-            let role_key = js_string(env, "role")?;
-            let text_key = js_string(env, "text")?;
-            let user = js_string(env, "user")?;
-            let assistant = js_string(env, "assistant")?;
-            let mut start = 0;
-            for lo in (0..n).step_by(1024) {
-                let mut scope = std::ptr::null_mut();
+            for (i, p) in val.parents.iter().enumerate() {
+                let s = match p {
+                    Parent::Ascii(text) => js_string(env, text)?,
+                    Parent::Utf16(units) => {
+                        let mut v = std::ptr::null_mut();
+                        check(
+                            sys::napi_create_string_utf16(
+                                env,
+                                units.as_ptr(),
+                                units.len() as isize,
+                                &mut v,
+                            ),
+                            "creating a string",
+                        )?;
+                        v
+                    }
+                };
                 check(
-                    sys::napi_open_handle_scope(env, &mut scope),
-                    "opening a scope",
+                    sys::napi_set_element(env, parents, i as u32, s),
+                    "filling the array",
                 )?;
-                for i in lo..(lo + 1024).min(n) {
-                    let end = val.ends[i];
-                    let mut obj = std::ptr::null_mut();
-                    check(sys::napi_create_object(env, &mut obj), "creating an object")?;
-                    let role = if val.outputs[i] { assistant } else { user };
-                    check(
-                        sys::napi_set_property(env, obj, role_key, role),
-                        "setting role",
-                    )?;
-                    let text = js_string(env, &val.texts[start..end])?;
-                    check(
-                        sys::napi_set_property(env, obj, text_key, text),
-                        "setting text",
-                    )?;
-                    check(
-                        sys::napi_set_element(env, array, i as u32, obj),
-                        "filling the array",
-                    )?;
-                    start = end;
-                }
-                check(sys::napi_close_handle_scope(env, scope), "closing a scope")?;
             }
+            let spans = typed_array(
+                env,
+                sys::TypedarrayType::uint32_array,
+                bytemuck_u32(&val.spans),
+                val.spans.len(),
+            )?;
+            let outputs = typed_array(
+                env,
+                sys::TypedarrayType::uint8_array,
+                &val.outputs,
+                val.outputs.len(),
+            )?;
             let stats = Stats::to_napi_value(env, val.stats)?;
-            let mut out = std::ptr::null_mut();
             check(
                 sys::napi_create_object(env, &mut out),
                 "creating the result",
             )?;
-            let messages_key = js_string(env, "messages")?;
-            let stats_key = js_string(env, "stats")?;
-            check(
-                sys::napi_set_property(env, out, messages_key, array),
-                "setting messages",
-            )?;
-            check(
-                sys::napi_set_property(env, out, stats_key, stats),
-                "setting stats",
-            )?;
-            Ok(out)
+            for (key, value) in [
+                ("parents", parents),
+                ("spans", spans),
+                ("outputs", outputs),
+                ("stats", stats),
+            ] {
+                let k = js_string(env, key)?;
+                check(
+                    sys::napi_set_property(env, out, k, value),
+                    "setting a member",
+                )?;
+            }
         }
+        Ok(out)
     }
+}
+
+/// The bytes of `v` (native endianness, as a `Uint32Array` reads them).
+fn bytemuck_u32(v: &[u32]) -> &[u8] {
+    // SAFETY: any `u32` is four initialised bytes with no padding, and a
+    // `u8` has no alignment: the slice covers exactly `v`'s memory, borrowed
+    // for as long as `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// The options of `replayWorkingMemoryLog`.
@@ -212,15 +324,6 @@ impl Task for ReplayTask {
         options.record = self.record;
         let log = LogBytes::open(&self.path, ReadMode::Auto).map_err(to_js)?;
         let replayed = wmreplay::replay(log.bytes(), &options);
-        let records = replayed.records();
-        let mut texts = String::with_capacity(log.bytes().len() + 64 * records.len());
-        let mut ends = Vec::with_capacity(records.len());
-        let mut outputs = Vec::with_capacity(records.len());
-        for r in records {
-            replayed.message_text(r, &mut texts);
-            ends.push(texts.len());
-            outputs.push(r.is_output());
-        }
         let s = replayed.stats();
         let stats = Stats {
             total_lines: s.total_lines as i64,
@@ -228,14 +331,10 @@ impl Task for ReplayTask {
             skipped_invalid_json: s.skipped_invalid_json as i64,
             skipped_invalid_shape: s.skipped_invalid_shape as i64,
         };
+        let messages = Messages::of(&replayed, stats);
         drop(replayed);
         log.verify().map_err(to_js)?;
-        Ok(Messages {
-            texts,
-            ends,
-            outputs,
-            stats,
-        })
+        Ok(messages)
     }
 
     fn resolve(&mut self, _env: Env, output: Messages) -> Result<Messages> {
