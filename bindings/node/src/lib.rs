@@ -91,9 +91,24 @@ enum Parent {
 }
 
 /// Messages per group: the groups' texts are built in parallel, and each
-/// group's texts make at most two parent strings (about 1 MiB of texts on
+/// group's texts make one or two parent strings (about 1 MiB of texts on
 /// the bench corpus; a message kept alone keeps its parent alive).
 const GROUP: usize = 2048;
+
+/// The longest parent, in UTF-16 units (or bytes, for the ASCII ones): well
+/// below V8's longest string (2^29 - 24 units), so that only a single text
+/// longer than that can fail, as it would as a string of its own.
+const MAX_PARENT: usize = 1 << 26;
+
+impl Parent {
+    /// Its length in the units JavaScript indexes it by.
+    fn len(&self) -> usize {
+        match self {
+            Parent::Ascii(s) => s.len(),
+            Parent::Utf16(u) => u.len(),
+        }
+    }
+}
 
 impl Messages {
     /// The texts of `replayed`'s records, a group of [`GROUP`] records per
@@ -104,27 +119,38 @@ impl Messages {
         let groups: Vec<(Vec<Parent>, Vec<u32>)> = records
             .par_chunks(GROUP)
             .map(|group| {
-                let mut ascii = String::new();
-                let mut other: Vec<u16> = Vec::new();
+                let mut parents: Vec<Parent> = Vec::new();
+                // The parent being filled for ASCII texts, and for others.
+                let mut open: [Option<usize>; 2] = [None, None];
                 let mut spans = Vec::with_capacity(3 * group.len());
                 let mut text = String::new();
                 for r in group {
                     text.clear();
                     replayed.message_text(r, &mut text);
-                    // Parent 0 is the ASCII one, 1 the other (renumbered
-                    // below, when the groups are joined).
-                    let (parent, start, end) = if text.is_ascii() {
-                        let start = ascii.len();
-                        ascii.push_str(&text);
-                        (0, start, ascii.len())
-                    } else {
-                        let start = other.len();
-                        other.extend(text.encode_utf16());
-                        (1, start, other.len())
+                    let ascii = text.is_ascii();
+                    let slot = &mut open[usize::from(!ascii)];
+                    let fits = |p: &Parent| p.len() + text.len() <= MAX_PARENT;
+                    let parent = match *slot {
+                        Some(p) if fits(&parents[p]) => p,
+                        _ => {
+                            parents.push(if ascii {
+                                Parent::Ascii(String::new())
+                            } else {
+                                Parent::Utf16(Vec::new())
+                            });
+                            parents.len() - 1
+                        }
                     };
-                    spans.extend([parent, start as u32, end as u32]);
+                    *slot = Some(parent);
+                    let start = parents[parent].len();
+                    match &mut parents[parent] {
+                        Parent::Ascii(s) => s.push_str(&text),
+                        Parent::Utf16(u) => u.extend(text.encode_utf16()),
+                    }
+                    let end = parents[parent].len();
+                    spans.extend([parent as u32, start as u32, end as u32]);
                 }
-                (vec![Parent::Ascii(ascii), Parent::Utf16(other)], spans)
+                (parents, spans)
             })
             .collect();
         let mut messages = Messages {
