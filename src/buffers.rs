@@ -25,15 +25,27 @@ pub(crate) fn huge_buffer(len: usize) -> std::io::Result<memmap2::MmapMut> {
     Ok(map)
 }
 
-/// [`huge_buffer`] of exactly `len` bytes (to the next 4 KiB): huge pages
-/// where whole ones fit, 4 KiB pages for the rest, so a buffer that is kept
-/// (a chunk's rendered messages, held by the live state) wastes no more
-/// than a small page.
+/// [`huge_buffer`] for `len` bytes that are kept (a chunk's rendered
+/// messages, held by the live state): huge pages where whole ones fit, and
+/// the rest, to the next 4 KiB, in small pages, even where the kernel uses
+/// huge pages unasked (THP `always`), so that the buffer holds no more than
+/// a small page it does not use.
 pub(crate) fn huge_buffer_exact(len: usize) -> std::io::Result<memmap2::MmapMut> {
     // Whole huge pages long, so that Linux places it on a 2 MiB boundary;
     // the part past `len` is never touched, so never backed.
-    let mut map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(HUGE_PAGE))?;
-    advise_huge(map.as_mut_ptr(), len / HUGE_PAGE * HUGE_PAGE);
+    let map = memmap2::MmapMut::map_anon(len.max(1).next_multiple_of(HUGE_PAGE))?;
+    #[cfg(target_os = "linux")]
+    {
+        // Hints: a failure (THP off, an old kernel) leaves the memory as it
+        // was.
+        let whole = len / HUGE_PAGE * HUGE_PAGE;
+        if whole > 0 {
+            let _ = map.advise_range(memmap2::Advice::HugePage, 0, whole);
+        }
+        if whole < map.len() {
+            let _ = map.advise_range(memmap2::Advice::NoHugePage, whole, map.len() - whole);
+        }
+    }
     Ok(map)
 }
 
@@ -164,6 +176,34 @@ pub(crate) mod tests {
 
     /// The value of `field` (such as `VmFlags` or `Rss`) of the mapping that
     /// holds address `probe`, from /proc/self/smaps.
+    /// A kept buffer: zeroed and writable for its length; huge pages asked
+    /// for where whole ones fit, and refused (VmFlags `nh`) for the rest,
+    /// so that a kernel using them unasked does not back the tail with one.
+    #[test]
+    fn exact_buffers_ask_for_huge_pages_only_where_whole_ones_fit() {
+        for n in [1usize, 4095, (2 << 20) - 1, 2 << 20, (5 << 20) + 3] {
+            let mut v = super::huge_buffer_exact(n).unwrap();
+            assert!(v.len() >= n);
+            assert!(v[..n].iter().all(|&x| x == 0), "{n} bytes not all zero");
+            v[..n].fill(7);
+            #[cfg(target_os = "linux")]
+            {
+                let base = v.as_ptr() as usize;
+                let whole = n / super::HUGE_PAGE * super::HUGE_PAGE;
+                if whole > 0 {
+                    assert_huge_advised(base);
+                }
+                if whole < n {
+                    let flags = smaps_field(base + whole, "VmFlags").unwrap();
+                    assert!(
+                        flags.split_whitespace().any(|f| f == "nh"),
+                        "{n}: VmFlags:{flags}"
+                    );
+                }
+            }
+        }
+    }
+
     pub(crate) fn smaps_field(probe: usize, field: &str) -> Option<String> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;

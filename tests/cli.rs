@@ -249,3 +249,53 @@ fn respond_cache_auto_marks_the_anthropic_body_and_none_is_the_default() {
     assert_eq!(openai.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&openai.stderr).contains("--format anthropic"));
 }
+
+/// Into a pipe, `respond` widens it to 1 MiB (fewer wake-ups of the reader,
+/// BENCHMARKS.md) and the bytes are the same as into a file; a pipe already
+/// wider is left as it is.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pipe_is_widened_not_narrowed_and_carries_the_same_bytes() {
+    use std::os::fd::AsRawFd;
+    let max: i32 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("body.json");
+    let args = ["respond", &example(), "--text", "hi"];
+    let status = bin()
+        .args(args)
+        .stdout(std::fs::File::create(&file).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let want = std::fs::read(&file).unwrap();
+    let mut child = bin().args(args).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut got = Vec::new();
+    out.read_to_end(&mut got).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got, want);
+    // SAFETY: F_GETPIPE_SZ on an open pipe descriptor only reads its size.
+    let size = unsafe { libc::fcntl(out.as_raw_fd(), libc::F_GETPIPE_SZ) };
+    if max >= 1 << 20 {
+        assert_eq!(size, 1 << 20, "the pipe was not widened");
+    }
+    // A pipe its reader made wider (before the writer started) stays so.
+    // Checked where the kernel allows a pipe over 1 MiB to this process
+    // (`pipe-max-size`, or CAP_SYS_RESOURCE); elsewhere only the bytes are.
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    // SAFETY: F_SETPIPE_SZ on an open pipe descriptor only resizes it.
+    let wide = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_SETPIPE_SZ, 4 << 20) };
+    let mut child = bin().args(args).stdout(writer).spawn().unwrap();
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got, want);
+    if wide >= 4 << 20 {
+        // SAFETY: as above.
+        let size = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETPIPE_SZ) };
+        assert_eq!(size, wide, "a wider pipe was narrowed");
+    }
+}

@@ -88,13 +88,22 @@ pub(super) fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
 /// Drops the page-table entries of `map` in parallel (see
 /// [`LogBytes::release_pages`](super::LogBytes::release_pages)).
 pub(super) fn release(map: &memmap2::Mmap) {
-    release_range(map, 0..map.len());
+    use rayon::prelude::*;
+    let len = map.len();
+    let parts = rayon::current_num_threads().max(1);
+    let part = len
+        .div_ceil(parts)
+        .max(1)
+        .next_multiple_of(crate::buffers::HUGE_PAGE);
+    (0..len.div_ceil(part))
+        .into_par_iter()
+        .for_each(|k| release_range(map, k * part..(k * part + part).min(len)));
 }
 
-/// [`release`] for `range` of the map, widened to the huge pages it
-/// touches at its start (a part the caller is done with while other threads
-/// still read the rest; one of them reading the page shared with it faults
-/// the bytes in again).
+/// [`release`] for `range` of the map, on the calling thread, widened to
+/// the huge page it starts in (a part the caller is done with while other
+/// threads still read the rest; one of them reading the page shared with it
+/// faults the bytes in again).
 pub(super) fn release_range(map: &memmap2::Mmap, range: std::ops::Range<usize>) {
     #[cfg(target_os = "linux")]
     {
@@ -110,29 +119,16 @@ pub(super) fn release_range(map: &memmap2::Mmap, range: std::ops::Range<usize>) 
         if start == end {
             return;
         }
-        use rayon::prelude::*;
-        let len = end - start;
-        let parts = rayon::current_num_threads().max(1);
-        let part = len
-            .div_ceil(parts)
-            .next_multiple_of(crate::buffers::HUGE_PAGE);
-        (0..len.div_ceil(part)).into_par_iter().for_each(|k| {
-            let at = start + k * part;
-            // SAFETY: the map is a private, read-only map of a file that
-            // this process never writes to, so `MADV_DONTNEED` discards
-            // nothing: it only drops page-table entries, and a later read
-            // of the range faults the file's pages in again (for private
-            // mappings of files, Linux repopulates from the file). No
-            // reference into the map is invalidated: the bytes stay
-            // mapped and readable.
-            let _ = unsafe {
-                map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    at,
-                    part.min(end - at),
-                )
-            };
-        });
+        // SAFETY: the map is a shared, read-only map of a file that this
+        // process never writes to, so `MADV_DONTNEED` discards nothing: it
+        // only drops page-table entries, and a later read of the range
+        // faults the file's pages in again from the page cache (or, for a
+        // file truncated since, meets the SIGBUS guard like any read). No
+        // reference into the map is invalidated: the bytes stay mapped and
+        // readable.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (map, range);

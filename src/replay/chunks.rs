@@ -159,9 +159,9 @@ pub(crate) fn parse_range_rendered(
             });
         });
     }
-    join.into_inner()
-        .unwrap_or_else(PoisonError::into_inner)
-        .into_parsed(options.threads != 1)
+    let join = join.into_inner().unwrap_or_else(PoisonError::into_inner);
+    // The late messages' sort runs in the same pool as the parse.
+    run_in_pool(options.threads, || join.into_parsed(options.threads != 1))
 }
 
 /// A worker thread's reusable parsers (and the sorted copy of a chunk's

@@ -10,8 +10,8 @@
 //! order: the records of a chunk at least as new as every record of the
 //! chunks before it (a suffix of its sorted records) go on at the end, in
 //! one piece; the others (a prefix) are late, set aside with their rendered
-//! bytes, and merged in at the end. Nothing is rendered twice and nothing
-//! is copied: a late record splits the piece it lands in.
+//! bytes, and merged in at the end. Nothing is rendered twice or copied
+//! here: a late record splits the piece it lands in.
 //!
 //! The order is the two-pass replay's (a stable sort of every record by
 //! `ts_ms`): chunk suffixes are sorted and each starts at or after the

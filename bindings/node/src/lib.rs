@@ -208,7 +208,7 @@ unsafe fn js_string(env: sys::napi_env, s: &str) -> Result<sys::napi_value> {
 /// # Safety
 ///
 /// `env` must be the live environment of the current call; `bytes.len()`
-/// must be a multiple of the element size of `kind`.
+/// must be `elements` times the element size of `kind`.
 unsafe fn typed_array(
     env: sys::napi_env,
     kind: sys::napi_typedarray_type,
@@ -368,7 +368,8 @@ impl Task for ReplayTask {
     }
 }
 
-/// Replays a log into `{ messages: [{ role, text }], stats }`.
+/// Replays a log into `{ parents, spans, outputs, stats }` (see `Messages`),
+/// which `index.js` turns into `{ messages: [{ role, text }], stats }`.
 #[napi(js_name = "replayWorkingMemoryLog")]
 pub fn replay_working_memory_log(input: ReplayInput) -> Result<AsyncTask<ReplayTask>> {
     Ok(AsyncTask::new(ReplayTask {
