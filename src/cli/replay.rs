@@ -123,8 +123,9 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         let mut policy = wmreplay::CachePolicy::default();
         policy.ttl = cache_ttl;
         let mut memory = wmreplay::CacheMemory::default();
-        let body = replayed.render_request_cached(&system, &current, &policy, &mut memory);
-        write_stdout(|w| w.write_all(&body))?;
+        write_stdout(|w| {
+            replayed.write_request_cached(&system, &current, &policy, &mut memory, w)
+        })?;
     } else {
         write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
     }

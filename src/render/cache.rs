@@ -150,34 +150,15 @@ pub fn place(
 /// the member lands after the text's closing quote, in its text block.
 pub(crate) const MARKER_FROM_END: usize = 3 + 1;
 
-/// Where the markers of `marks` go among Anthropic messages whose rendered
-/// lengths (each with its separator) are `lens`: byte offsets from the first
-/// message's start, each just before its message's closing `}]}`, so the
-/// member lands in the message's text block. Ascending, like `marks`.
-pub(crate) fn marker_offsets(lens: impl Fn(usize) -> u64, marks: &[usize]) -> Vec<u64> {
-    let mut out = Vec::with_capacity(marks.len());
-    let (mut at, mut i) = (0u64, 0usize);
-    for &m in marks {
-        while i <= m {
-            at += lens(i);
-            i += 1;
-        }
-        out.push(at - MARKER_FROM_END as u64);
-    }
-    out
-}
-
-/// Appends `bytes` to `out` with `member` inserted at each of `offsets`
-/// (ascending, relative to `bytes`' start).
-pub(crate) fn splice(bytes: &[u8], offsets: &[u64], member: &[u8], out: &mut Vec<u8>) {
-    out.reserve(bytes.len() + offsets.len() * member.len());
-    let mut from = 0usize;
-    for &o in offsets {
-        out.extend_from_slice(&bytes[from..o as usize]);
-        out.extend_from_slice(member);
-        from = o as usize;
-    }
-    out.extend_from_slice(&bytes[from..]);
+/// Puts `member` into the rendered message that ends (separator included)
+/// at `out[end]`, just before its closing `}]}`, so that it lands in the
+/// message's text block: the message's last [`MARKER_FROM_END`] bytes move
+/// after it, into room the caller left. Returns the message's new end.
+pub(crate) fn mark_in_place(out: &mut [u8], end: usize, member: &[u8]) -> usize {
+    let at = end - MARKER_FROM_END;
+    out.copy_within(at..end, at + member.len());
+    out[at..at + member.len()].copy_from_slice(member);
+    end + member.len()
 }
 
 #[cfg(test)]
@@ -244,22 +225,12 @@ mod tests {
     fn markers_land_before_each_marked_messages_close() {
         let m =
             |t: &str| format!(r#"{{"role":"user","content":[{{"type":"text","text":"{t}"}}]}},"#);
-        let msgs = [m("a"), m("bb"), m("ccc")];
-        let body: String = msgs.concat();
-        let lens = |i: usize| msgs[i].len() as u64;
-        let offsets = marker_offsets(lens, &[0, 2]);
         let member = CacheTtl::FiveMinutes.member();
-        let want = format!(
-            "{}{}{}",
-            msgs[0].replace(r#""a"}"#, r#""a","cache_control":{"type":"ephemeral"}}"#),
-            msgs[1],
-            msgs[2].replace(
-                r#""ccc"}"#,
-                r#""ccc","cache_control":{"type":"ephemeral"}}"#
-            ),
-        );
-        let mut spliced = Vec::new();
-        splice(body.as_bytes(), &offsets, member, &mut spliced);
-        assert_eq!(String::from_utf8(spliced).unwrap(), want);
+        let msg = m("a");
+        let mut out = msg.clone().into_bytes();
+        out.resize(msg.len() + member.len(), b'?');
+        assert_eq!(mark_in_place(&mut out, msg.len(), member), out.len());
+        let want = msg.replace(r#""a"}"#, r#""a","cache_control":{"type":"ephemeral"}}"#);
+        assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 }

@@ -276,14 +276,87 @@ pub(crate) fn render_request_cached(
     let (head, tail) = cached_envelope("", system, current, system_member);
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
-    let mut messages = vec![0u8; body];
-    render::write_with_lens(records, &lens, log, format, &mut messages);
-    let offsets = super::cache::marker_offsets(|i| lens[i], &marks);
-    let mut out = head;
-    out.reserve(body + offsets.len() * member.len() + tail.len());
-    super::cache::splice(&messages, &offsets, member, &mut out);
-    out.extend_from_slice(&tail);
+    let mut out = vec![0u8; head.len() + body + marks.len() * member.len() + tail.len()];
+    let mut w = put(&mut out, 0, &head);
+    // Each run of messages up to a marked one is written where it ends up,
+    // then the marker is opened in that message (a few bytes moved).
+    let mut from = 0;
+    for &m in &marks {
+        let run = lens[from..=m].iter().sum::<u64>() as usize;
+        let end = w + run;
+        render::write_with_lens(
+            &records[from..=m],
+            &lens[from..=m],
+            log,
+            format,
+            &mut out[w..end],
+        );
+        w = super::cache::mark_in_place(&mut out, end, member);
+        from = m + 1;
+    }
+    let rest = lens[from..].iter().sum::<u64>() as usize;
+    render::write_with_lens(
+        &records[from..],
+        &lens[from..],
+        log,
+        format,
+        &mut out[w..w + rest],
+    );
+    put(&mut out, w + rest, &tail);
     out
+}
+
+/// [`render_request_cached`] streamed to `w` with bounded memory: the runs
+/// of messages between marked ones in batches, each marked message on its
+/// own with its marker.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_request_cached(
+    records: &[Record],
+    log: &[u8],
+    id_of: impl Fn(usize) -> (u64, u64),
+    system: &str,
+    current: &CurrentRequest<'_>,
+    policy: &super::cache::CachePolicy,
+    memory: &mut super::cache::CacheMemory,
+    w: &mut dyn Write,
+) -> std::io::Result<()> {
+    let format = Format::Anthropic;
+    let marks = super::cache::place(records.len(), id_of, policy, memory);
+    let member = policy.ttl.member();
+    let system_member: &[u8] = if marks.len() < policy.max_breakpoints {
+        member
+    } else {
+        b""
+    };
+    let (head, tail) = cached_envelope("", system, current, system_member);
+    w.write_all(&head)?;
+    let (mut from, mut one) = (0, Vec::new());
+    for &m in &marks {
+        render::stream_messages(
+            &records[from..m],
+            log,
+            format,
+            false,
+            render::STREAM_BATCH,
+            w,
+        )?;
+        let len = render::message_len(&records[m], log, format);
+        one.clear();
+        one.resize(len + member.len(), 0);
+        render::write_each(&records[m..=m], log, format, &mut one[..len]);
+        super::cache::mark_in_place(&mut one, len, member);
+        w.write_all(&one)?;
+        from = m + 1;
+    }
+    render::stream_messages(
+        &records[from..],
+        log,
+        format,
+        false,
+        render::STREAM_BATCH,
+        w,
+    )?;
+    w.write_all(&tail)
 }
 
 /// Streams the request body to `w` in bounded batches.

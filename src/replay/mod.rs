@@ -332,6 +332,46 @@ impl<'a> Replay<'a> {
         )
     }
 
+    /// [`render_request_cached`](Self::render_request_cached) streamed to
+    /// `w` with bounded memory (what `respond --cache auto` writes).
+    ///
+    /// ```
+    /// use wmreplay::{CacheMemory, CachePolicy, CurrentRequest, ReplayOptions, SYSTEM_RULE, replay};
+    ///
+    /// let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n";
+    /// let replayed = replay(log, &ReplayOptions::default());
+    /// let current = CurrentRequest { text: "next?", session_id: None };
+    /// let policy = CachePolicy::default();
+    /// let mut streamed = Vec::new();
+    /// replayed.write_request_cached(SYSTEM_RULE, &current, &policy, &mut CacheMemory::default(), &mut streamed)?;
+    /// let whole = replayed.render_request_cached(SYSTEM_RULE, &current, &policy, &mut CacheMemory::default());
+    /// assert_eq!(streamed, whole);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn write_request_cached(
+        &self,
+        system: &str,
+        current: &CurrentRequest<'_>,
+        policy: &CachePolicy,
+        memory: &mut CacheMemory,
+        w: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let records = self.records();
+        request::write_request_cached(
+            records,
+            self.data(),
+            |i| {
+                let r = &records[i];
+                (order::ts_key(r.ts_ms()), self.source_offset(r))
+            },
+            system,
+            current,
+            policy,
+            memory,
+            w,
+        )
+    }
+
     /// The request body measured, to be written into a buffer the caller
     /// allocates: what [`render_request`](Self::render_request) gives, without
     /// the copy into the caller's memory.
