@@ -31,13 +31,16 @@ fn check(log: &[u8], policy: &CachePolicy, memory: &mut CacheMemory) -> usize {
     };
     // The streamed body is the buffered one (each from the same memory).
     let mut streamed = Vec::new();
-    let mut copy = memory.clone();
+    let mut copy = *memory;
     replayed
         .write_request_cached(SYSTEM_RULE, &current, policy, &mut copy, &mut streamed)
         .unwrap();
     let body = replayed.render_request_cached(SYSTEM_RULE, &current, policy, memory);
     assert_eq!(streamed, body, "streamed and buffered bodies differ");
-    assert_eq!(&copy, memory, "both leave the same mark for the next request");
+    assert_eq!(
+        &copy, memory,
+        "both leave the same mark for the next request"
+    );
     let body = String::from_utf8(body).unwrap();
     let member = std::str::from_utf8(policy.ttl.member()).unwrap();
     let markers = body.matches(member).count();

@@ -251,6 +251,28 @@ impl<'r> SizedRequest<'r> {
     }
 }
 
+/// Where a cached request's markers go (message indexes, ascending), the
+/// member each gets, and the envelope around the messages (with the system
+/// block marked when a breakpoint is left over).
+fn cache_plan(
+    n: usize,
+    id_of: impl Fn(usize) -> (u64, u64),
+    system: &str,
+    current: &CurrentRequest<'_>,
+    policy: &super::cache::CachePolicy,
+    memory: &mut super::cache::CacheMemory,
+) -> (Vec<usize>, &'static [u8], Vec<u8>, Vec<u8>) {
+    let marks = super::cache::place(n, id_of, policy, memory);
+    let member = policy.ttl.member();
+    let system_member: &[u8] = if marks.len() < policy.max_breakpoints {
+        member
+    } else {
+        b""
+    };
+    let (head, tail) = cached_envelope("", system, current, system_member);
+    (marks, member, head, tail)
+}
+
 /// [`render_request`] in Anthropic's format with prompt-cache breakpoints:
 /// the system prompt as a one-block array, and `cache_control` members on
 /// the messages [`place`](super::cache::place) picks (and on the system
@@ -266,14 +288,8 @@ pub(crate) fn render_request_cached(
     memory: &mut super::cache::CacheMemory,
 ) -> Vec<u8> {
     let format = Format::Anthropic;
-    let marks = super::cache::place(records.len(), id_of, policy, memory);
-    let member = policy.ttl.member();
-    let system_member: &[u8] = if marks.len() < policy.max_breakpoints {
-        member
-    } else {
-        b""
-    };
-    let (head, tail) = cached_envelope("", system, current, system_member);
+    let (marks, member, head, tail) =
+        cache_plan(records.len(), id_of, system, current, policy, memory);
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
     let mut out = vec![0u8; head.len() + body + marks.len() * member.len() + tail.len()];
@@ -321,14 +337,8 @@ pub(crate) fn write_request_cached(
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
     let format = Format::Anthropic;
-    let marks = super::cache::place(records.len(), id_of, policy, memory);
-    let member = policy.ttl.member();
-    let system_member: &[u8] = if marks.len() < policy.max_breakpoints {
-        member
-    } else {
-        b""
-    };
-    let (head, tail) = cached_envelope("", system, current, system_member);
+    let (marks, member, head, tail) =
+        cache_plan(records.len(), id_of, system, current, policy, memory);
     w.write_all(&head)?;
     let (mut from, mut one) = (0, Vec::new());
     for &m in &marks {

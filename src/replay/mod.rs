@@ -321,10 +321,7 @@ impl<'a> Replay<'a> {
         request::render_request_cached(
             records,
             self.data(),
-            |i| {
-                let r = &records[i];
-                (order::ts_key(r.ts_ms()), self.source_offset(r))
-            },
+            self.cache_id(records),
             system,
             current,
             policy,
@@ -360,16 +357,22 @@ impl<'a> Replay<'a> {
         request::write_request_cached(
             records,
             self.data(),
-            |i| {
-                let r = &records[i];
-                (order::ts_key(r.ts_ms()), self.source_offset(r))
-            },
+            self.cache_id(records),
             system,
             current,
             policy,
             memory,
             w,
         )
+    }
+
+    /// What the prompt-cache placement remembers message `i` of `records`
+    /// by: its `ts_ms` order key and its line's offset in the log.
+    fn cache_id<'s>(&'s self, records: &'s [Record]) -> impl Fn(usize) -> (u64, u64) + 's {
+        move |i| {
+            let r = &records[i];
+            (order::ts_key(r.ts_ms()), self.source_offset(r))
+        }
     }
 
     /// The request body measured, to be written into a buffer the caller
