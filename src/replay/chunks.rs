@@ -107,7 +107,7 @@ pub(crate) fn parse_range_rendered(
         records,
         render.is_some(),
     ));
-    let run = || {
+    let run = |join: &Mutex<Join>| {
         let mut w = Worker {
             parser: LineParser::with_validator(options.max_depth, options.validator),
             js: js.then(|| JsStringifier::new(options.max_depth)),
@@ -147,21 +147,25 @@ pub(crate) fn parse_range_rendered(
             out = j.finish(k, out);
         }
     };
-    if options.threads == 1 {
-        run();
-    } else {
-        run_in_pool(options.threads, || {
-            let workers = rayon::current_num_threads().min(chunks.len());
+    // The workers, then the join's end (the late records' sort), in one
+    // pool.
+    let parallel = options.threads != 1;
+    let count = chunks.len();
+    run_in_pool(options.threads, move || {
+        if parallel {
+            let workers = rayon::current_num_threads().min(count);
             rayon::scope(|s| {
                 for _ in 0..workers {
-                    s.spawn(|_| run());
+                    s.spawn(|_| run(&join));
                 }
             });
-        });
-    }
-    let join = join.into_inner().unwrap_or_else(PoisonError::into_inner);
-    // The late messages' sort runs in the same pool as the parse.
-    run_in_pool(options.threads, || join.into_parsed(options.threads != 1))
+        } else {
+            run(&join);
+        }
+        join.into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_parsed(parallel)
+    })
 }
 
 /// A worker thread's reusable parsers (and the sorted copy of a chunk's
