@@ -30,10 +30,6 @@ pub fn stream_messages<'a>(
     let cuts = seq.cuts();
     let sizes = group_sizes(seq, &cuts, log, format);
     let batches = batches(&sizes, batch);
-    // One buffer, as big as the biggest batch: fresh memory costs a page
-    // fault per page, so it is taken once, not again for each batch that
-    // outgrows the ones before.
-    let largest = batches.iter().map(|b| b.1).max().unwrap_or(0);
     let last = sizes.len();
     let cut = |groups: &std::ops::Range<usize>, size: usize| {
         if groups.end == last && drop_last_separator {
@@ -45,14 +41,15 @@ pub fn stream_messages<'a>(
     let render = |groups: std::ops::Range<usize>, buf: &mut [u8]| {
         write_groups(seq, &cuts, groups.clone(), &sizes[groups], log, format, buf);
     };
-    if batches.len() <= 1 {
-        let mut buf = crate::buffers::huge_buffer(largest)?;
-        for (groups, size) in batches {
-            render(groups.clone(), &mut buf[..size]);
-            w.write_all(&buf[..cut(&groups, size)])?;
+    let largest = match batches.as_slice() {
+        [] => return Ok(()),
+        [(groups, size)] => {
+            let mut buf = crate::buffers::huge_buffer(*size)?;
+            render(groups.clone(), &mut buf[..*size]);
+            return w.write_all(&buf[..cut(groups, *size)]);
         }
-        return Ok(());
-    }
+        more => more.iter().map(|b| b.1).max().unwrap_or(0),
+    };
     // Two buffers, as big as the biggest batch (fresh memory costs a page
     // fault per page, so each is taken once): a thread renders the next
     // batch into one while this one writes the other, so output into a pipe
