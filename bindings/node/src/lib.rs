@@ -7,7 +7,6 @@
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
-use napi::sys;
 use napi_derive::napi;
 use wmreplay::{
     CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode, ReplayOptions,
@@ -170,163 +169,31 @@ impl Messages {
     }
 }
 
-/// Calls a napi function, turning its status into an error.
-fn check(status: sys::napi_status, what: &str) -> Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(Error::new(
-            Status::GenericFailure,
-            format!("EWMREPLAY\u{0}\u{0}building the messages: {what} failed ({status})"),
-        ))
-    }
+/// What `replayWorkingMemoryLog` hands to `index.js` (see [`Messages`]).
+#[napi(object, object_from_js = false)]
+pub struct Replayed {
+    pub parents: Vec<Either<Latin1String, Utf16String>>,
+    pub spans: Uint32Array,
+    pub outputs: Uint8Array,
+    pub stats: Stats,
 }
 
-/// A JavaScript string of `s`: one-byte (no decoding) when it is ASCII.
-///
-/// # Safety
-///
-/// `env` must be the live environment of the current call.
-unsafe fn js_string(env: sys::napi_env, s: &str) -> Result<sys::napi_value> {
-    let mut v = std::ptr::null_mut();
-    // SAFETY: `env` is live (the caller's contract); the pointer and length
-    // describe `s`'s bytes, which napi copies before returning; `v` is a
-    // valid out-pointer.
-    let status = unsafe {
-        if s.is_ascii() {
-            sys::napi_create_string_latin1(env, s.as_ptr().cast(), s.len() as isize, &mut v)
-        } else {
-            sys::napi_create_string_utf8(env, s.as_ptr().cast(), s.len() as isize, &mut v)
+impl From<Messages> for Replayed {
+    fn from(m: Messages) -> Replayed {
+        Replayed {
+            parents: m
+                .parents
+                .into_iter()
+                .map(|p| match p {
+                    Parent::Ascii(text) => Either::A(Latin1String::from(text)),
+                    Parent::Utf16(units) => Either::B(Utf16String::from(units)),
+                })
+                .collect(),
+            spans: Uint32Array::new(m.spans),
+            outputs: Uint8Array::new(m.outputs),
+            stats: m.stats,
         }
-    };
-    check(status, "creating a string")?;
-    Ok(v)
-}
-
-/// A typed array (`kind`) holding a copy of `bytes`.
-///
-/// # Safety
-///
-/// `env` must be the live environment of the current call; `bytes.len()`
-/// must be `elements` times the element size of `kind`.
-unsafe fn typed_array(
-    env: sys::napi_env,
-    kind: sys::napi_typedarray_type,
-    bytes: &[u8],
-    elements: usize,
-) -> Result<sys::napi_value> {
-    let mut data = std::ptr::null_mut();
-    let mut buffer = std::ptr::null_mut();
-    let mut array = std::ptr::null_mut();
-    // SAFETY: `env` is live; napi allocates `bytes.len()` bytes at `data`,
-    // which are then filled from `bytes` (no overlap: fresh memory); the
-    // typed array views `elements` elements of that buffer from offset 0,
-    // which the caller's contract makes exactly its length.
-    unsafe {
-        check(
-            sys::napi_create_arraybuffer(env, bytes.len(), &mut data, &mut buffer),
-            "creating an ArrayBuffer",
-        )?;
-        if !bytes.is_empty() {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.cast::<u8>(), bytes.len());
-        }
-        check(
-            sys::napi_create_typedarray(env, kind, elements, buffer, 0, &mut array),
-            "creating a typed array",
-        )?;
     }
-    Ok(array)
-}
-
-impl TypeName for Messages {
-    fn type_name() -> &'static str {
-        "Replayed"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for Messages {
-    /// `{ parents: string[], spans: Uint32Array, outputs: Uint8Array, stats }`
-    /// (see [`Messages`]), built with napi calls directly.
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let mut out = std::ptr::null_mut();
-        let mut parents = std::ptr::null_mut();
-        // SAFETY (every block below): `env` is the live environment napi
-        // passes to this conversion; every out-pointer is a valid local;
-        // every napi_value used was created in this call's scope; every
-        // pointer/length pair describes live Rust memory that napi copies;
-        // the typed arrays' byte lengths are their element counts times the
-        // element size (4 for the spans, 1 for the outputs).
-        unsafe {
-            check(
-                sys::napi_create_array_with_length(env, val.parents.len(), &mut parents),
-                "creating the array",
-            )?;
-            for (i, p) in val.parents.iter().enumerate() {
-                let s = match p {
-                    Parent::Ascii(text) => js_string(env, text)?,
-                    Parent::Utf16(units) => {
-                        let mut v = std::ptr::null_mut();
-                        check(
-                            sys::napi_create_string_utf16(
-                                env,
-                                units.as_ptr(),
-                                units.len() as isize,
-                                &mut v,
-                            ),
-                            "creating a string",
-                        )?;
-                        v
-                    }
-                };
-                check(
-                    sys::napi_set_element(env, parents, i as u32, s),
-                    "filling the array",
-                )?;
-            }
-            let spans = typed_array(
-                env,
-                sys::TypedarrayType::uint32_array,
-                bytemuck_u32(&val.spans),
-                val.spans.len(),
-            )?;
-            let outputs = typed_array(
-                env,
-                sys::TypedarrayType::uint8_array,
-                &val.outputs,
-                val.outputs.len(),
-            )?;
-            let stats = Stats::to_napi_value(env, val.stats)?;
-            check(
-                sys::napi_create_object(env, &mut out),
-                "creating the result",
-            )?;
-            for (key, value) in [
-                ("parents", parents),
-                ("spans", spans),
-                ("outputs", outputs),
-                ("stats", stats),
-            ] {
-                let k = js_string(env, key)?;
-                check(
-                    sys::napi_set_property(env, out, k, value),
-                    "setting a member",
-                )?;
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// The bytes of `v` (native endianness, as a `Uint32Array` reads them).
-fn bytemuck_u32(v: &[u32]) -> &[u8] {
-    // SAFETY: any `u32` is four initialised bytes with no padding, and a
-    // `u8` has no alignment: the slice covers exactly `v`'s memory, borrowed
-    // for as long as `v`.
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
 }
 
 /// The options of `replayWorkingMemoryLog`.
@@ -343,7 +210,7 @@ pub struct ReplayTask {
 
 impl Task for ReplayTask {
     type Output = Messages;
-    type JsValue = Messages;
+    type JsValue = Replayed;
 
     fn compute(&mut self) -> Result<Messages> {
         let mut options = ReplayOptions::default();
@@ -363,8 +230,8 @@ impl Task for ReplayTask {
         Ok(messages)
     }
 
-    fn resolve(&mut self, _env: Env, output: Messages) -> Result<Messages> {
-        Ok(output)
+    fn resolve(&mut self, _env: Env, output: Messages) -> Result<Replayed> {
+        Ok(output.into())
     }
 }
 
