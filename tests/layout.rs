@@ -5,7 +5,10 @@
 //!   `src/parse/` (and by the crate root's `__internals` bridge for the
 //!   fuzz targets and benches): everything else goes through `parse`'s root;
 //! - the top-level modules import each other without cycles, so the
-//!   pipeline reads in one direction.
+//!   pipeline reads in one direction; inside every folder the files import
+//!   each other without cycles too, and under `src/server/` a folder's
+//!   `mod.rs` is part of that order (it sits above its children, which
+//!   never import from it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -159,6 +162,210 @@ fn top_level_modules_import_each_other_without_cycles() {
     }
 }
 
+/// A file's module path: `server/routes/mod.rs` → `[server, routes]`.
+fn module_path(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every module path a line names: `crate::a::b`, `super::x`, `self::x`
+/// (with `{a, b}` groups opened one level), resolved from module `at`.
+fn paths_named(line: &str, at: &[String]) -> Vec<Vec<String>> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (i, _) in line.match_indices("::") {
+        // The head word just before this `::`.
+        let before = &line[..i];
+        let head_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |p| p + 1);
+        let head = &before[head_start..];
+        if !matches!(head, "crate" | "super" | "self") {
+            continue;
+        }
+        if before[..head_start].ends_with("::") {
+            continue; // the middle of a path: counted from its start
+        }
+        let mut base: Vec<String> = match head {
+            "crate" => Vec::new(),
+            "self" => at.to_vec(),
+            _ => at[..at.len().saturating_sub(1)].to_vec(),
+        };
+        let mut rest = &line[i + 2..];
+        while let Some(r) = rest.strip_prefix("super::") {
+            base.pop();
+            rest = r;
+        }
+        let firsts: Vec<String> = match rest.strip_prefix('{') {
+            Some(group) => group
+                .split('}')
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .map(|p| ident(p.trim()))
+                .filter(|p| !p.is_empty())
+                .collect(),
+            None => vec![ident(rest)],
+        };
+        for first in firsts {
+            let mut p = base.clone();
+            p.push(first.clone());
+            if rest.starts_with(&first) {
+                let mut tail = &rest[first.len()..];
+                while let Some(t) = tail.strip_prefix("::") {
+                    let seg = ident(t);
+                    if seg.is_empty() {
+                        break;
+                    }
+                    tail = &t[seg.len()..];
+                    p.push(seg);
+                }
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_files_of_each_folder_import_each_other_without_cycles() {
+    let files = all_files();
+    let mut children: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+    for (rel, _) in &files {
+        let m = module_path(rel);
+        for i in 0..m.len() {
+            children
+                .entry(m[..i].to_vec())
+                .or_default()
+                .insert(m[i].clone());
+        }
+    }
+    // folder → file or sub-folder → what it imports among its siblings
+    // ("mod": the folder's own mod.rs).
+    type Graph = BTreeMap<String, BTreeSet<String>>;
+    let mut graphs: BTreeMap<Vec<String>, Graph> = BTreeMap::new();
+    for (rel, text) in &files {
+        if rel == "lib.rs" || rel == "main.rs" {
+            continue;
+        }
+        let at = module_path(rel);
+        let is_folder = rel.ends_with("mod.rs");
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code.lines() {
+            let t = line.trim();
+            if t.starts_with("//") {
+                continue;
+            }
+            // A folder's re-exports are its face, not something it uses.
+            if is_folder && (t.starts_with("pub use ") || t.starts_with("pub(crate) use ")) {
+                continue;
+            }
+            let mut named = paths_named(line, &at);
+            if is_folder {
+                // A folder's mod.rs names its children without a prefix.
+                let kids = children.get(&at).cloned().unwrap_or_default();
+                for (i, _) in line.match_indices("::") {
+                    let before = &line[..i];
+                    let start = before
+                        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .map_or(0, |p| p + 1);
+                    let word = &before[start..];
+                    if kids.contains(word) && !before[..start].ends_with("::") {
+                        let mut p = at.clone();
+                        p.push(word.to_string());
+                        named.push(p);
+                    }
+                }
+            }
+            for p in named {
+                let common = at.iter().zip(&p).take_while(|(a, b)| a == b).count();
+                let folder = at[..common].to_vec();
+                let Some(kids) = children.get(&folder) else {
+                    continue;
+                };
+                let from = at.get(common).cloned().unwrap_or_else(|| "mod".into());
+                let to = p
+                    .get(common)
+                    .filter(|k| kids.contains(*k))
+                    .cloned()
+                    .unwrap_or_else(|| "mod".into());
+                // The crate root's lib.rs is only re-exports; elsewhere mod.rs
+                // counts where the folder is under src/server/.
+                let strict = folder.first().is_some_and(|f| f == "server");
+                if from == to || (!strict && (from == "mod" || to == "mod")) {
+                    continue;
+                }
+                graphs
+                    .entry(folder)
+                    .or_default()
+                    .entry(from)
+                    .or_default()
+                    .insert(to);
+            }
+        }
+    }
+    assert!(
+        graphs
+            .get(&vec!["server".to_string()])
+            .is_some_and(|g| g.get("routes").is_some_and(|d| d.contains("app"))),
+        "the import scan sees the server's folders: {graphs:?}"
+    );
+    fn visit(
+        m: &str,
+        g: &Graph,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for d in g.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, g, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut cycles = Vec::new();
+    for (folder, g) in &graphs {
+        let mut done = BTreeSet::new();
+        for m in g.keys() {
+            if let Some(c) = visit(m, g, &mut Vec::new(), &mut done) {
+                cycles.push(format!("src/{}: {}", folder.join("/"), c.join(" → ")));
+                break;
+            }
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "files of one folder import each other in a circle; give it a direction \
+         (shared types in a file below both):\n{}",
+        cycles.join("\n")
+    );
+}
+
 /// `docs/contract.md` names the tests behind each item: every name must be a
 /// test function in the file it names, so the document cannot drift.
 #[test]
@@ -199,5 +406,162 @@ fn every_test_the_contract_names_exists() {
         missing.is_empty(),
         "docs/contract.md names tests that do not exist:\n{}",
         missing.join("\n")
+    );
+}
+
+/// Where a documentation text speaks of how the project was made rather
+/// than of the project: an issue number (`issue 7`, `issue #20`, `#12`), a
+/// work session (`session 2`, `Session 3 (2026-11-22)`, `this session`,
+/// `last session`) or an iteration (`iteration 4`). The product's own
+/// sessions (`--session 42`, `session_id`, `session positions`, `sessions.rs`)
+/// are not mentions. Returns each mention's line and the text around it.
+fn work_log_mentions(text: &str) -> Vec<(usize, String)> {
+    let lower = text.to_ascii_lowercase();
+    let b = lower.as_bytes();
+    let is_word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let at = |i: usize| b.get(i).copied().unwrap_or(b' ');
+    let skip_space = |mut j: usize| {
+        while j < b.len() && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        j
+    };
+    // A word starting at `i`: not preceded by a word character, nor by `-`,
+    // `/` or `.` (a flag, a path, a file name).
+    let starts_word = |i: usize| i == 0 || !(is_word(b[i - 1]) || b"-/.".contains(&b[i - 1]));
+    // The word before `i`, across whitespace and line breaks.
+    let word_before = |i: usize| {
+        let mut end = i;
+        while end > 0 && b[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        let mut start = end;
+        while start > 0 && b[start - 1].is_ascii_alphabetic() {
+            start -= 1;
+        }
+        &lower[start..end]
+    };
+    let mut found = Vec::new();
+    for (i, _) in lower.char_indices() {
+        let rest = &lower[i..];
+        let hit = if rest.starts_with("issue") && starts_word(i) {
+            // `issue 7`, `issues 6 and 7`, `issue #20`
+            let mut j = i + "issue".len();
+            if at(j) == b's' {
+                j += 1;
+            }
+            j = skip_space(j);
+            if at(j) == b'#' {
+                j += 1;
+            }
+            at(j).is_ascii_digit()
+        } else if let Some(after) = rest.strip_prefix('#') {
+            // `#12` as a reference: after a space or a bracket, digits, then
+            // the end of the word (not `&#13;`, not a heading).
+            let before = if i == 0 { b' ' } else { b[i - 1] };
+            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+            (before.is_ascii_whitespace() || b"([,".contains(&before))
+                && digits > 0
+                && !is_word(at(i + 1 + digits))
+        } else if rest.starts_with("session") && starts_word(i) {
+            let mut j = i + "session".len();
+            if at(j) == b's' {
+                j += 1;
+            }
+            // Not `session_id`, `session-key`, `session's` (nor `session’s`).
+            let word_ends = !is_word(at(j)) && !b"-'".contains(&at(j)) && at(j).is_ascii();
+            let k = skip_space(j);
+            // `session 2`, `session (2026-11-22)`
+            let numbered = (k > j && at(k).is_ascii_digit())
+                || (at(k) == b'(' && at(skip_space(k + 1)).is_ascii_digit());
+            // `this session`, `last session`, `previous session`
+            let ours = word_ends && matches!(word_before(i), "this" | "last" | "previous");
+            numbered || ours
+        } else if rest.starts_with("iteration") && starts_word(i) {
+            let mut j = i + "iteration".len();
+            if at(j) == b's' {
+                j += 1;
+            }
+            let k = skip_space(j);
+            k > j && at(k).is_ascii_digit()
+        } else {
+            false
+        };
+        if hit {
+            let line = lower[..i].matches('\n').count() + 1;
+            let from = text[..i].char_indices().rev().nth(20).map_or(0, |(p, _)| p);
+            let to = text[i..]
+                .char_indices()
+                .nth(30)
+                .map_or(text.len(), |(p, _)| i + p);
+            found.push((line, text[from..to].replace('\n', " ")));
+        }
+    }
+    found
+}
+
+/// README.md, BENCHMARKS.md and every page of `docs/` speak of the project
+/// alone: no issue numbers, work sessions or iterations, which mean nothing to
+/// a reader of the repository.
+#[test]
+fn documentation_speaks_of_the_project_not_of_how_it_was_made() {
+    // The detector itself: what it must catch, and the product's own
+    // "session" words it must let through.
+    for bad in [
+        "issue 7's re-serialiser",
+        "(issue 6: three bytes",
+        "see Issue #20",
+        "fixed in #12.",
+        "issues 6 and 7",
+        "Session 2 (2026-11-22), 11 minutes per target",
+        "666,028 inputs (session 3)",
+        "in a session (2026-11-22)",
+        "as this\nsession showed",
+        "the last session measured",
+        "iteration 4 brought",
+    ] {
+        assert!(!work_log_mentions(bad).is_empty(), "not caught: {bad:?}");
+    }
+    for good in [
+        "`--session 42` keeps records whose session_id is 42",
+        "--session s-42 --session-only",
+        "session positions live in SQLite; session ids are compared unescaped",
+        "`tests/sessions.rs`: 8 concurrent prepares for one session key",
+        "prepare/ack (session deltas) and the sessions routes",
+        "a session's records; this session's id; the last session’s start",
+        "a raw CR becomes `&#13;`",
+        "## Session deltas",
+        "each iteration appends to the log; 1,000 rounds",
+        "the issue is a lone surrogate",
+    ] {
+        assert_eq!(work_log_mentions(good), vec![], "caught: {good:?}");
+    }
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md"), root.join("BENCHMARKS.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    assert!(
+        docs.len() >= 2,
+        "docs/ holds the contract and the architecture"
+    );
+    pages.extend(docs);
+    let mut found = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        let rel = page.strip_prefix(root).unwrap().display().to_string();
+        for (line, around) in work_log_mentions(&text) {
+            found.push(format!("{rel}:{line}: …{around}…"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "documentation mentions issue numbers, work sessions or iterations; say what \
+         the project does instead:\n{}",
+        found.join("\n")
     );
 }

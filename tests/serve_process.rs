@@ -213,6 +213,20 @@ impl Serving {
 async fn a_write_that_fails_part_way_leaves_no_torn_line_and_the_next_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
+    // The file size limit applies to the state store too (its batch journal
+    // is written before every append): a log larger than the store's few
+    // pages leaves it room.
+    let mut padded = std::fs::read(&log).unwrap();
+    for i in 0..2000 {
+        padded.extend_from_slice(
+            format!(
+                "{{\"type\":\"wm_event\",\"ts_ms\":{i},\"pad\":\"{}\"}}\n",
+                "p".repeat(100)
+            )
+            .as_bytes(),
+        );
+    }
+    std::fs::write(&log, &padded).unwrap();
     let before = std::fs::read(&log).unwrap();
     let (up, _) = start_mock(Provider::Anthropic, Mode::Ok).await;
     // Room for a short turn and its answer, not for a long input.

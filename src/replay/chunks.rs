@@ -7,13 +7,14 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+use super::chunk_result::ChunkResult;
 use super::js_chunk::parse_chunk_js;
 use crate::input::lines;
 use crate::order;
 use crate::parse::js::JsStringifier;
 use crate::parse::{LineParser, Record};
 
-use super::rendered::{ChunkRender, RenderJoin, RenderSpec, Rendered, render_chunk};
+use super::rendered::{RenderJoin, RenderSpec, Rendered, render_chunk};
 use super::*;
 
 /// Records and stats of a range of a log.
@@ -174,47 +175,6 @@ struct Worker {
     parser: LineParser,
     js: Option<JsStringifier>,
     scratch: Vec<Record>,
-}
-
-/// One chunk's records and stats; its buffers are reused for later chunks.
-pub(super) struct ChunkResult {
-    pub(super) records: Vec<Record>,
-    pub(super) stats: ReplayStats,
-    /// Physical lines of the chunk (skips' line numbers are relative to it,
-    /// 0-based).
-    pub(super) lines: u64,
-    /// [`RecordMode::Js`]: the chunk's re-serialised records (record offsets
-    /// are relative to it).
-    pub(super) arena: Option<Vec<u8>>,
-    /// The chunk's messages, when rendered while parsing.
-    pub(super) rendered: Option<ChunkRender>,
-}
-
-impl ChunkResult {
-    fn new(js: bool) -> Self {
-        ChunkResult {
-            records: Vec::new(),
-            stats: ReplayStats::default(),
-            lines: 0,
-            arena: js.then(Vec::new),
-            rendered: None,
-        }
-    }
-
-    /// Empties the result, keeping its buffers' memory.
-    fn clear(&mut self) {
-        self.records.clear();
-        let mut skips = std::mem::take(&mut self.stats.skips);
-        skips.clear();
-        self.stats = ReplayStats {
-            skips,
-            ..ReplayStats::default()
-        };
-        self.lines = 0;
-        if let Some(a) = &mut self.arena {
-            a.clear();
-        }
-    }
 }
 
 /// The chunks' results joined in file order (see [`parse_range`]).

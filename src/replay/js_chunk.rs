@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::chunks::ChunkResult;
+use super::chunk_result::ChunkResult;
 use crate::input::lines::{self, Lines};
 use crate::parse::js::JsStringifier;
 use crate::parse::{LineParser, SkipReason};

@@ -15,6 +15,7 @@ use crate::render::request::{self, CurrentRequest};
 use crate::render::{Format, Sequence};
 use crate::select::{self, SelectReport, Selection, WindowStart};
 
+mod chunk_result;
 mod chunks;
 mod js_chunk;
 pub(crate) mod rendered;

@@ -22,7 +22,7 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Lets the request through if it carries the token.
-pub(super) async fn check(token: &ApiKey, req: Request, next: Next) -> Response {
+pub(crate) async fn check(token: &ApiKey, req: Request, next: Next) -> Response {
     let given = req
         .headers()
         .get(header::AUTHORIZATION)

@@ -99,6 +99,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// How much of a request body is read, and for how long.
+    pub(crate) fn body_limits(&self) -> (usize, Duration) {
+        (self.body_limit, self.body_timeout)
+    }
+
     /// Defaults for a log, without an upstream.
     pub fn new(log: impl Into<PathBuf>) -> Self {
         Config {

@@ -12,21 +12,19 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::AppState;
-
 /// An error answered as JSON with its status.
 #[derive(Debug, Clone)]
 pub struct ApiError {
-    pub(super) status: StatusCode,
-    pub(super) code: &'static str,
-    pub(super) message: String,
-    pub(super) upstream_status: Option<u16>,
-    pub(super) upstream_code: Option<String>,
-    pub(super) retry_after: Option<Duration>,
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+    pub(crate) upstream_status: Option<u16>,
+    pub(crate) upstream_code: Option<String>,
+    pub(crate) retry_after: Option<Duration>,
 }
 
 impl ApiError {
-    pub(super) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -37,7 +35,7 @@ impl ApiError {
         }
     }
 
-    pub(super) fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let mut e = json!({"code": self.code, "message": self.message});
         if let Some(s) = self.upstream_status {
             e["upstream_status"] = json!(s);
@@ -53,7 +51,7 @@ impl ApiError {
 }
 
 /// Whole seconds to wait, rounded up (a `retry-after` header's unit).
-pub(super) fn retry_after_secs(d: Duration) -> u64 {
+pub(crate) fn retry_after_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
@@ -73,9 +71,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Reads a request body up to the limit, within the body timeout.
-pub(super) async fn read_body(state: &AppState, req: Request) -> Result<Bytes, ApiError> {
-    let limit = state.cfg.body_limit;
+/// Reads a request body up to `limit` bytes, within `timeout`
+/// ([`Config::body_limits`](super::config::Config::body_limits)).
+pub(crate) async fn read_body(
+    (limit, timeout): (usize, Duration),
+    req: Request,
+) -> Result<Bytes, ApiError> {
     if let Some(len) = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -103,7 +104,7 @@ pub(super) async fn read_body(state: &AppState, req: Request) -> Result<Bytes, A
         }
         Ok(Bytes::from(buf))
     };
-    match tokio::time::timeout(state.cfg.body_timeout, read).await {
+    match tokio::time::timeout(timeout, read).await {
         Ok(r) => r,
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
@@ -113,7 +114,7 @@ pub(super) async fn read_body(state: &AppState, req: Request) -> Result<Bytes, A
     }
 }
 
-pub(super) fn too_large(limit: usize) -> ApiError {
+pub(crate) fn too_large(limit: usize) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         "body_too_large",
@@ -121,11 +122,11 @@ pub(super) fn too_large(limit: usize) -> ApiError {
     )
 }
 
-pub(super) fn internal(code: &'static str, e: impl std::fmt::Display) -> ApiError {
+pub(crate) fn internal(code: &'static str, e: impl std::fmt::Display) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, code, e.to_string())
 }
 
-pub(super) fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
+pub(crate) fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>, ApiError> {
     let bad = |msg: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", msg);
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(o)) => Ok(o),
@@ -134,7 +135,7 @@ pub(super) fn json_object(body: &[u8]) -> Result<serde_json::Map<String, Value>,
     }
 }
 
-pub(super) fn string_field<'a>(
+pub(crate) fn string_field<'a>(
     obj: &'a serde_json::Map<String, Value>,
     name: &str,
     code: &'static str,
@@ -150,11 +151,11 @@ pub(super) fn string_field<'a>(
     }
 }
 
-pub(super) async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
 }
 
-pub(super) async fn method_not_allowed() -> ApiError {
+pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -163,7 +164,7 @@ pub(super) async fn method_not_allowed() -> ApiError {
 }
 
 /// A response with a JSON body.
-pub(super) fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
+pub(crate) fn json_response(status: StatusCode, body: impl Into<Body>) -> Response {
     let mut r = Response::new(body.into());
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -174,12 +175,12 @@ pub(super) fn json_response(status: StatusCode, body: impl Into<Body>) -> Respon
 }
 
 /// Longest idempotency key accepted.
-pub(super) const MAX_KEY: usize = 255;
+pub(crate) const MAX_KEY: usize = 255;
 
 /// A request's idempotency key: the `Idempotency-Key` header, else
 /// `from_body` (a field of the body, where the route has one), checked to be
 /// 1 to [`MAX_KEY`] printable ASCII characters.
-pub(super) fn idempotency_key(
+pub(crate) fn idempotency_key(
     headers: &axum::http::HeaderMap,
     from_body: Option<String>,
 ) -> Result<Option<String>, ApiError> {

@@ -3,15 +3,16 @@
 //! - `POST /respond` appends the user's turn (`text_input`), replays the log
 //!   as it stood before that line into a request (system rule, every record,
 //!   `CURRENT_USER_REQUEST`), sends it to the upstream model, and appends the
-//!   answer (`text_output`) once it is complete (`turn.rs`, the upstream
-//!   call in `call.rs`). With
+//!   answer (`text_output`) once it is complete (`turn/`). With
 //!   `"stream": true` the answer is relayed as server-sent events. Without an
 //!   upstream it answers with the request it would send, and appends nothing.
 //! - `POST /v1/context` returns that request body as is.
 //! - `POST /v1/turn/prepare` `{"session_key", "format"?}` and
 //!   `POST /v1/turn/ack` `{"prepare_id", "status"}`: session deltas (see
 //!   [`crate::state`]); an unknown `prepare_id` is a 404.
-//! - `GET /healthz`, `GET /v1/stats`.
+//! - `POST /v1/records`: records of any kind, through the one writer.
+//! - `GET /healthz`, `GET /v1/stats`; under `--log-dir`, `GET /v1/logs` and
+//!   every route of a log as `/v1/logs/{id}/…`.
 //!
 //! The configured [`Selection`](crate::Selection) applies to every replay: its filters as
 //! records arrive, its windows and pending mark per request. With
@@ -31,255 +32,42 @@
 //! one cache. Token usage (input, cache read, cache write, output) is
 //! relayed in every answer, logged per turn and summed in `/v1/stats`.
 //!
-//! Files: `config.rs` (settings), `settings.rs` (their parsers and checks),
-//! `conn.rs` (connection bounds), `errors.rs` (JSON errors, reading
-//! bodies), `context.rs` (the replay as routes see it, `/healthz`,
-//! `/v1/stats`), `sessions.rs` (`/v1/turn/*`), `turn.rs` and `call.rs`
-//! (`/respond`), [`writer`], [`upstream`], `anthropic.rs` and `openai.rs`
-//! (each provider's shapes).
+//! Layout, from the bottom up (each folder imports only what is below it):
+//! `config.rs` and `settings.rs` (the settings and their parsers),
+//! `errors.rs` (JSON errors, reading bodies), `sse.rs`, [`upstream`] (the
+//! shared types, one file per provider, the call with its retries),
+//! [`writer`] (the [`writer::LogWriter`] trait and the local single writer),
+//! `app/` (a log's state, the logs served, the replay as routes see it),
+//! `turn/` (one `/respond` turn), `routes/` (one file per group of routes,
+//! and the router), `auth.rs`, `conn.rs` (connection bounds), and this file
+//! (start-up and shutdown).
 
-mod anthropic;
+mod app;
 mod auth;
-mod call;
 mod config;
 mod conn;
-mod context;
 mod errors;
-mod logs;
-mod openai;
-mod records;
-mod sessions;
+mod routes;
 pub mod settings;
+mod sse;
 mod turn;
 pub mod upstream;
 pub mod writer;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Path, Request, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-use crate::state::Store;
-use crate::{LiveReplay, WindowStart};
-pub use upstream::{ApiKey, Provider, Usage};
-use writer::Writer;
+use tokio::sync::Semaphore;
 
 pub use config::Config;
-use context::replay_failed;
-use context::{Snapshot, snapshot, snapshot_of, stats_json};
-use errors::{ApiError, internal, json_response, read_body};
+pub use upstream::{ApiKey, Provider, Usage};
 
-/// One log served: its settings (`cfg.log` is the log), its live replay,
-/// its single writer and its session state. With `--log` there is one; with
-/// `--log-dir`, one per log asked for, kept in [`logs::LogDir`]'s LRU.
-struct AppState {
-    cfg: Config,
-    /// The log's id under `--log-dir`.
-    id: Option<String>,
-    /// The upstream's endpoint, checked at start.
-    upstream: Option<reqwest::Url>,
-    system: String,
-    live: Arc<Mutex<LiveReplay>>,
-    /// The log's single writer, started on the first append.
-    writer: std::sync::OnceLock<Writer>,
-    /// Every writer thread started, joined at shutdown.
-    threads: Arc<Mutex<Vec<writer::WriterThread>>>,
-    /// Whether the first append may create the log.
-    create: bool,
-    /// Rendered bytes the live replay held at its last use.
-    live_bytes: std::sync::atomic::AtomicU64,
-    /// When the log was last used.
-    used: Mutex<std::time::Instant>,
-    replays: Arc<Semaphore>,
-    client: reqwest::Client,
-    /// The cache-stable window's start, as last replayed.
-    window: Mutex<Option<WindowStart>>,
-    /// The state store, once opened.
-    store: Mutex<Option<Arc<Mutex<Store>>>>,
-    /// Keyed turns running now.
-    inflight: turn::InFlight,
-    /// Tokens used since start.
-    totals: Mutex<turn::Totals>,
-    /// Where the last turn's Anthropic cache breakpoints were.
-    cache: Mutex<crate::CacheMemory>,
-    /// OpenAI's `prompt_cache_key`, when caching.
-    cache_key: Option<String>,
-}
-
-impl AppState {
-    /// Whether requests carry Anthropic cache breakpoints.
-    fn marks_cache(&self) -> bool {
-        self.cfg.cache && self.cfg.provider == Provider::Anthropic
-    }
-
-    fn cache_policy(&self) -> crate::CachePolicy {
-        crate::CachePolicy {
-            ttl: self.cfg.cache_ttl,
-            ..Default::default()
-        }
-    }
-
-    fn store_path(&self) -> PathBuf {
-        self.cfg
-            .state
-            .clone()
-            .unwrap_or_else(|| Store::path_for(&self.cfg.log))
-    }
-
-    /// The state store, opened on first use.
-    fn store(&self) -> Result<Arc<Mutex<Store>>, crate::Error> {
-        let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = slot.as_ref() {
-            return Ok(s.clone());
-        }
-        let s = Arc::new(Mutex::new(Store::open(self.store_path())?));
-        *slot = Some(s.clone());
-        Ok(s)
-    }
-}
-
-impl AppState {
-    fn permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.replays.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "busy",
-                format!(
-                    "{} replays are already running; retry shortly",
-                    self.cfg.max_concurrent
-                ),
-            )
-        })
-    }
-
-    /// Records the rendered bytes the log's live replay holds (what the
-    /// `--log-dir` memory bound counts).
-    fn note_held(&self, live: &LiveReplay) {
-        self.live_bytes.store(
-            live.info().rendered_bytes,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-    }
-
-    /// The log's writer, started (and the log created) on first use.
-    fn writer(&self) -> std::io::Result<&Writer> {
-        if let Some(w) = self.writer.get() {
-            return Ok(w);
-        }
-        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = self.writer.get() {
-            return Ok(w);
-        }
-        if !self.create && std::fs::symlink_metadata(&self.cfg.log).is_err() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "the log does not exist (and --create-logs is off)",
-            ));
-        }
-        let (w, thread) = Writer::start(&self.cfg.log, self.cfg.fsync)?;
-        threads.retain(|t| !t.is_finished());
-        threads.push(thread);
-        Ok(self.writer.get_or_init(|| w))
-    }
-
-    fn append_failed(&self, e: &std::io::Error) -> ApiError {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            return ApiError::new(
-                StatusCode::NOT_FOUND,
-                "no_such_log",
-                format!("{}: {e}", self.cfg.log.display()),
-            );
-        }
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "append_failed",
-            format!("cannot append to {}: {e}", self.cfg.log.display()),
-        )
-    }
-}
-
-/// The handlers of a log's routes, for the one `--log` (`$one`) and for
-/// `/v1/logs/{id}/…` (`$at`).
-macro_rules! per_log {
-    ($one:ident, $at:ident, $f:path) => {
-        async fn $one(State(server): State<Arc<logs::Server>>, req: Request) -> Response {
-            match server.log(None) {
-                Ok(state) => $f(state, req).await.into_response(),
-                Err(e) => e.into_response(),
-            }
-        }
-        async fn $at(
-            State(server): State<Arc<logs::Server>>,
-            Path(id): Path<String>,
-            req: Request,
-        ) -> Response {
-            match server.log(Some(&id)) {
-                Ok(state) => $f(state, req).await.into_response(),
-                Err(e) => e.into_response(),
-            }
-        }
-    };
-}
-
-per_log!(respond_one, respond_at, turn::respond);
-per_log!(context_one, context_at, turn::context);
-per_log!(stats_one, stats_at, context::stats);
-per_log!(prepare_one, prepare_at, sessions::turn_prepare);
-per_log!(ack_one, ack_at, sessions::turn_ack);
-per_log!(records_one, records_at, records::append);
-
-fn router(server: Arc<logs::Server>) -> Router {
-    let routes = match server.logs {
-        logs::Logs::One(_) => Router::new()
-            .route("/respond", post(respond_one))
-            .route("/v1/context", post(context_one))
-            .route("/v1/stats", get(stats_one))
-            .route("/v1/turn/prepare", post(prepare_one))
-            .route("/v1/turn/ack", post(ack_one))
-            .route("/v1/records", post(records_one)),
-        logs::Logs::Dir(_) => Router::new()
-            .route("/v1/logs", get(logs::list))
-            .route("/v1/logs/{id}/respond", post(respond_at))
-            .route("/v1/logs/{id}/context", post(context_at))
-            .route("/v1/logs/{id}/stats", get(stats_at))
-            .route("/v1/logs/{id}/turn/prepare", post(prepare_at))
-            .route("/v1/logs/{id}/turn/ack", post(ack_at))
-            .route("/v1/logs/{id}/records", post(records_at)),
-    };
-    let routes = match server.shared.cfg.auth_token.clone() {
-        Some(token) => routes.route_layer(axum::middleware::from_fn(
-            move |req: Request, next: axum::middleware::Next| {
-                let token = token.clone();
-                async move { auth::check(&token, req, next).await }
-            },
-        )),
-        None => routes,
-    };
-    routes
-        .route("/healthz", get(context::healthz))
-        .fallback(errors::not_found)
-        .method_not_allowed_fallback(errors::method_not_allowed)
-        .layer(
-            // One line per request at INFO: method, path, status, latency
-            // (headers are never logged, so neither is a client's key).
-            tower_http::trace::TraceLayer::new_for_http()
-                .make_span_with(
-                    tower_http::trace::DefaultMakeSpan::new().level(tracing::Level::INFO),
-                )
-                .on_response(
-                    tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
-                ),
-        )
-        .with_state(server)
-}
+use app::AppState;
+use app::logs::{LogDir, Logs, Server, Shared};
+use upstream::call::Upstream;
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -328,7 +116,7 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     install_crypto_provider();
     cfg.validate().map_err(ServeError::Config)?;
-    let upstream = match &cfg.upstream {
+    let endpoint = match &cfg.upstream {
         None => None,
         Some(u) => Some(settings::parse_upstream(u).map_err(ServeError::Config)?),
     }
@@ -340,9 +128,20 @@ pub async fn serve(
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| ServeError::Client(e.to_string()))?;
-    let shared = Arc::new(logs::Shared {
+    let upstream = endpoint.map(|endpoint| {
+        Arc::new(Upstream {
+            client,
+            endpoint,
+            provider: cfg.provider,
+            key: cfg.api_key.clone(),
+            retries: cfg.upstream_retries,
+            retry_min_delay: cfg.retry_min_delay,
+            timeout: cfg.upstream_timeout,
+            write_timeout: cfg.write_timeout,
+        })
+    });
+    let shared = Arc::new(Shared {
         upstream,
-        client,
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         threads: Arc::default(),
@@ -350,14 +149,14 @@ pub async fn serve(
     });
     let logs = match &shared.cfg.log_dir {
         Some(dir) => {
-            let dir = logs::LogDir::new(dir)
+            let dir = LogDir::new(dir)
                 .map_err(|e| ServeError::Config(format!("--log-dir {}: {e}", dir.display())))?;
             tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
-            logs::Logs::Dir(dir)
+            Logs::Dir(dir)
         }
-        None => logs::Logs::One(open_one(&shared).await?),
+        None => Logs::One(open_one(&shared).await?),
     };
-    let server = Arc::new(logs::Server {
+    let server = Arc::new(Server {
         shared: shared.clone(),
         logs,
     });
@@ -374,7 +173,7 @@ pub async fn serve(
             }
         });
     }
-    let app = router(server.clone());
+    let app = routes::router(server.clone());
     let cfg = &shared.cfg;
     let bounds = conn::Bounds {
         header_timeout: cfg.header_timeout,
@@ -414,7 +213,7 @@ pub async fn serve(
 
 /// The one `--log`: its writer started (the log created) and its replay
 /// built before the server answers, its window start resumed.
-async fn open_one(shared: &Arc<logs::Shared>) -> Result<Arc<AppState>, ServeError> {
+async fn open_one(shared: &Arc<Shared>) -> Result<Arc<AppState>, ServeError> {
     let state = Arc::new(shared.open(shared.cfg.log.clone(), None, true));
     state.writer().map_err(|source| ServeError::Writer {
         path: state.cfg.log.clone(),
@@ -447,17 +246,6 @@ async fn open_one(shared: &Arc<logs::Shared>) -> Result<Arc<AppState>, ServeErro
         *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
     }
     Ok(state)
-}
-
-/// A `prompt_cache_key` for the log and the selection: the same across
-/// restarts, different for another log or another selection.
-fn derived_cache_key(cfg: &Config) -> String {
-    let path = std::fs::canonicalize(&cfg.log).unwrap_or_else(|_| cfg.log.clone());
-    let ident = format!("{}\n{}", path.display(), cfg.selection.window_key());
-    format!(
-        "wmreplay-{:016x}",
-        xxhash_rust::xxh3::xxh3_64(ident.as_bytes())
-    )
 }
 
 async fn wait_for_last(state: Arc<AppState>) -> AppState {

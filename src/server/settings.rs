@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Config;
+use super::config::Config;
 
 /// The longest timeout accepted (header, body, upstream, write, keep-alive,
 /// shutdown).
@@ -103,7 +103,7 @@ pub fn parse_field(s: &str) -> Result<(String, Value), String> {
     if k.is_empty() {
         return Err(format!("--upstream-field {s:?}: the name is empty"));
     }
-    if super::upstream::RESERVED_FIELDS.contains(&k) {
+    if crate::server::upstream::RESERVED_FIELDS.contains(&k) {
         return Err(format!(
             "--upstream-field {k}: the server sets `{k}` (use --model for the model)"
         ));
@@ -171,7 +171,7 @@ impl Config {
             parse_upstream(u)?;
         }
         for (k, _) in &self.upstream_fields {
-            if super::upstream::RESERVED_FIELDS.contains(&k.as_str()) {
+            if crate::server::upstream::RESERVED_FIELDS.contains(&k.as_str()) {
                 return Err(format!("--upstream-field may not set `{k}`"));
             }
         }

@@ -23,6 +23,7 @@
 //! that prepare (never backwards), a failed ack leaves it, so the next
 //! prepare returns the same delta again (plus anything newer).
 
+mod batches;
 mod sessions;
 mod turns;
 
@@ -32,8 +33,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Error;
 use crate::select::WindowStart;
+pub(crate) use batches::{BatchLine, PendingBatch};
 pub use sessions::{Acked, Mode, PrepareRequest, Prepared, prepare};
-use turns::TURNS_TABLE;
 pub use turns::{TurnBegin, TurnStatus};
 
 /// The durable state of one log.
@@ -121,8 +122,35 @@ impl Store {
             .map_err(|e| state_err(&store.path, e))?;
         store
             .conn
-            .execute_batch(TURNS_TABLE)
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS turns(
+                     idempotency_key TEXT PRIMARY KEY,
+                     request_hash TEXT NOT NULL,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     status TEXT NOT NULL,
+                     input_offset INTEGER,
+                     response TEXT,
+                     created_ms INTEGER NOT NULL);
+                 CREATE TABLE IF NOT EXISTS batches(
+                     id INTEGER PRIMARY KEY,
+                     dev INTEGER NOT NULL, inode INTEGER NOT NULL,
+                     start INTEGER NOT NULL, lines BLOB NOT NULL);
+                 CREATE TABLE IF NOT EXISTS batch_keys(
+                     batch INTEGER NOT NULL, idempotency_key TEXT NOT NULL,
+                     response TEXT NOT NULL);",
+            )
             .map_err(|e| state_err(&store.path, e))?;
+        // Stores made before turns had an owner get the column.
+        let has_owner = store
+            .conn
+            .prepare("SELECT owner FROM turns LIMIT 0")
+            .is_ok();
+        if !has_owner {
+            store
+                .conn
+                .execute_batch("ALTER TABLE turns ADD COLUMN owner TEXT")
+                .map_err(|e| state_err(&store.path, e))?;
+        }
         Ok(store)
     }
 
@@ -199,6 +227,19 @@ fn state_err(path: &Path, e: rusqlite::Error) -> Error {
         path: path.to_path_buf(),
         message: e.to_string(),
     }
+}
+
+/// This process, as the owner of the turns it starts: its id and start
+/// time, so that a key left running by a process that stopped is told from
+/// one running here.
+fn instance() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{}-{nanos}", std::process::id())
+    })
 }
 
 fn now_ms() -> i64 {

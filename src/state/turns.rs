@@ -4,25 +4,19 @@ use std::path::Path;
 
 use rusqlite::{OptionalExtension, params};
 
-use super::{LogId, Store, log_id, now_ms, state_err};
+use super::{LogId, Store, instance, log_id, now_ms, state_err};
 use crate::error::Error;
 
 /// Turns remembered by their idempotency key (`/respond`): what the key's
 /// request was (a hash), how far the turn got, and its answer once done.
-pub(super) const TURNS_TABLE: &str = "CREATE TABLE IF NOT EXISTS turns(
-    idempotency_key TEXT PRIMARY KEY,
-    request_hash TEXT NOT NULL,
-    dev INTEGER NOT NULL, inode INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    input_offset INTEGER,
-    response TEXT,
-    created_ms INTEGER NOT NULL);";
-
 /// How far a remembered turn got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TurnStatus {
-    /// Started and not finished: running now, or cut off by a restart.
+    /// Started and not finished, by this process: running now.
     Running,
+    /// Started by a process that has since stopped (a crash or a restart)
+    /// and never finished.
+    Abandoned,
     /// Answered: the answer was appended; `response` is what was answered.
     Done(String),
     /// Failed after its `text_input` was (or was not) appended.
@@ -70,11 +64,19 @@ impl Store {
             params![now.saturating_sub(ttl_ms)],
         )
         .map_err(err)?;
-        type Row = (String, i64, i64, String, Option<i64>, Option<String>);
+        type Row = (
+            String,
+            i64,
+            i64,
+            String,
+            Option<i64>,
+            Option<String>,
+            Option<String>,
+        );
         let row: Option<Row> = tx
             .query_row(
-                "SELECT request_hash, dev, inode, status, input_offset, response FROM turns
-                 WHERE idempotency_key = ?1",
+                "SELECT request_hash, dev, inode, status, input_offset, response, owner
+                 FROM turns WHERE idempotency_key = ?1",
                 params![key],
                 |r| {
                     Ok((
@@ -84,6 +86,7 @@ impl Store {
                         r.get(3)?,
                         r.get(4)?,
                         r.get(5)?,
+                        r.get(6)?,
                     ))
                 },
             )
@@ -91,12 +94,13 @@ impl Store {
             .map_err(err)?;
         let begin = match row {
             Some((hash, ..)) if hash != request_hash => TurnBegin::Conflict,
-            Some((_, dev, inode, status, offset, response))
+            Some((_, dev, inode, status, offset, response, owner))
                 if dev as u64 == id.dev && inode as u64 == id.inode =>
             {
                 let status = match (status.as_str(), response) {
                     ("done", Some(r)) => TurnStatus::Done(r),
-                    ("running", _) => TurnStatus::Running,
+                    ("running", _) if owner.as_deref() == Some(instance()) => TurnStatus::Running,
+                    ("running", _) => TurnStatus::Abandoned,
                     _ => TurnStatus::Failed,
                 };
                 TurnBegin::Seen {
@@ -107,12 +111,19 @@ impl Store {
             _ => {
                 tx.execute(
                     "INSERT INTO turns(idempotency_key, request_hash, dev, inode, status,
-                         input_offset, response, created_ms)
-                     VALUES (?1, ?2, ?3, ?4, 'running', NULL, NULL, ?5)
+                         input_offset, response, created_ms, owner)
+                     VALUES (?1, ?2, ?3, ?4, 'running', NULL, NULL, ?5, ?6)
                      ON CONFLICT(idempotency_key) DO UPDATE SET request_hash = ?2, dev = ?3,
                          inode = ?4, status = 'running', input_offset = NULL, response = NULL,
-                         created_ms = ?5",
-                    params![key, request_hash, id.dev as i64, id.inode as i64, now],
+                         created_ms = ?5, owner = ?6",
+                    params![
+                        key,
+                        request_hash,
+                        id.dev as i64,
+                        id.inode as i64,
+                        now,
+                        instance()
+                    ],
                 )
                 .map_err(err)?;
                 TurnBegin::New
@@ -152,12 +163,14 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Marks `key`'s turn running again (a retry of a failed one).
+    /// Marks `key`'s turn running again, in this process (a retry of a
+    /// failed or abandoned one).
     pub fn restart_turn(&self, key: &str) -> Result<(), Error> {
         self.conn
             .execute(
-                "UPDATE turns SET status = 'running', response = NULL WHERE idempotency_key = ?1",
-                params![key],
+                "UPDATE turns SET status = 'running', response = NULL, owner = ?2
+                 WHERE idempotency_key = ?1",
+                params![key, instance()],
             )
             .map(|_| ())
             .map_err(|e| self.err(e))

@@ -8,14 +8,16 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
-use super::AppState;
-use super::context::replay_failed;
-use super::errors::{ApiError, internal, json_object, json_response, read_body, string_field};
 use crate::Format;
+use crate::server::app::AppState;
+use crate::server::app::snapshot::replay_failed;
+use crate::server::errors::{
+    ApiError, internal, json_object, json_response, read_body, string_field,
+};
 use crate::state;
 
-pub(super) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(&state, req).await?;
+pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let body = read_body(state.cfg.body_limits(), req).await?;
     let obj = json_object(&body)?;
     let key = string_field(&obj, "session_key", "invalid_session_key")?
         .filter(|k| !k.is_empty())
@@ -60,8 +62,8 @@ pub(super) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<R
     Ok(json_response(StatusCode::OK, prepared.to_json()))
 }
 
-pub(super) async fn turn_ack(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(&state, req).await?;
+pub(crate) async fn turn_ack(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let body = read_body(state.cfg.body_limits(), req).await?;
     let obj = json_object(&body)?;
     let id = string_field(&obj, "prepare_id", "invalid_prepare_id")?
         .ok_or_else(|| {

@@ -12,7 +12,7 @@
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use super::upstream::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+use super::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
 
 /// The API version this server speaks.
 pub const VERSION: &str = "2023-06-01";
@@ -148,7 +148,7 @@ pub(super) fn stream_event(d: &mut StreamDecoder, event: &str, data: &str) -> St
 
 #[cfg(test)]
 mod tests {
-    use super::super::upstream::Provider;
+    use super::super::Provider;
     use super::*;
 
     /// A full stream as the API sends it: usage in `message_start` and

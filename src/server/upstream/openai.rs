@@ -9,7 +9,7 @@
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use super::upstream::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+use super::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
 
 pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
     if let Some(k) = key
@@ -95,7 +95,7 @@ pub(super) fn stream_event(d: &mut StreamDecoder, data: &str) -> Step {
 
 #[cfg(test)]
 mod tests {
-    use super::super::upstream::Provider;
+    use super::super::Provider;
     use super::*;
 
     #[test]

@@ -1,27 +1,25 @@
 //! The replayed log as the routes see it: a [`Snapshot`] (the selection
-//! applied to the live replay, brought up to date), and the read-only
-//! routes built on it, `GET /healthz` and `GET /v1/stats`.
+//! applied to the live replay, brought up to date), and the request body
+//! made of it.
 
 use std::sync::Arc;
 
-use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::response::Response;
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::errors::{ApiError, json_response};
-use super::{AppState, turn};
-use crate::{LiveInfo, LiveReplay, ReplayStats, SelectReport};
+use super::AppState;
+use crate::server::errors::ApiError;
+use crate::{CurrentRequest, LiveInfo, LiveReplay, ReplayStats, SelectReport};
 
 /// The replayed log, brought up to date.
-pub(super) struct Snapshot {
-    pub(super) chunks: Vec<Bytes>,
-    pub(super) stats: ReplayStats,
-    pub(super) info: LiveInfo,
-    pub(super) select: Option<SelectReport>,
+pub(crate) struct Snapshot {
+    pub(crate) chunks: Vec<Bytes>,
+    pub(crate) stats: ReplayStats,
+    pub(crate) info: LiveInfo,
+    pub(crate) select: Option<SelectReport>,
     /// With Anthropic cache breakpoints: how many the messages carry.
-    pub(super) cache_marks: Option<usize>,
+    pub(crate) cache_marks: Option<usize>,
 }
 
 /// The selection applied to `live` as it stands. `report`: also find the
@@ -29,7 +27,7 @@ pub(super) struct Snapshot {
 /// ask for it. With Anthropic cache breakpoints, `commit` keeps this
 /// request's marks for the next one (a turn); without it (a preview) the
 /// next request is placed as if this one had not been made.
-pub(super) fn snapshot_of(
+pub(crate) fn snapshot_of(
     st: &AppState,
     live: &mut LiveReplay,
     report: bool,
@@ -71,7 +69,7 @@ pub(super) fn snapshot_of(
     })
 }
 
-pub(super) fn replay_failed(e: crate::Error) -> ApiError {
+pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
     tracing::error!(error = %e, "replay failed");
     match e {
         // The server keeps serving; this log needs more memory than there is.
@@ -89,7 +87,7 @@ pub(super) fn replay_failed(e: crate::Error) -> ApiError {
 }
 
 /// The log replayed up to its end.
-pub(super) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
+pub(crate) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
         let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
@@ -113,49 +111,45 @@ pub(super) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snap
     }
 }
 
-pub(super) fn stats_json(stats: &ReplayStats, max_skips: usize) -> Value {
+pub(crate) fn stats_json(stats: &ReplayStats, max_skips: usize) -> Value {
     serde_json::from_str(&stats.to_json(max_skips)).expect("stats are JSON")
 }
 
-pub(super) async fn healthz() -> Response {
-    json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
-}
-
-pub(super) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
-    let _permit = state.permit()?;
-    let snap = snapshot(&state, true).await?;
-    let i = snap.info;
-    let totals = {
-        let t = state.totals.lock().unwrap_or_else(|p| p.into_inner());
-        turn::Totals {
-            turns: t.turns,
-            usage: t.usage,
+impl AppState {
+    /// The request body's pieces: head, the rendered messages, tail.
+    pub(crate) fn body_parts(
+        &self,
+        snap: &Snapshot,
+        current: &CurrentRequest<'_>,
+        params: &[(String, Value)],
+        stream: bool,
+    ) -> Vec<Bytes> {
+        let p = self.cfg.provider;
+        let mut extra = self.cfg.upstream_fields.clone();
+        extra.extend(params.iter().cloned());
+        if let Some(key) = &self.cache_key
+            && !extra.iter().any(|(k, _)| k == "prompt_cache_key")
+        {
+            extra.push(("prompt_cache_key".into(), Value::String(key.clone())));
         }
-    };
-    let selection = match &snap.select {
-        Some(r) => serde_json::from_str::<Value>(&format!("{{{}}}", r.json_members()))
-            .unwrap_or(Value::Null),
-        None => Value::Null,
-    };
-    let body = json!({
-        "log": state.cfg.log.display().to_string(),
-        "id": state.id,
-        "log_bytes": i.file_len,
-        "stats": stats_json(&snap.stats, state.cfg.replay.max_skips),
-        "selection": selection,
-        "live": {
-            "committed_bytes": i.committed_bytes,
-            "pending_bytes": i.pending_bytes,
-            "records": i.records,
-            "rendered_bytes": i.rendered_bytes,
-            "segments": i.segments,
-            "rebuilds": i.rebuilds,
-            "late_records": i.late_records,
-        },
-        "turns": {
-            "answered": totals.turns,
-            "usage": totals.usage.to_json(),
-        },
-    });
-    Ok(json_response(StatusCode::OK, body.to_string()))
+        let fields = p.fields(&self.cfg.model, self.cfg.max_tokens, stream, &extra);
+        let (head, tail) = match snap.cache_marks {
+            // The system prompt as a block, marked when a breakpoint is left.
+            Some(marks) => {
+                let policy = self.cache_policy();
+                let member: &[u8] = if marks < policy.max_breakpoints {
+                    policy.ttl.member()
+                } else {
+                    b""
+                };
+                crate::render::request::cached_envelope(&fields, &self.system, current, member)
+            }
+            None => crate::request_envelope(p.format(), &fields, &self.system, current),
+        };
+        let mut parts = Vec::with_capacity(snap.chunks.len() + 2);
+        parts.push(Bytes::from(head));
+        parts.extend(snap.chunks.iter().cloned());
+        parts.push(Bytes::from(tail));
+        parts
+    }
 }

@@ -10,8 +10,11 @@
 //! index and the reason) and nothing of it is written; a valid batch is
 //! written with one `write` and made durable before the answer, which gives
 //! each record's `ts_ms`, byte offset and length. Every record written is
-//! one the replay parses. An `Idempotency-Key` makes a retry return the
-//! first answer instead of writing again.
+//! one the replay parses. A batch is in the log whole or not at all, even
+//! across a crash (see the writer). An `Idempotency-Key` makes a retry
+//! return the first answer instead of writing again: the key is answered in
+//! the same step that makes its batch durable, so a retry after a crash
+//! finds the batch written once, or not at all and writes it.
 
 use std::sync::Arc;
 
@@ -21,10 +24,10 @@ use axum::response::Response;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::AppState;
-use super::errors::{ApiError, idempotency_key, internal, json_response, read_body};
-use super::writer::Line;
 use crate::parse::{LineParser, SkipReason};
+use crate::server::app::AppState;
+use crate::server::errors::{ApiError, idempotency_key, internal, json_response, read_body};
+use crate::server::writer::{Appended, BatchKey, Line, LogWriter};
 use crate::state::{TurnBegin, TurnStatus};
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -104,9 +107,9 @@ fn check(
 }
 
 /// `POST /v1/records`.
-pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let body = read_body(&state, req).await?;
+    let body = read_body(state.cfg.body_limits(), req).await?;
     let ndjson = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -125,6 +128,13 @@ pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         given.push(ts);
     }
     let _permit = state.permit()?;
+    // The writer settles what a crash left half-written before any key is
+    // looked at, so a key's state says whether its batch is in the log.
+    let st = state.clone();
+    tokio::task::spawn_blocking(move || st.writer().map(|_| ()))
+        .await
+        .map_err(|e| internal("append_failed", e))?
+        .map_err(|e| state.append_failed(&e))?;
     if let Some(key) = &key {
         let hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body));
         let (st, k) = (state.clone(), key.clone());
@@ -135,10 +145,12 @@ pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             if matches!(
                 b,
                 TurnBegin::Seen {
-                    status: TurnStatus::Failed,
+                    status: TurnStatus::Failed | TurnStatus::Abandoned,
                     ..
                 }
             ) {
+                // Failed, or begun by a process that stopped before its batch
+                // was journalled: nothing of it is in the log.
                 store.restart_turn(&k)?;
             }
             Ok::<_, crate::Error>(b)
@@ -176,51 +188,49 @@ pub(super) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             _ => {}
         }
     }
+    let given = Arc::new(given);
+    let batch_key = key.clone().map(|k| {
+        let given = given.clone();
+        BatchKey {
+            key: k,
+            answer: Box::new(move |appended: &[Appended]| answer_of(appended, &given)),
+        }
+    });
     let written = match state.writer() {
-        Ok(w) => w.append(lines).await,
+        Ok(w) => w.append_batch(lines, batch_key).await,
         Err(e) => Err(e),
     };
     let outcome = written.map_err(|e| state.append_failed(&e));
-    let answer = outcome.as_ref().ok().map(|appended| {
-        let records: Vec<Value> = appended
-            .iter()
-            .zip(&given)
-            .map(|(a, ts)| {
-                let ts = a.ts_ms.map_or_else(|| json!(ts), |t| json!(t));
-                json!({"ts_ms": ts, "offset": a.offset, "bytes": a.len})
-            })
-            .collect();
-        json!({"written": records.len(), "records": records}).to_string()
-    });
-    if let Some(key) = key {
-        let (st, first) = (
-            state.clone(),
-            outcome
-                .as_ref()
-                .ok()
-                .and_then(|a| a.first())
-                .map(|a| a.offset),
-        );
-        let answer = answer.clone();
+    if let (Some(key), Err(_)) = (key, &outcome) {
+        // The writer answers the key with the batch; a batch that failed
+        // leaves the key free to be retried.
+        let st = state.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let store = st.store()?;
             let store = store.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(offset) = first {
-                // The log's identity now (the write may have created it).
-                store.set_turn_input(&st.cfg.log, &key, offset)?;
-            }
-            store.finish_turn(&key, answer.as_deref())
+            store.finish_turn(&key, None)
         })
         .await;
         if !matches!(recorded, Ok(Ok(()))) {
             tracing::error!("cannot record the outcome of an idempotent write");
         }
     }
-    outcome?;
-    Ok(json_response(
-        StatusCode::OK,
-        answer.expect("an answer for a write"),
-    ))
+    let appended = outcome?;
+    Ok(json_response(StatusCode::OK, answer_of(&appended, &given)))
+}
+
+/// The answer to a batch written: each record's `ts_ms` (as given, or the
+/// writer's), offset and length.
+fn answer_of(appended: &[Appended], given: &[Option<f64>]) -> String {
+    let records: Vec<Value> = appended
+        .iter()
+        .zip(given)
+        .map(|(a, ts)| {
+            let ts = a.ts_ms.map_or_else(|| json!(ts), |t| json!(t));
+            json!({"ts_ms": ts, "offset": a.offset, "bytes": a.len})
+        })
+        .collect();
+    json!({"written": records.len(), "records": records}).to_string()
 }
 
 #[cfg(test)]

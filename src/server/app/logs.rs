@@ -14,33 +14,33 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
-use serde_json::json;
 use tokio::sync::Semaphore;
 
-use super::errors::{ApiError, json_response};
-use super::{AppState, Config, Provider, derived_cache_key, turn, writer};
+use super::{AppState, InFlight, Totals, derived_cache_key};
 use crate::LiveReplay;
+use crate::server::config::Config;
+use crate::server::errors::ApiError;
+use crate::server::upstream::Provider;
+use crate::server::upstream::call::Upstream;
+use crate::server::writer::WriterThread;
 
 /// Longest log id.
 const MAX_ID: usize = 128;
 
 /// What every log's state shares: the settings, the upstream, the HTTP
 /// client, the replay permits and the writer threads.
-pub(super) struct Shared {
-    pub(super) cfg: Config,
-    pub(super) upstream: Option<reqwest::Url>,
-    pub(super) client: reqwest::Client,
-    pub(super) system: String,
-    pub(super) replays: Arc<Semaphore>,
-    pub(super) threads: Arc<Mutex<Vec<writer::WriterThread>>>,
+pub(crate) struct Shared {
+    pub(crate) cfg: Config,
+    pub(crate) upstream: Option<Arc<Upstream>>,
+    pub(crate) system: String,
+    pub(crate) replays: Arc<Semaphore>,
+    pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
 }
 
 impl Shared {
     /// A fresh state for the log at `log` (nothing read yet).
-    pub(super) fn open(&self, log: PathBuf, id: Option<String>, create: bool) -> AppState {
+    pub(crate) fn open(&self, log: PathBuf, id: Option<String>, create: bool) -> AppState {
         let mut cfg = self.cfg.clone();
         cfg.log = log;
         if id.is_some() {
@@ -60,11 +60,10 @@ impl Shared {
             live_bytes: Default::default(),
             used: Mutex::new(Instant::now()),
             replays: self.replays.clone(),
-            client: self.client.clone(),
             window: Mutex::new(None),
             store: Mutex::new(None),
-            inflight: turn::InFlight::default(),
-            totals: Mutex::new(turn::Totals::default()),
+            inflight: InFlight::default(),
+            totals: Mutex::new(Totals::default()),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
                 cfg.cache_key
@@ -77,7 +76,7 @@ impl Shared {
 }
 
 /// The logs a server serves.
-pub(super) enum Logs {
+pub(crate) enum Logs {
     /// `--log`: one log, always live.
     One(Arc<AppState>),
     /// `--log-dir`.
@@ -85,20 +84,20 @@ pub(super) enum Logs {
 }
 
 /// Every `DIR/<id>.log`, their live states in an LRU.
-pub(super) struct LogDir {
+pub(crate) struct LogDir {
     /// The directory, canonical.
-    root: PathBuf,
-    states: Mutex<lru::LruCache<String, Arc<AppState>>>,
+    pub(crate) root: PathBuf,
+    pub(crate) states: Mutex<lru::LruCache<String, Arc<AppState>>>,
 }
 
 /// What the router holds.
-pub(super) struct Server {
-    pub(super) shared: Arc<Shared>,
-    pub(super) logs: Logs,
+pub(crate) struct Server {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) logs: Logs,
 }
 
 /// Whether `id` is a log id: `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
-pub(super) fn valid_id(id: &str) -> bool {
+pub(crate) fn valid_id(id: &str) -> bool {
     let b = id.as_bytes();
     !b.is_empty()
         && b.len() <= MAX_ID
@@ -121,7 +120,7 @@ fn bad_id(id: &str) -> ApiError {
 
 impl LogDir {
     /// The directory `dir` (which must exist).
-    pub(super) fn new(dir: &Path) -> std::io::Result<LogDir> {
+    pub(crate) fn new(dir: &Path) -> std::io::Result<LogDir> {
         let root = std::fs::canonicalize(dir)?;
         if !root.is_dir() {
             return Err(std::io::Error::other(format!(
@@ -162,7 +161,7 @@ impl LogDir {
 
 impl Server {
     /// The state of the log a request names (`None`: the one `--log`).
-    pub(super) fn log(&self, id: Option<&str>) -> Result<Arc<AppState>, ApiError> {
+    pub(crate) fn log(&self, id: Option<&str>) -> Result<Arc<AppState>, ApiError> {
         let state = match (&self.logs, id) {
             (Logs::One(st), None) => st.clone(),
             (Logs::Dir(dir), Some(id)) => {
@@ -215,7 +214,7 @@ impl Server {
     }
 
     /// Drops the states unused for `--idle-timeout`.
-    pub(super) fn sweep(&self) {
+    pub(crate) fn sweep(&self) {
         if let Logs::Dir(dir) = &self.logs {
             let idle = self.shared.cfg.idle_timeout;
             let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
@@ -232,7 +231,7 @@ impl Server {
     }
 
     /// Every state held, taken out (at shutdown).
-    pub(super) fn take_all(&self) -> Vec<Arc<AppState>> {
+    pub(crate) fn take_all(&self) -> Vec<Arc<AppState>> {
         match &self.logs {
             Logs::One(st) => vec![st.clone()],
             Logs::Dir(dir) => {
@@ -247,7 +246,7 @@ impl Server {
     }
 
     /// How often idle states are looked for.
-    pub(super) fn sweep_every(&self) -> Option<Duration> {
+    pub(crate) fn sweep_every(&self) -> Option<Duration> {
         match &self.logs {
             Logs::One(_) => None,
             Logs::Dir(_) => {
@@ -255,61 +254,6 @@ impl Server {
             }
         }
     }
-}
-
-/// `GET /v1/logs`: every `<id>.log` in the directory, its size and whether
-/// its replay is live.
-pub(super) async fn list(State(server): State<Arc<Server>>) -> Result<Response, ApiError> {
-    let Logs::Dir(dir) = &server.logs else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no such endpoint",
-        ));
-    };
-    let live: std::collections::HashMap<String, u64> = {
-        let states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
-        states
-            .iter()
-            .map(|(k, s)| (k.clone(), s.live_bytes.load(Ordering::Relaxed)))
-            .collect()
-    };
-    let held: u64 = live.values().sum();
-    let root = dir.root.clone();
-    let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<(String, u64)>> {
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&root)? {
-            let e = e?;
-            let name = e.file_name();
-            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
-                continue;
-            };
-            if !valid_id(id) {
-                continue;
-            }
-            let size = std::fs::metadata(e.path()).map(|m| m.len()).unwrap_or(0);
-            out.push((id.to_string(), size));
-        }
-        out.sort();
-        Ok(out)
-    })
-    .await
-    .map_err(|e| super::internal("list_failed", e))?
-    .map_err(|e| super::internal("list_failed", e))?;
-    let logs: Vec<_> = entries
-        .into_iter()
-        .map(|(id, size)| {
-            let held = live.get(&id);
-            json!({"id": id, "bytes": size, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
-        })
-        .collect();
-    let body = json!({
-        "logs": logs,
-        "live_logs": live.len(),
-        "live_bytes": held,
-        "max_live_bytes": server.shared.cfg.max_live_bytes,
-    });
-    Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
 #[cfg(test)]

@@ -2,14 +2,18 @@
 //! fields, the answer (text, why it stopped, token usage), the streamed
 //! events, and upstream errors (status, code, message, `retry-after`) with
 //! the API key redacted from anything relayed or logged. Each provider's own
-//! shapes are in `anthropic.rs` and `openai.rs`.
+//! shapes are in `anthropic.rs` and `openai.rs`, which `provider.rs` picks
+//! between; `call.rs` sends a request and reads its answer.
+
+mod anthropic;
+pub(crate) mod call;
+mod openai;
+mod provider;
 
 use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-
-use super::{anthropic, openai};
 
 /// Which API the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,27 +118,6 @@ impl Provider {
             s.push_str(&v.to_string());
         }
         s
-    }
-
-    /// The provider's headers (the key marked sensitive, so it is never
-    /// printed by the HTTP stack's debug output).
-    pub fn headers(self, key: Option<&ApiKey>) -> reqwest::header::HeaderMap {
-        use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
-        let mut h = HeaderMap::new();
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        match self {
-            Provider::Anthropic => anthropic::headers(&mut h, key),
-            Provider::OpenAi => openai::headers(&mut h, key),
-        }
-        h
-    }
-
-    /// The answer of a non-streaming response.
-    pub fn answer(self, body: &Value) -> Option<Answer> {
-        match self {
-            Provider::Anthropic => anthropic::answer(body),
-            Provider::OpenAi => openai::answer(body),
-        }
     }
 
     /// A fresh decoder of this provider's streamed events.
@@ -257,21 +240,6 @@ pub enum Step {
 }
 
 impl StreamDecoder {
-    /// Decodes one event (`event` is its name, or empty; `data` its data).
-    pub fn event(&mut self, event: &str, data: &str) -> Step {
-        if self.finished {
-            return Step::Nothing;
-        }
-        let step = match self.provider {
-            Provider::Anthropic => anthropic::stream_event(self, event, data),
-            Provider::OpenAi => openai::stream_event(self, data),
-        };
-        if step == Step::Done {
-            self.finished = true;
-        }
-        step
-    }
-
     /// Whether the stream said the answer is complete.
     pub fn finished(&self) -> bool {
         self.finished

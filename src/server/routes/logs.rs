@@ -1,0 +1,67 @@
+//! `GET /v1/logs` under `--log-dir`: the logs of the directory.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+
+use crate::server::app::logs::{Logs, Server, valid_id};
+use crate::server::errors::{ApiError, internal, json_response};
+
+/// `GET /v1/logs`: every `<id>.log` in the directory, its size and whether
+/// its replay is live.
+pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, ApiError> {
+    let Logs::Dir(dir) = &server.logs else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such endpoint",
+        ));
+    };
+    let live: std::collections::HashMap<String, u64> = {
+        let states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
+        states
+            .iter()
+            .map(|(k, s)| (k.clone(), s.live_bytes.load(Ordering::Relaxed)))
+            .collect()
+    };
+    let held: u64 = live.values().sum();
+    let root = dir.root.clone();
+    let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&root)? {
+            let e = e?;
+            let name = e.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
+                continue;
+            };
+            if !valid_id(id) {
+                continue;
+            }
+            let size = std::fs::metadata(e.path()).map(|m| m.len()).unwrap_or(0);
+            out.push((id.to_string(), size));
+        }
+        out.sort();
+        Ok(out)
+    })
+    .await
+    .map_err(|e| internal("list_failed", e))?
+    .map_err(|e| internal("list_failed", e))?;
+    let logs: Vec<_> = entries
+        .into_iter()
+        .map(|(id, size)| {
+            let held = live.get(&id);
+            json!({"id": id, "bytes": size, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
+        })
+        .collect();
+    let body = json!({
+        "logs": logs,
+        "live_logs": live.len(),
+        "live_bytes": held,
+        "max_live_bytes": server.shared.cfg.max_live_bytes,
+    });
+    Ok(json_response(StatusCode::OK, body.to_string()))
+}

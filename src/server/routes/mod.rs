@@ -1,0 +1,98 @@
+//! The routes, one file per group: `respond.rs` (`/respond`,
+//! `/v1/context`), `records.rs` (`/v1/records`), `sessions.rs`
+//! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`), `logs.rs`
+//! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
+//! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
+//! the bearer-token check in front of every route but `/healthz`.
+
+mod logs;
+mod records;
+mod respond;
+mod sessions;
+mod stats;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::server::app::logs::{Logs, Server};
+use crate::server::auth;
+use crate::server::errors::{method_not_allowed, not_found};
+
+/// The handlers of a log's routes, for the one `--log` (`$one`) and for
+/// `/v1/logs/{id}/…` (`$at`).
+macro_rules! per_log {
+    ($one:ident, $at:ident, $f:path) => {
+        async fn $one(State(server): State<Arc<Server>>, req: Request) -> Response {
+            match server.log(None) {
+                Ok(state) => $f(state, req).await.into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
+        async fn $at(
+            State(server): State<Arc<Server>>,
+            Path(id): Path<String>,
+            req: Request,
+        ) -> Response {
+            match server.log(Some(&id)) {
+                Ok(state) => $f(state, req).await.into_response(),
+                Err(e) => e.into_response(),
+            }
+        }
+    };
+}
+
+per_log!(respond_one, respond_at, respond::respond);
+per_log!(context_one, context_at, respond::context);
+per_log!(stats_one, stats_at, stats::stats);
+per_log!(prepare_one, prepare_at, sessions::turn_prepare);
+per_log!(ack_one, ack_at, sessions::turn_ack);
+per_log!(records_one, records_at, records::append);
+
+pub(crate) fn router(server: Arc<Server>) -> Router {
+    let routes = match server.logs {
+        Logs::One(_) => Router::new()
+            .route("/respond", post(respond_one))
+            .route("/v1/context", post(context_one))
+            .route("/v1/stats", get(stats_one))
+            .route("/v1/turn/prepare", post(prepare_one))
+            .route("/v1/turn/ack", post(ack_one))
+            .route("/v1/records", post(records_one)),
+        Logs::Dir(_) => Router::new()
+            .route("/v1/logs", get(logs::list))
+            .route("/v1/logs/{id}/respond", post(respond_at))
+            .route("/v1/logs/{id}/context", post(context_at))
+            .route("/v1/logs/{id}/stats", get(stats_at))
+            .route("/v1/logs/{id}/turn/prepare", post(prepare_at))
+            .route("/v1/logs/{id}/turn/ack", post(ack_at))
+            .route("/v1/logs/{id}/records", post(records_at)),
+    };
+    let routes = match server.shared.cfg.auth_token.clone() {
+        Some(token) => routes.route_layer(axum::middleware::from_fn(
+            move |req: Request, next: axum::middleware::Next| {
+                let token = token.clone();
+                async move { auth::check(&token, req, next).await }
+            },
+        )),
+        None => routes,
+    };
+    routes
+        .route("/healthz", get(stats::healthz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(
+            // One line per request at INFO: method, path, status, latency
+            // (headers are never logged, so neither is a client's key).
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(
+                    tower_http::trace::DefaultMakeSpan::new().level(tracing::Level::INFO),
+                )
+                .on_response(
+                    tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
+                ),
+        )
+        .with_state(server)
+}

@@ -1,0 +1,43 @@
+//! `POST /respond` and `POST /v1/context`: the turn (see the `turn`
+//! module), and the request body it would send now.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+
+use crate::server::app::AppState;
+use crate::server::app::snapshot::{snapshot, stats_json};
+use crate::server::errors::{ApiError, json_response, read_body};
+use crate::server::turn::{self, parse_input, stream_body};
+
+/// `POST /respond`: a turn, or without an upstream the request it would
+/// send (nothing appended).
+pub(crate) async fn respond(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
+    let body = read_body(state.cfg.body_limits(), req).await?;
+    let input = parse_input(&headers, &body)?;
+    if state.upstream.is_some() {
+        return turn::respond(state, input).await;
+    }
+    let _permit = state.permit()?;
+    let snap = snapshot(&state, false).await?;
+    let mut parts = vec![Bytes::from_static(b"{\"request\":")];
+    parts.extend(state.body_parts(&snap, &input.current(), &input.params, input.stream));
+    let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
+    parts.push(Bytes::from(format!(",\"stats\":{stats}}}")));
+    Ok(json_response(StatusCode::OK, stream_body(parts)))
+}
+
+/// `POST /v1/context`: the request body `/respond` would send now.
+pub(crate) async fn context(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    let headers = req.headers().clone();
+    let body = read_body(state.cfg.body_limits(), req).await?;
+    let input = parse_input(&headers, &body)?;
+    let _permit = state.permit()?;
+    let snap = snapshot(&state, false).await?;
+    let parts = state.body_parts(&snap, &input.current(), &input.params, input.stream);
+    Ok(json_response(StatusCode::OK, stream_body(parts)))
+}

@@ -1,0 +1,55 @@
+//! The read-only routes: `GET /healthz` and `GET /v1/stats`.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use crate::server::app::snapshot::{snapshot, stats_json};
+use crate::server::app::{AppState, Totals};
+use crate::server::errors::{ApiError, json_response};
+
+pub(crate) async fn healthz() -> Response {
+    json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
+}
+
+pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
+    let _permit = state.permit()?;
+    let snap = snapshot(&state, true).await?;
+    let i = snap.info;
+    let totals = {
+        let t = state.totals.lock().unwrap_or_else(|p| p.into_inner());
+        Totals {
+            turns: t.turns,
+            usage: t.usage,
+        }
+    };
+    let selection = match &snap.select {
+        Some(r) => serde_json::from_str::<Value>(&format!("{{{}}}", r.json_members()))
+            .unwrap_or(Value::Null),
+        None => Value::Null,
+    };
+    let body = json!({
+        "log": state.cfg.log.display().to_string(),
+        "id": state.id,
+        "log_bytes": i.file_len,
+        "stats": stats_json(&snap.stats, state.cfg.replay.max_skips),
+        "selection": selection,
+        "live": {
+            "committed_bytes": i.committed_bytes,
+            "pending_bytes": i.pending_bytes,
+            "records": i.records,
+            "rendered_bytes": i.rendered_bytes,
+            "segments": i.segments,
+            "rebuilds": i.rebuilds,
+            "late_records": i.late_records,
+        },
+        "turns": {
+            "answered": totals.turns,
+            "usage": totals.usage.to_json(),
+        },
+    });
+    Ok(json_response(StatusCode::OK, body.to_string()))
+}

@@ -1,0 +1,292 @@
+//! Calling the upstream model for a turn: the request sent with bounded
+//! retries (exponential backoff with jitter, `retry-after` honoured, within
+//! the turn's deadline), the answer read whole or relayed as a stream while
+//! the client keeps up, and upstream errors mapped to the client's status.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{Answer, ApiKey, Provider, Step, UpstreamError, redact};
+use crate::server::errors::ApiError;
+use crate::server::sse::sse;
+
+/// Most of an upstream error body read.
+pub(crate) const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// The upstream a server calls: where, how, and how long it may take.
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    pub(crate) client: reqwest::Client,
+    /// The endpoint, checked at start.
+    pub(crate) endpoint: reqwest::Url,
+    pub(crate) provider: Provider,
+    pub(crate) key: Option<ApiKey>,
+    /// Retries after the first try.
+    pub(crate) retries: u32,
+    pub(crate) retry_min_delay: Duration,
+    /// How long a call may take, retries included.
+    pub(crate) timeout: Duration,
+    /// How long a relayed event may wait for a client that does not read.
+    pub(crate) write_timeout: Duration,
+}
+
+/// Why an upstream call failed, before any of the answer was read.
+#[derive(Debug, Clone)]
+pub(crate) enum CallError {
+    /// The request's deadline passed.
+    Timeout,
+    /// No connection, or it broke before the answer's headers.
+    Unreachable(String),
+    /// The upstream answered an error.
+    Status(UpstreamError),
+}
+
+impl CallError {
+    fn retryable(&self) -> bool {
+        match self {
+            CallError::Timeout => false,
+            CallError::Unreachable(_) => true,
+            CallError::Status(u) => u.retryable,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            CallError::Status(u) => u.retry_after,
+            _ => None,
+        }
+    }
+}
+
+impl Upstream {
+    pub(crate) fn timeout_error(&self) -> ApiError {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "the upstream did not answer within {} s",
+                self.timeout.as_secs()
+            ),
+        )
+    }
+
+    pub(crate) fn call_error(&self, e: CallError) -> ApiError {
+        match e {
+            CallError::Timeout => self.timeout_error(),
+            CallError::Unreachable(m) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                format!("cannot reach the upstream: {m}"),
+            ),
+            CallError::Status(u) => upstream_error(u),
+        }
+    }
+}
+
+/// An upstream error answered to the client: a rate limit stays a 429 and
+/// overload a 503 (with the upstream's `retry-after`), a timeout a 504,
+/// anything else a 502; the body names the upstream's status and code.
+pub(crate) fn upstream_error(u: UpstreamError) -> ApiError {
+    let status = match u.status {
+        Some(429) => StatusCode::TOO_MANY_REQUESTS,
+        Some(503 | 529) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(408 | 504) => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::BAD_GATEWAY,
+    };
+    let message = match u.status {
+        Some(s) => format!("the upstream answered {s}: {}", u.message),
+        None => format!("the upstream reported an error: {}", u.message),
+    };
+    let mut e = ApiError::new(status, "upstream_error", message);
+    e.upstream_status = u.status;
+    e.upstream_code = u.code;
+    e.retry_after = u.retry_after;
+    e
+}
+
+/// A reqwest error's text without its URL (which could carry credentials).
+pub(crate) fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(u) = e.url() {
+        s = s.replace(u.as_str(), "<upstream>");
+    }
+    s
+}
+
+impl Upstream {
+    /// Sends the request, retrying what may succeed on a later try.
+    pub(crate) async fn call(
+        &self,
+        parts: &[Bytes],
+        deadline: tokio::time::Instant,
+    ) -> Result<reqwest::Response, CallError> {
+        let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        let provider = self.provider;
+        let endpoint = self.endpoint.clone();
+        let once = || async {
+            let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
+                Vec::from(parts).into_iter().map(Ok::<_, Infallible>),
+            ));
+            let request = self
+                .client
+                .post(endpoint.clone())
+                .headers(provider.headers(self.key.as_ref()))
+                .header(header::CONTENT_LENGTH, len)
+                .body(body);
+            let resp = match tokio::time::timeout_at(deadline, request.send()).await {
+                Err(_) => return Err(CallError::Timeout),
+                Ok(Err(e)) if e.is_timeout() => return Err(CallError::Timeout),
+                Ok(Err(e)) => return Err(CallError::Unreachable(without_url(&e))),
+                Ok(Ok(r)) => r,
+            };
+            let status = resp.status();
+            if status.is_success() {
+                return Ok(resp);
+            }
+            let headers = resp.headers().clone();
+            let body = read_limited(resp, deadline).await;
+            Err(CallError::Status(UpstreamError::from_response(
+                status.as_u16(),
+                &headers,
+                &body,
+                self.key.as_ref(),
+            )))
+        };
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(Duration::from_secs(30))
+            .with_jitter()
+            .with_max_times(self.retries as usize);
+        once.retry(backoff)
+        .sleep(tokio::time::sleep)
+        .when(CallError::retryable)
+        .adjust(|e, backoff| {
+            // The upstream's own wait, if it gave one; never past the
+            // deadline (then the error is answered now, with its wait).
+            let wait = e.retry_after().unwrap_or(backoff?);
+            (tokio::time::Instant::now() + wait < deadline).then_some(wait)
+        })
+        .notify(|e, wait| {
+            tracing::warn!(error = ?e, wait_ms = wait.as_millis() as u64, "upstream call failed; retrying");
+        })
+        .await
+    }
+}
+
+/// Up to [`MAX_ERROR_BODY`] of a response's body, by the deadline.
+pub(crate) async fn read_limited(
+    resp: reqwest::Response,
+    deadline: tokio::time::Instant,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut body = resp.bytes_stream();
+    while out.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(Some(Ok(b))) => out.extend_from_slice(&b[..b.len().min(MAX_ERROR_BODY - out.len())]),
+            _ => break,
+        }
+    }
+    out
+}
+
+impl Upstream {
+    /// A non-streamed answer.
+    pub(crate) async fn read_whole(
+        &self,
+        resp: reqwest::Response,
+        deadline: tokio::time::Instant,
+    ) -> Result<Answer, ApiError> {
+        let body = match tokio::time::timeout_at(deadline, resp.bytes()).await {
+            Err(_) => return Err(self.timeout_error()),
+            Ok(Err(e)) => {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    format!("reading the upstream's answer: {}", without_url(&e)),
+                ));
+            }
+            Ok(Ok(b)) => b,
+        };
+        let v: Option<Value> = serde_json::from_slice(&body).ok();
+        if let Some(e) = v
+            .as_ref()
+            .and_then(|v| v.get("error"))
+            .filter(|e| e.is_object())
+        {
+            return Err(upstream_error(
+                UpstreamError::from_error_object(e).redacted(self.key.as_ref()),
+            ));
+        }
+        v.as_ref()
+            .and_then(|v| self.provider.answer(v))
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_bad_answer",
+                    "the upstream's answer has no text in the provider's format",
+                )
+            })
+    }
+
+    /// A streamed answer, relayed while the client reads. A client that reads
+    /// nothing for `--write-timeout` (or has gone) is let go; the answer is
+    /// still read to its end.
+    pub(crate) async fn read_stream(
+        &self,
+        resp: reqwest::Response,
+        mut relay: Option<mpsc::Sender<Bytes>>,
+    ) -> Result<Answer, ApiError> {
+        use eventsource_stream::Eventsource;
+        let mut events = resp.bytes_stream().eventsource();
+        let mut decoder = self.provider.stream();
+        let idle = self.timeout;
+        loop {
+            let event = match tokio::time::timeout(idle, events.next()).await {
+                Err(_) => return Err(self.timeout_error()),
+                Ok(None) => {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_GATEWAY,
+                        "upstream_incomplete",
+                        "the upstream's stream ended before the answer was complete",
+                    ));
+                }
+                Ok(Some(Err(e))) => {
+                    return Err(ApiError::new(
+                        StatusCode::BAD_GATEWAY,
+                        "upstream_error",
+                        format!(
+                            "reading the upstream's stream: {}",
+                            redact(&e.to_string(), self.key.as_ref())
+                        ),
+                    ));
+                }
+                Ok(Some(Ok(ev))) => ev,
+            };
+            match decoder.event(&event.event, &event.data) {
+                Step::Text(t) => {
+                    if let Some(tx) = &relay {
+                        let piece = sse("delta", &json!({ "text": t }));
+                        if tx.send_timeout(piece, self.write_timeout).await.is_err() {
+                            tracing::info!(
+                                "the client stopped reading; finishing the answer without it"
+                            );
+                            relay = None;
+                        }
+                    }
+                }
+                Step::Done => return Ok(decoder.into_answer()),
+                Step::Error(e) => {
+                    return Err(upstream_error(e.redacted(self.key.as_ref())));
+                }
+                Step::Nothing => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! The log file as the local writer uses it: opened for appending (a
+//! regular file only), its identity, the advisory lock, one byte read.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+pub(super) fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+/// Opens (creating if needed) the log for appending. A log that is there
+/// must be a regular file: a FIFO or a device would block or never end.
+pub(super) fn open_log(path: &Path, sync_dir: bool) -> std::io::Result<File> {
+    let existed = match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .create(true)
+        .append(true)
+        .open(path)?;
+    if !existed && sync_dir {
+        // The new file's directory entry is on disk before any append is
+        // acknowledged.
+        if let Some(dir) = path.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+    }
+    Ok(file)
+}
+
+/// Whether `path` no longer names the open `file` (rotated, replaced or
+/// removed).
+pub(super) fn moved(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => identity(&a) != identity(&b),
+        _ => true,
+    }
+}
+
+/// The advisory lock on the log, released when dropped.
+pub(super) struct Locked<'f>(&'f File);
+
+impl<'f> Locked<'f> {
+    pub(super) fn take(file: &'f File) -> std::io::Result<Locked<'f>> {
+        use std::os::fd::AsRawFd;
+        loop {
+            // SAFETY: flock takes a file descriptor, which `file` keeps
+            // open for as long as the returned guard borrows it.
+            let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if r == 0 {
+                return Ok(Locked(file));
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: as in `take`; unlocking an fd we locked.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// The byte at `offset`, if the file has one there.
+pub(super) fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
+    let mut b = [0u8; 1];
+    let n = std::os::unix::fs::FileExt::read_at(file, &mut b, offset)?;
+    Ok((n == 1).then_some(b[0]))
+}

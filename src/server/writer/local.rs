@@ -1,0 +1,559 @@
+//! The single writer: one thread owns the log file and appends whole lines,
+//! in the order requests reach it. Concurrent requests therefore never
+//! interleave or tear lines, and `ts_ms` never goes backwards among the
+//! lines this server writes.
+//!
+//! Every append is made safe against what else may be in or writing to the
+//! file:
+//! - **An unterminated last line** (a writer that crashed mid-line, or one
+//!   that never ends its last line): the append starts with `\n`, so that
+//!   line stays a line of its own and the new record is never glued to it.
+//! - **Other processes appending to the same log.** Each append holds an
+//!   advisory lock (`flock(LOCK_EX)`) on the file; other writers that take it
+//!   too around their appends never see their lines split. A writer that
+//!   does not take it may still write half a line just before ours: the
+//!   writer checks, after its write, that the byte before its record is a
+//!   `\n`, and if it is not, appends the record again after a `\n`. That
+//!   writer's record is then split and reported as a skip by replays, but
+//!   the server's acknowledged record is always whole.
+//! - **A write that fails part-way** (disk full, a file size limit, EIO):
+//!   the file is cut back to its length before the write (`set_len`); if
+//!   that fails too, the next append starts with `\n` anyway, since it looks
+//!   at the last byte each time.
+//!
+//! - **A crash in the middle of a batch** (`kill -9`, a power cut): each
+//!   round of batches is recorded in the state store's journal (where it
+//!   starts, each line's length and hash, the idempotency keys it answers)
+//!   and synced before its bytes are written, and ended once the log is
+//!   synced. When the writer starts, a batch still in the journal is looked
+//!   for in the log: found whole, it stays and its keys are answered; found
+//!   in part with nothing after it, the log is cut back to where the batch
+//!   began and its keys are free to be retried. If something was appended
+//!   after a part of a batch (another process, after the crash), those
+//!   bytes are never cut: the part stays (replays skip its torn line), its
+//!   keys are marked failed, and the writer logs an error.
+//!
+//! Each job is acknowledged twice: once written (its offsets known), and
+//! once durable (after `fsync`, shared by every job written in one round).
+//! The respond path replays the log up to a turn's own line between the
+//! two, so it never waits for a disk flush while it holds the replay.
+
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+
+use super::file::{Locked, byte_at, identity, moved, open_log};
+use super::journal::{self, journal_err, journal_lines};
+use super::line::render;
+use super::{Appended, BatchKey, Durable, Line, LogIdentity, LogWriter};
+use crate::state::{BatchLine, Store};
+
+/// Jobs written in one round, before one shared `fsync`.
+const MAX_ROUND: usize = 256;
+/// Times a batch glued to another writer's half line is written again.
+const MAX_REWRITES: usize = 3;
+
+struct Job {
+    lines: Vec<Line>,
+    key: Option<BatchKey>,
+    written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
+    durable: oneshot::Sender<std::io::Result<()>>,
+}
+
+/// A handle to the writer thread; cloning it shares the one writer.
+#[derive(Clone)]
+pub struct Writer {
+    tx: mpsc::Sender<Job>,
+    path: PathBuf,
+}
+
+/// The writer thread itself, joined at shutdown so in-flight appends finish.
+pub struct WriterThread {
+    handle: JoinHandle<()>,
+}
+
+impl WriterThread {
+    /// Waits for the thread to finish every queued append (it stops once all
+    /// [`Writer`] handles are dropped).
+    pub fn join(self) {
+        let _ = self.handle.join();
+    }
+
+    /// Whether the thread has stopped (every handle dropped, queue done).
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+}
+
+fn stopped() -> std::io::Error {
+    std::io::Error::other("the log writer has stopped")
+}
+
+impl Writer {
+    /// Starts the writer for `path` (created if missing, with its directory
+    /// entry synced). `fsync`: sync each append to disk before
+    /// acknowledging it as durable. `journal`: the state store that keeps
+    /// the batches begun (see the module docs); a batch a crash left in it
+    /// is settled here, before this returns.
+    pub fn start(
+        path: &Path,
+        fsync: bool,
+        journal: &Path,
+    ) -> std::io::Result<(Writer, WriterThread)> {
+        let file = open_log(path, fsync)?;
+        let store = Store::open(journal).map_err(journal_err)?;
+        let mut appender = Appender {
+            file,
+            path: path.to_path_buf(),
+            fsync,
+            last_ts: 0,
+            journal: store,
+        };
+        journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
+        let (tx, rx) = mpsc::channel::<Job>(1024);
+        let handle = std::thread::Builder::new()
+            .name("wmreplay-writer".into())
+            .spawn(move || appender.run(rx))?;
+        Ok((
+            Writer {
+                tx,
+                path: path.to_path_buf(),
+            },
+            WriterThread { handle },
+        ))
+    }
+
+    /// Appends `lines` as one batch; resolves once they are durable.
+    pub async fn append(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
+        self.append_keyed(lines, None).await
+    }
+
+    async fn append_keyed(
+        &self,
+        lines: Vec<Line>,
+        key: Option<BatchKey>,
+    ) -> std::io::Result<Vec<Appended>> {
+        let (written_tx, written) = oneshot::channel();
+        let (durable_tx, durable) = oneshot::channel();
+        self.tx
+            .send(Job {
+                lines,
+                key,
+                written: written_tx,
+                durable: durable_tx,
+            })
+            .await
+            .map_err(|_| stopped())?;
+        let appended = written.await.map_err(|_| stopped())??;
+        durable.await.map_err(|_| stopped())??;
+        Ok(appended)
+    }
+
+    /// Appends `lines` from a blocking thread; returns as soon as they are
+    /// written, with a [`Durable`] to wait on before acknowledging them.
+    pub fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
+        let (written_tx, written) = oneshot::channel();
+        let (durable_tx, durable) = oneshot::channel();
+        self.tx
+            .blocking_send(Job {
+                lines,
+                key: None,
+                written: written_tx,
+                durable: durable_tx,
+            })
+            .map_err(|_| stopped())?;
+        let appended = written.blocking_recv().map_err(|_| stopped())??;
+        Ok((appended, durable))
+    }
+}
+
+impl LogWriter for Writer {
+    fn append_batch(
+        &self,
+        lines: Vec<Line>,
+        key: Option<BatchKey>,
+    ) -> BoxFuture<'_, std::io::Result<Vec<Appended>>> {
+        Box::pin(self.append_keyed(lines, key))
+    }
+
+    fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
+        Writer::append_blocking(self, lines)
+    }
+
+    fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        let file = File::open(&self.path)?;
+        let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset)?;
+        Ok(buf)
+    }
+
+    fn identity(&self) -> std::io::Result<LogIdentity> {
+        let (dev, inode) = identity(&std::fs::metadata(&self.path)?);
+        Ok(LogIdentity { dev, inode })
+    }
+}
+
+/// Waits for a [`Durable`].
+pub async fn durable(d: Durable) -> std::io::Result<()> {
+    d.await.map_err(|_| stopped())?
+}
+
+struct Appender {
+    file: File,
+    path: PathBuf,
+    fsync: bool,
+    last_ts: u64,
+    journal: Store,
+}
+
+impl Appender {
+    fn run(mut self, mut rx: mpsc::Receiver<Job>) {
+        while let Some(first) = rx.blocking_recv() {
+            let mut round = vec![first];
+            while round.len() < MAX_ROUND {
+                match rx.try_recv() {
+                    Ok(j) => round.push(j),
+                    Err(_) => break,
+                }
+            }
+            self.round(round);
+        }
+    }
+
+    /// Writes a round of jobs as one batch (or, when that fails, each job
+    /// as a batch of its own, so one bad job fails alone), syncs the log
+    /// once, ends their journal entries and acknowledges them.
+    fn round(&mut self, round: Vec<Job>) {
+        let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64)> =
+            Vec::with_capacity(round.len());
+        let all: Vec<&[Line]> = round.iter().map(|j| j.lines.as_slice()).collect();
+        let keys: Vec<Option<&BatchKey>> = round.iter().map(|j| j.key.as_ref()).collect();
+        let result = self.write(&all, &keys);
+        let results: Vec<std::io::Result<(Vec<Appended>, i64)>> = match result {
+            Ok((appended, journal)) => appended.into_iter().map(|a| Ok((a, journal))).collect(),
+            Err(e) if round.len() == 1 => vec![Err(e)],
+            Err(_) => round
+                .iter()
+                .map(|j| {
+                    self.write(&[j.lines.as_slice()], &[j.key.as_ref()])
+                        .map(|(mut a, journal)| (a.pop().expect("one job"), journal))
+                })
+                .collect(),
+        };
+        for (job, r) in round.into_iter().zip(results) {
+            match r {
+                Ok((a, journal)) => {
+                    let _ = job.written.send(Ok(a));
+                    done.push((job.durable, journal));
+                }
+                Err(e) => {
+                    tracing::error!(path = %self.path.display(), error = %e, "append failed");
+                    let again = std::io::Error::new(e.kind(), e.to_string());
+                    let _ = job.written.send(Err(e));
+                    let _ = job.durable.send(Err(again));
+                }
+            }
+        }
+        if done.is_empty() {
+            return;
+        }
+        let synced = if self.fsync {
+            self.file.sync_data()
+        } else {
+            Ok(())
+        };
+        if let Err(e) = &synced {
+            tracing::error!(path = %self.path.display(), error = %e, "fsync failed");
+        }
+        let mut ended = Vec::new();
+        for (_, journal) in &done {
+            if ended.last() != Some(journal) {
+                ended.push(*journal);
+                // A batch not synced stays in the journal: the next start
+                // settles it by what the log holds then.
+                if synced.is_ok()
+                    && let Err(e) = self.journal.end_batch(*journal, true)
+                {
+                    tracing::error!(path = %self.path.display(), error = %e,
+                        "cannot end a batch in the journal; it is settled at the next start");
+                }
+            }
+        }
+        for (durable, _) in done {
+            let r = match &synced {
+                Ok(()) => Ok(()),
+                Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
+            };
+            let _ = durable.send(r);
+        }
+    }
+
+    /// Writes `jobs` as one batch with one `write`, journalled first (with
+    /// the answers of their keys); returns where each job's lines went and
+    /// the batch's journal entry.
+    fn write(
+        &mut self,
+        jobs: &[&[Line]],
+        keys: &[Option<&BatchKey>],
+    ) -> std::io::Result<(Vec<Vec<Appended>>, i64)> {
+        // A rotated or removed log: append to the file now at the path.
+        if moved(&self.file, &self.path) {
+            tracing::info!(path = %self.path.display(), "the log was replaced; reopening it");
+            self.file = open_log(&self.path, self.fsync)?;
+        }
+        let file = self.file.try_clone()?;
+        let _lock = Locked::take(&file)?;
+        let mut newline_first = false;
+        for _ in 0..=MAX_REWRITES {
+            let meta = file.metadata()?;
+            let len = meta.len();
+            let terminated = len == 0 || byte_at(&file, len - 1)? == Some(b'\n');
+            newline_first |= !terminated;
+            let (buf, mut appended) = render_jobs(jobs, newline_first, &mut self.last_ts);
+            let lines = journal_lines(&buf);
+            let journal = self.begin(identity(&meta), len, &lines, keys, &appended)?;
+            let mut f = &file;
+            let end = match f.write_all(&buf).and_then(|()| f.stream_position()) {
+                Ok(end) => end,
+                Err(e) => {
+                    // Cut the file back to where it was: no torn line is left.
+                    match file.set_len(len) {
+                        Ok(()) => {
+                            if let Err(j) = self.journal.end_batch(journal, false) {
+                                tracing::error!(error = %j, "cannot end a failed batch in the journal");
+                            }
+                        }
+                        Err(cut) => tracing::error!(path = %self.path.display(), error = %cut,
+                            "cannot cut a failed append back; the next append starts a new line"),
+                    }
+                    return Err(e);
+                }
+            };
+            // The file is opened for appending: the write went to the end,
+            // wherever that was, and left the position just past it.
+            let start = end - buf.len() as u64;
+            let relative = appended.clone();
+            for a in appended.iter_mut().flatten() {
+                a.offset += start;
+            }
+            if start == len {
+                return Ok((appended, journal));
+            }
+            // Someone who does not take the lock wrote between our look at
+            // the end and our write: the journal learns where the batch went.
+            self.journal
+                .end_batch(journal, false)
+                .map_err(journal_err)?;
+            let glued = !newline_first && start > 0 && byte_at(&file, start - 1)? != Some(b'\n');
+            if !glued {
+                let journal = self.begin(identity(&meta), start, &lines, keys, &relative)?;
+                return Ok((appended, journal));
+            }
+            // What they wrote does not end a line, so our first line is glued
+            // to it: take the batch back out when nothing follows it, and
+            // write it again after a `\n`.
+            tracing::warn!(path = %self.path.display(), offset = start,
+                "another process wrote part of a line just before this append; appending it again");
+            if file.metadata()?.len() == end {
+                file.set_len(start)?;
+            }
+            newline_first = true;
+        }
+        Err(std::io::Error::other(
+            "another process keeps writing partial lines to the log",
+        ))
+    }
+
+    /// Journals a batch about to be written at `start`, with its keys'
+    /// answers made from where its lines are to go.
+    fn begin(
+        &mut self,
+        ident: (u64, u64),
+        start: u64,
+        lines: &[BatchLine],
+        keys: &[Option<&BatchKey>],
+        appended: &[Vec<Appended>],
+    ) -> std::io::Result<i64> {
+        let answers: Vec<(String, String)> = keys
+            .iter()
+            .zip(appended)
+            .filter_map(|(k, a)| {
+                k.map(|k| {
+                    let at: Vec<Appended> = a
+                        .iter()
+                        .map(|x| Appended {
+                            offset: x.offset + start,
+                            ..*x
+                        })
+                        .collect();
+                    (k.key.clone(), (k.answer)(&at))
+                })
+            })
+            .collect();
+        self.journal
+            .begin_batch(ident, start, lines, &answers, self.fsync)
+            .map_err(journal_err)
+    }
+}
+
+/// Renders every job's lines into one buffer, in order.
+fn render_jobs(
+    jobs: &[&[Line]],
+    newline_first: bool,
+    last_ts: &mut u64,
+) -> (Vec<u8>, Vec<Vec<Appended>>) {
+    let mut buf = Vec::new();
+    let mut out = Vec::with_capacity(jobs.len());
+    for (i, lines) in jobs.iter().enumerate() {
+        let (b, mut a) = render(lines, newline_first && i == 0, last_ts);
+        for x in &mut a {
+            x.offset += buf.len() as u64;
+        }
+        buf.extend_from_slice(&b);
+        out.push(a);
+    }
+    (buf, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::OpenOptions;
+    use std::io::Write;
+
+    fn written(lines: Vec<Line>, before: &[u8]) -> (Vec<u8>, Vec<Appended>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        std::fs::write(&path, before).unwrap();
+        let mut a = Appender {
+            file: open_log(&path, false).unwrap(),
+            path: path.clone(),
+            fsync: false,
+            last_ts: 0,
+            journal: Store::open(dir.path().join("wm.db")).unwrap(),
+        };
+        let (mut appended, journal) = a.write(&[lines.as_slice()], &[None]).unwrap();
+        a.journal.end_batch(journal, true).unwrap();
+        assert!(a.journal.pending_batches().unwrap().is_empty());
+        (std::fs::read(&path).unwrap(), appended.pop().unwrap())
+    }
+
+    #[test]
+    fn an_append_after_an_unterminated_line_starts_a_new_line() {
+        let before = b"{\"type\":\"a\",\"ts_ms\":1}";
+        let (after, appended) = written(vec![Line::verbatim(b"{\"b\":2}".to_vec())], before);
+        assert_eq!(after, b"{\"type\":\"a\",\"ts_ms\":1}\n{\"b\":2}\n");
+        assert_eq!(appended[0].offset, before.len() as u64 + 1);
+        assert_eq!(appended[0].len, 8);
+    }
+
+    #[test]
+    fn a_terminated_log_gets_no_blank_line() {
+        for before in [&b""[..], b"{}\n", b"\n"] {
+            let (after, appended) = written(vec![Line::verbatim(b"{}".to_vec())], before);
+            assert_eq!(&after[..before.len()], before);
+            assert_eq!(&after[before.len()..], b"{}\n");
+            assert_eq!(appended[0].offset, before.len() as u64);
+        }
+    }
+
+    #[test]
+    fn turns_and_stamped_objects_are_json_lines() {
+        let (after, appended) = written(
+            vec![
+                Line::turn("text_output", Some("s\"1"), "a\nb", Some("max_tokens")),
+                Line::stamped_object(br#"{"type":"wm_event","x":[1]}"#),
+                Line::stamped_object(b"{ }"),
+            ],
+            b"",
+        );
+        let text = String::from_utf8(after).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        for (l, a) in lines.iter().zip(&appended) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["ts_ms"].as_u64(), a.ts_ms);
+        }
+        let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        assert_eq!(v["type"], "text_output");
+        assert_eq!(v["session_id"], "s\"1");
+        assert_eq!(v["text"], "a\nb");
+        assert_eq!(v["stop_reason"], "max_tokens");
+        let v: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+        assert_eq!(v["x"][0], 1);
+        assert!(lines[1].starts_with("{\"ts_ms\":"));
+        assert!(appended.windows(2).all(|w| w[0].ts_ms <= w[1].ts_ms));
+        assert_eq!(appended[1].offset, appended[0].offset + appended[0].len);
+    }
+
+    /// What a crash leaves: a batch journalled and then `cut` bytes short in
+    /// the log (`extra` written after it by someone else).
+    fn crashed(cut: usize, extra: &[u8]) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let db = dir.path().join("wm.db");
+        std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}\n").unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        let mut store = Store::open(&db).unwrap();
+        store.begin_turn(&path, "k", "h", day).unwrap();
+        let batch = b"{\"type\":\"b\",\"ts_ms\":2}\n{\"type\":\"c\",\"ts_ms\":3}\n";
+        let start = std::fs::metadata(&path).unwrap().len();
+        let ident = identity(&std::fs::metadata(&path).unwrap());
+        store
+            .begin_batch(
+                ident,
+                start,
+                &journal_lines(batch),
+                &[("k".into(), "{\"ok\":1}".into())],
+                false,
+            )
+            .unwrap();
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&batch[..batch.len() - cut]).unwrap();
+        f.write_all(extra).unwrap();
+        drop(f);
+        drop(store);
+        // A new process: the writer settles the journal as it starts.
+        let (w, thread) = Writer::start(&path, false, &db).unwrap();
+        drop(w);
+        thread.join();
+        let mut store = Store::open(&db).unwrap();
+        assert!(store.pending_batches().unwrap().is_empty());
+        let status = match store.begin_turn(&path, "k", "h", day).unwrap() {
+            crate::state::TurnBegin::Seen { status, .. } => Some(status),
+            _ => None,
+        };
+        (std::fs::read(&path).unwrap(), status)
+    }
+
+    #[test]
+    fn a_batch_a_crash_left_whole_stays_and_answers_its_key() {
+        let (log, status) = crashed(0, b"");
+        assert_eq!(log.iter().filter(|&&b| b == b'\n').count(), 3);
+        assert_eq!(
+            status,
+            Some(crate::state::TurnStatus::Done("{\"ok\":1}".into()))
+        );
+    }
+
+    #[test]
+    fn a_batch_a_crash_cut_short_is_cut_back_out_and_its_key_freed() {
+        for cut in [1, 10, 24, 40] {
+            let (log, status) = crashed(cut, b"");
+            assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "cut {cut}");
+            assert_eq!(status, Some(crate::state::TurnStatus::Failed));
+        }
+    }
+
+    #[test]
+    fn a_cut_batch_followed_by_another_writers_lines_is_left_as_it_is() {
+        let extra = b"\n{\"type\":\"x\",\"ts_ms\":9}\n";
+        let (log, status) = crashed(5, extra);
+        assert!(log.ends_with(extra), "the other writer's line is kept");
+        assert_eq!(status, Some(crate::state::TurnStatus::Failed));
+    }
+}

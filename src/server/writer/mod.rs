@@ -1,0 +1,92 @@
+//! Where a log's lines are written. The routes and the turn append through
+//! [`LogWriter`], a batch at a time, and never know which writer is behind
+//! it: today the local single writer ([`Writer`], one thread owning the
+//! file); a replicated store implements the same trait.
+//!
+//! The promise every implementation keeps: a batch is appended whole or not
+//! at all (after any crash), batches never interleave, and an append is
+//! acknowledged only once it is durable.
+
+mod file;
+mod journal;
+mod line;
+mod local;
+
+use std::io;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::oneshot;
+
+pub use line::Line;
+pub use local::{Writer, WriterThread, durable};
+
+/// Where one appended line went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The `ts_ms` written (the writer's clock), if the line was stamped.
+    pub ts_ms: Option<u64>,
+    /// Byte offset of the line in the file.
+    pub offset: u64,
+    /// Bytes of the line, its `\n` included.
+    pub len: u64,
+}
+
+/// Resolves once the job's lines are on disk (`fsync`ed, when asked).
+pub type Durable = oneshot::Receiver<std::io::Result<()>>;
+
+/// Which log a writer writes: the file's device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogIdentity {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub inode: u64,
+}
+
+/// Makes a key's answer from where its batch's lines went.
+pub type AnswerFn = Box<dyn Fn(&[Appended]) -> String + Send + Sync>;
+
+
+/// An idempotency key a batch answers, with the answer made from where its
+/// lines went: recorded with the batch, so that after a crash a batch found
+/// whole in the log still answers its key (and a retry writes nothing).
+pub struct BatchKey {
+    /// The key, as the state store knows it.
+    pub key: String,
+    /// The answer, given where the batch's lines went.
+    pub answer: AnswerFn,
+}
+
+impl std::fmt::Debug for BatchKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchKey").field("key", &self.key).finish()
+    }
+}
+
+/// Appends batches of lines to one log.
+pub trait LogWriter: Send + Sync {
+    /// Appends `lines` as one batch, whole or not at all; resolves once they
+    /// are durable, with where each line went. With `key`, the key is
+    /// answered in the state store in the same step that makes the batch
+    /// durable.
+    fn append_batch(
+        &self,
+        lines: Vec<Line>,
+        key: Option<BatchKey>,
+    ) -> BoxFuture<'_, io::Result<Vec<Appended>>>;
+
+    /// [`append_batch`](Self::append_batch) without a key.
+    fn append(&self, lines: Vec<Line>) -> BoxFuture<'_, io::Result<Vec<Appended>>> {
+        self.append_batch(lines, None)
+    }
+
+    /// Appends `lines` from a blocking thread; returns as soon as they are
+    /// written, with a [`Durable`] to wait on before acknowledging them.
+    fn append_blocking(&self, lines: Vec<Line>) -> io::Result<(Vec<Appended>, Durable)>;
+
+    /// The `len` bytes at `offset` of the log, as written.
+    fn read_back(&self, offset: u64, len: u64) -> io::Result<Vec<u8>>;
+
+    /// The log being written.
+    fn identity(&self) -> io::Result<LogIdentity>;
+}

@@ -1,0 +1,140 @@
+//! The writer's journal: a batch of lines is recorded here (where it starts
+//! in the log, each line's length and hash, and the idempotency keys it
+//! answers) before any of its bytes are written, and removed once the log is
+//! synced. After a crash, a batch still in the journal is found whole in the
+//! log (its keys are then answered) or cut back out of it (its keys are
+//! free to be retried): a batch is in the log whole or not at all.
+
+use rusqlite::params;
+
+use super::Store;
+use crate::error::Error;
+
+/// One line of a batch as the journal keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchLine {
+    /// Bytes, its `\n` included.
+    pub(crate) len: u64,
+    /// xxh3 of those bytes.
+    pub(crate) hash: u64,
+}
+
+/// A batch begun and not ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingBatch {
+    pub(crate) id: i64,
+    /// The log it was written to.
+    pub(crate) dev: u64,
+    pub(crate) inode: u64,
+    /// Where its first byte went.
+    pub(crate) start: u64,
+    pub(crate) lines: Vec<BatchLine>,
+}
+
+fn encode(lines: &[BatchLine]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(lines.len() * 16);
+    for l in lines {
+        out.extend_from_slice(&l.len.to_le_bytes());
+        out.extend_from_slice(&l.hash.to_le_bytes());
+    }
+    out
+}
+
+fn decode(blob: &[u8]) -> Vec<BatchLine> {
+    blob.chunks_exact(16)
+        .map(|c| BatchLine {
+            len: u64::from_le_bytes(c[..8].try_into().expect("8 bytes")),
+            hash: u64::from_le_bytes(c[8..].try_into().expect("8 bytes")),
+        })
+        .collect()
+}
+
+impl Store {
+    /// Records a batch about to be written at `start` of the log
+    /// (`dev`, `inode`), with the answers of the idempotency keys it
+    /// carries; `sync`: on disk before this returns.
+    pub(crate) fn begin_batch(
+        &mut self,
+        (dev, inode): (u64, u64),
+        start: u64,
+        lines: &[BatchLine],
+        keys: &[(String, String)],
+        sync: bool,
+    ) -> Result<i64, Error> {
+        let path = self.path.clone();
+        let err = |e| super::state_err(&path, e);
+        self.conn
+            .pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })
+            .map_err(err)?;
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.execute(
+            "INSERT INTO batches(dev, inode, start, lines) VALUES (?1, ?2, ?3, ?4)",
+            params![dev as i64, inode as i64, start as i64, encode(lines)],
+        )
+        .map_err(err)?;
+        let id = tx.last_insert_rowid();
+        for (key, response) in keys {
+            tx.execute(
+                "INSERT INTO batch_keys(batch, idempotency_key, response) VALUES (?1, ?2, ?3)",
+                params![id, key, response],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(id)
+    }
+
+    /// Ends batch `id`: `complete` (durable in the log) answers its keys,
+    /// otherwise they are marked failed, free to be retried.
+    pub(crate) fn end_batch(&mut self, id: i64, complete: bool) -> Result<(), Error> {
+        let path = self.path.clone();
+        let err = |e| super::state_err(&path, e);
+        // Losing this on a power cut only means it is done again at start.
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        let tx = self.conn.transaction().map_err(err)?;
+        if complete {
+            tx.execute(
+                "UPDATE turns SET status = 'done', response = (SELECT response FROM batch_keys
+                     WHERE batch = ?1 AND batch_keys.idempotency_key = turns.idempotency_key)
+                 WHERE idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
+                params![id],
+            )
+            .map_err(err)?;
+        } else {
+            tx.execute(
+                "UPDATE turns SET status = 'failed', response = NULL
+                 WHERE status = 'running'
+                   AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
+                params![id],
+            )
+            .map_err(err)?;
+        }
+        tx.execute("DELETE FROM batch_keys WHERE batch = ?1", params![id])
+            .map_err(err)?;
+        tx.execute("DELETE FROM batches WHERE id = ?1", params![id])
+            .map_err(err)?;
+        tx.commit().map_err(err)
+    }
+
+    /// The batches begun and never ended, newest first.
+    pub(crate) fn pending_batches(&self) -> Result<Vec<PendingBatch>, Error> {
+        let mut q = self
+            .conn
+            .prepare("SELECT id, dev, inode, start, lines FROM batches ORDER BY id DESC")
+            .map_err(|e| self.err(e))?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(PendingBatch {
+                    id: r.get(0)?,
+                    dev: r.get::<_, i64>(1)? as u64,
+                    inode: r.get::<_, i64>(2)? as u64,
+                    start: r.get::<_, i64>(3)? as u64,
+                    lines: decode(&r.get::<_, Vec<u8>>(4)?),
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
