@@ -30,14 +30,16 @@ async function run(kind, log) {
   if (kind === 'replayWorkingMemoryLog') {
     n = (await wm.replayWorkingMemoryLog({ logPath: log })).messages.length;
   } else if (kind === 'original replayWorkingMemoryLog') {
-    n = oracle.replayWorkingMemoryLog(log, 'js').messages.length;
+    n = (await oracle.replayWorkingMemoryLog({ logPath: log, record: 'js' })).messages.length;
   } else if (kind === 'buildRequestBody') {
     n = (await wm.buildRequestBody({ logPath: log, text: 'What next?', sessionId: 's-1' })).length;
   } else {
-    // The original respond path: replay, then one JSON.stringify of the body.
-    const { messages } = oracle.replayWorkingMemoryLog(log, 'js');
-    const all = [...messages, { role: 'user', text: oracle.buildCurrentUserRequestMessage('What next?', 's-1') }];
-    n = Buffer.from(JSON.stringify({ system: oracle.SYSTEM_RULE, messages: all.map((m) => oracle.shape('anthropic', m)) })).length;
+    // The original respond path: replay (its messages are already in the
+    // Messages-API shape), then one JSON.stringify of the body.
+    const { messages } = await oracle.replayWorkingMemoryLog({ logPath: log, record: 'js' });
+    const current = oracle.buildCurrentUserRequestMessage({ text: 'What next?', sessionId: 's-1' });
+    const all = [...messages, oracle.message('user', current)];
+    n = Buffer.from(JSON.stringify({ system: oracle.SYSTEM_RULE, messages: all })).length;
   }
   return n;
 }

@@ -1,8 +1,18 @@
-/** One replayed record, as the original respond path's function returns it. */
-export interface Message {
-  role: 'user' | 'assistant';
+/** The one content block of a replayed message. */
+export interface TextBlock {
+  type: 'text';
   /** `WM_KIND=<type>\nts_ms: <ts_ms>\nWM_JSON: <record>` */
   text: string;
+}
+
+/**
+ * One replayed record, as the original respond path's function returns it: the
+ * Anthropic Messages-API shape, `{ role, content: [{ type: "text", text }] }`
+ * (`assistant` for `text_output` records, `user` for every other kind).
+ */
+export interface Message {
+  role: 'user' | 'assistant';
+  content: [TextBlock];
 }
 
 export interface Stats {
@@ -16,7 +26,11 @@ export type Format = 'anthropic' | 'openai' | 'ndjson' | 'xml';
 /** `js`: WM_JSON is `JSON.stringify(JSON.parse(line))`; `raw`: the line as written (byte-stable). */
 export type RecordMode = 'js' | 'raw';
 
-/** An error of the engine: `code` (`ENOENT`, `EACCES`, `EISDIR`, …) and the log's `path`. */
+/**
+ * An error of the engine: `code` (`ENOENT`, `EACCES`, `EISDIR`, `EINVAL`, `EIO`, `ECHANGED`,
+ * `ENOMEM`, `EWMREPLAY`) and the log's `path`. Invalid arguments are `TypeError`s
+ * (`code` `EINVALIDARG` when the engine refused them).
+ */
 export interface WmreplayError extends Error {
   code: string;
   path?: string;
@@ -24,7 +38,9 @@ export interface WmreplayError extends Error {
 
 /**
  * Replays the log (a missing file is an empty replay) into
- * `{ messages, stats }`, off the JavaScript thread. `record` defaults to `"js"`.
+ * `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`, off the
+ * JavaScript thread: a drop-in for the original TypeScript function. `record`
+ * defaults to `"js"`.
  */
 export function replayWorkingMemoryLog(
   options: { logPath: string; record?: RecordMode } | string,

@@ -5,14 +5,57 @@
 const fs = require('fs');
 const path = require('path');
 
-function loadNative() {
-  const name = fs
-    .readdirSync(__dirname)
-    .find((f) => f.startsWith('wmreplay.') && f.endsWith('.node'));
-  if (!name) {
-    throw new Error(`wmreplay: the native module is not built; run \`npm run build\` in ${__dirname}`);
+// The platform's name as napi-rs spells it in the names of its binaries and
+// per-platform packages (`linux-x64-gnu`, `darwin-arm64`, `win32-x64-msvc`, ...).
+function platformArchAbi() {
+  const { platform, arch } = process;
+  if (platform === 'linux') {
+    const libc = isMusl() ? 'musl' : 'gnu';
+    return arch === 'arm' ? `linux-arm-${libc}eabihf` : `linux-${arch}-${libc}`;
   }
-  return require(path.join(__dirname, name));
+  if (platform === 'win32') return `win32-${arch}-msvc`;
+  if (platform === 'android' && arch === 'arm') return 'android-arm-eabi';
+  return `${platform}-${arch}`;
+}
+
+function isMusl() {
+  try {
+    const ldd = fs.readFileSync('/usr/bin/ldd', 'latin1');
+    if (ldd.includes('musl')) return true;
+    if (ldd.includes('GNU C Library') || ldd.includes('GLIBC')) return false;
+  } catch {
+    // No ldd: ask Node which C library it runs on.
+  }
+  try {
+    return !process.report.getReport().header.glibcVersionRuntime;
+  } catch {
+    return false;
+  }
+}
+
+// The engine, a napi-rs addon: `wmreplay.<platform>.node` beside this file in a
+// development checkout (`npm run build`), else the per-platform package
+// `wmreplay-<platform>` that npm installs with this one as an optional
+// dependency.
+function loadNative() {
+  const id = platformArchAbi();
+  const local = path.join(__dirname, `wmreplay.${id}.node`);
+  if (fs.existsSync(local)) return require(local);
+  const pkg = `wmreplay-${id}`;
+  try {
+    return require(pkg);
+  } catch (e) {
+    if (e?.code !== 'MODULE_NOT_FOUND' || !String(e.message).includes(`'${pkg}'`)) throw e;
+  }
+  const err = new Error(
+    `wmreplay: no native binary for this platform (${id}): the package ${pkg} is not installed ` +
+      `and there is no development build at ${local}. Install wmreplay with its optional ` +
+      'dependencies (not --omit=optional) on a platform it ships a binary for, or build it ' +
+      'from source with `npm run build` in bindings/node (needs Rust).',
+  );
+  err.code = 'ERR_WMREPLAY_NO_BINARY';
+  err.platform = id;
+  throw err;
 }
 
 const native = loadNative();
@@ -38,9 +81,10 @@ function options(arg, what) {
 }
 
 /**
- * The drop-in: `{ messages: [{ role, text }], stats }` exactly as the original
- * TypeScript function returns them (`record: "js"`, the default: WM_JSON is
- * `JSON.stringify(entry)`; `record: "raw"`: the line as written).
+ * The drop-in: `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`
+ * exactly as the original TypeScript function returns them (`record: "js"`, the
+ * default: WM_JSON is `JSON.stringify(entry)`; `record: "raw"`: the line as
+ * written).
  */
 async function replayWorkingMemoryLog(arg) {
   const { logPath, record } = options(arg, 'replayWorkingMemoryLog');
@@ -61,7 +105,7 @@ async function replayWorkingMemoryLog(arg) {
   for (let i = 0, k = 0; i < outputs.length; i++, k += 3) {
     messages.push({
       role: outputs[i] ? 'assistant' : 'user',
-      text: parents[spans[k]].substring(spans[k + 1], spans[k + 2]),
+      content: [{ type: 'text', text: parents[spans[k]].substring(spans[k + 1], spans[k + 2]) }],
     });
   }
   return { messages, stats };

@@ -12,6 +12,13 @@
 //   node replay.js replay LOG [--format F] [--record raw|js]
 //   node replay.js stats LOG
 // The body goes to stdout without a trailing newline; stats are one JSON line.
+//
+// As a module (the Node.js package's tests and bench), it exports the original's API:
+//   await replayWorkingMemoryLog({ logPath, record })
+//     -> { messages: [{ role, content: [{ type: 'text', text }] }], stats }
+// (the Anthropic Messages-API shape the original maps every entry to; `record`
+// defaults to 'js', the original code as written) and
+//   buildCurrentUserRequestMessage({ text, sessionId }) -> string.
 'use strict';
 const fs = require('fs');
 
@@ -62,13 +69,21 @@ function replayJs(logPath) {
   entries.sort((x, y) => x.ts_ms - y.ts_ms);
   const messages = entries.map((entry) => {
     const text = `WM_KIND=${entry.type}\nts_ms: ${entry.ts_ms}\nWM_JSON: ${JSON.stringify(entry)}`;
-    return { role: entry.type === 'text_output' ? 'assistant' : 'user', text };
+    return message(entry.type === 'text_output' ? 'assistant' : 'user', text);
   });
   return { messages, stats };
 }
 
-function replayWorkingMemoryLog(logPath, record) {
+// One message as the original maps an entry to it: the Anthropic Messages-API shape.
+function message(role, text) {
+  return { role, content: [{ type: 'text', text }] };
+}
+
+// The replay, synchronously: record 'js' is the original code as written, 'raw'
+// (the contract's default) keeps each line as written in WM_JSON.
+function replay(logPath, record) {
   if (record === 'js') return replayJs(logPath);
+  if (record !== 'raw') throw new TypeError(`unknown record mode ${record}`);
   const stats = { total_lines: 0, parsed_entries: 0, skipped_invalid_json: 0, skipped_invalid_shape: 0 };
   let buf;
   try {
@@ -107,27 +122,40 @@ function replayWorkingMemoryLog(logPath, record) {
   }
   entries.sort((x, y) => x.entry.ts_ms - y.entry.ts_ms);
   const messages = entries.map(({ entry, line }) => {
-    const json = record === 'js' ? JSON.stringify(entry) : line;
-    const text = `WM_KIND=${entry.type}\nts_ms: ${entry.ts_ms}\nWM_JSON: ${json}`;
-    return { role: entry.type === 'text_output' ? 'assistant' : 'user', text };
+    const text = `WM_KIND=${entry.type}\nts_ms: ${entry.ts_ms}\nWM_JSON: ${line}`;
+    return message(entry.type === 'text_output' ? 'assistant' : 'user', text);
   });
   return { messages, stats };
 }
 
-function buildCurrentUserRequestMessage(text, sessionId) {
+// The original's signature: `replayWorkingMemoryLog({ logPath })`, a Promise of
+// `{ messages, stats }`. The file is read synchronously inside, as before, so the
+// work (and the bench's baseline) is the same; a bare path is accepted too.
+async function replayWorkingMemoryLog(options) {
+  const { logPath, record = 'js' } = typeof options === 'string' ? { logPath: options } : options;
+  return replay(logPath, record);
+}
+
+// The original's `buildCurrentUserRequestMessage({ text, sessionId })`; the
+// positional form `(text, sessionId)` is accepted too.
+function buildCurrentUserRequestMessage(options, positionalSessionId) {
+  const { text, sessionId } =
+    typeof options === 'string' ? { text: options, sessionId: positionalSessionId } : options;
   return `CURRENT_USER_REQUEST\nsession_id: ${sessionId ? sessionId : 'none'}\nuser_text: ${text}`;
 }
 
+// A message of the replay in a request body's format: Anthropic's is the message
+// itself; OpenAI's (and ndjson's) content is the text alone.
 function shape(format, m) {
-  if (format === 'anthropic') return { role: m.role, content: [{ type: 'text', text: m.text }] };
-  return { role: m.role, content: m.text };
+  if (format === 'anthropic') return m;
+  return { role: m.role, content: m.content[0].text };
 }
 
 function main(argv) {
   const [cmd, logPath, ...rest] = argv;
   const opt = { format: 'anthropic', record: 'raw' };
   for (let i = 0; i < rest.length; i += 2) opt[rest[i].replace(/^--/, '')] = rest[i + 1];
-  const { messages, stats } = replayWorkingMemoryLog(logPath, opt.record);
+  const { messages, stats } = replay(logPath, opt.record);
   if (cmd === 'stats') {
     process.stdout.write(JSON.stringify(stats) + '\n');
     return;
@@ -141,7 +169,7 @@ function main(argv) {
   }
   if (cmd !== 'respond') throw new Error(`unknown command ${cmd}`);
   const system = opt.system ? `${opt.system}\n\n${SYSTEM_RULE}` : SYSTEM_RULE;
-  const all = [...messages, { role: 'user', text: buildCurrentUserRequestMessage(opt.text, opt.session) }];
+  const all = [...messages, message('user', buildCurrentUserRequestMessage({ text: opt.text, sessionId: opt.session }))];
   let body;
   if (opt.format === 'anthropic') {
     body = JSON.stringify({ system, messages: all.map((m) => shape('anthropic', m)) });
@@ -162,4 +190,4 @@ if (require.main === module) {
   main(process.argv.slice(2));
 }
 
-module.exports = { replayWorkingMemoryLog, buildCurrentUserRequestMessage, SYSTEM_RULE, shape };
+module.exports = { replayWorkingMemoryLog, buildCurrentUserRequestMessage, SYSTEM_RULE, shape, message, replay };

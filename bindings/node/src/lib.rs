@@ -236,7 +236,8 @@ impl Task for ReplayTask {
 }
 
 /// Replays a log into `{ parents, spans, outputs, stats }` (see `Messages`),
-/// which `index.js` turns into `{ messages: [{ role, text }], stats }`.
+/// which `index.js` turns into
+/// `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`.
 #[napi(js_name = "replayWorkingMemoryLog")]
 pub fn replay_working_memory_log(input: ReplayInput) -> Result<AsyncTask<ReplayTask>> {
     Ok(AsyncTask::new(ReplayTask {

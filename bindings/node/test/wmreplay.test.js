@@ -1,17 +1,27 @@
 'use strict';
 // The Node.js package against the original algorithm (the repository's
 // oracle, tests/oracle/replay.js) and the CLI.
+//
+// By default the package under test is this checkout (`..`, with the `.node`
+// of `npm run build`). WMREPLAY_PACKAGE names another copy to test instead:
+// a path, or a package name resolved from this file (an installed copy, as
+// .ci/node-package.sh runs these tests in a fresh npm project). WMREPLAY_REPO
+// is the repository (its oracle and example log) when these files are not in
+// it; WMREPLAY_BIN the CLI.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { execFileSync } = require('child_process');
+const { execFileSync, spawnSync } = require('child_process');
 
-const { replayWorkingMemoryLog, buildRequestBody, LiveReplay } = require('..');
-const oracle = require('../../../tests/oracle/replay.js');
+const INSTALLED = Boolean(process.env.WMREPLAY_PACKAGE);
+const PACKAGE = process.env.WMREPLAY_PACKAGE || path.resolve(__dirname, '..');
+const { replayWorkingMemoryLog, buildRequestBody, LiveReplay } = require(PACKAGE);
+const PACKAGE_DIR = path.dirname(require.resolve(PACKAGE));
 
-const ROOT = path.resolve(__dirname, '../../..');
+const ROOT = path.resolve(process.env.WMREPLAY_REPO || path.join(__dirname, '../../..'));
+const oracle = require(path.join(ROOT, 'tests/oracle/replay.js'));
 const EXAMPLE = path.join(ROOT, 'examples/working_memory.log');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-'));
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -46,15 +56,34 @@ const EDGE_CASES = [
 async function same(p) {
   for (const record of ['js', 'raw']) {
     const got = await replayWorkingMemoryLog({ logPath: p, record });
-    assert.deepStrictEqual(got, oracle.replayWorkingMemoryLog(p, record), `${p} ${record}`);
+    assert.deepStrictEqual(got, await oracle.replayWorkingMemoryLog({ logPath: p, record }), `${p} ${record}`);
   }
-  // record "js" is the default: the drop-in.
+  // record "js" is the default: the drop-in, called as the original is.
   assert.deepStrictEqual(await replayWorkingMemoryLog({ logPath: p }),
-    oracle.replayWorkingMemoryLog(p, 'js'));
+    await oracle.replayWorkingMemoryLog({ logPath: p }));
 }
 
 test('the example log replays exactly as the original function', async () => {
   await same(EXAMPLE);
+});
+
+test("messages have the original's shape: { role, content: [{ type: 'text', text }] }", async () => {
+  const { messages, stats } = await replayWorkingMemoryLog({ logPath: EXAMPLE });
+  assert.ok(messages.length > 0);
+  assert.equal(messages.length, stats.parsed_entries);
+  for (const m of messages) {
+    assert.deepStrictEqual(Object.keys(m), ['role', 'content']);
+    assert.ok(m.role === 'user' || m.role === 'assistant');
+    assert.ok(Array.isArray(m.content));
+    assert.equal(m.content.length, 1);
+    assert.deepStrictEqual(Object.keys(m.content[0]), ['type', 'text']);
+    assert.equal(m.content[0].type, 'text');
+    assert.match(m.content[0].text, /^WM_KIND=[^\n]*\nts_ms: [^\n]*\nWM_JSON: \{/);
+    assert.equal(m.role === 'assistant', m.content[0].text.startsWith('WM_KIND=text_output\n'));
+  }
+  // The messages go into a request as they are.
+  const body = JSON.stringify({ system: oracle.SYSTEM_RULE, messages });
+  assert.equal(JSON.parse(body).messages.length, messages.length);
 });
 
 test("the contract's edge cases replay exactly as the original function", async () => {
@@ -119,4 +148,48 @@ test('LiveReplay after appends equals a fresh replay', async () => {
   const r = await live.refresh();
   assert.equal(r.rebuilt, false);
   assert.equal(r.recordsAdded, 0);
+});
+
+test(INSTALLED
+  ? 'the installed package loads its binary from the per-platform package'
+  : 'the development checkout loads the .node that `npm run build` made', () => {
+  const loaded = Object.keys(require.cache).filter((f) => f.endsWith('.node'));
+  assert.equal(loaded.length, 1, `one native module loaded: ${loaded}`);
+  const [native] = loaded;
+  if (INSTALLED) {
+    // Not a .node of the main package: the one its optional dependency holds.
+    assert.equal(fs.readdirSync(PACKAGE_DIR).filter((f) => f.endsWith('.node')).length, 0);
+    const platformDir = path.dirname(native);
+    const platformPkg = JSON.parse(fs.readFileSync(path.join(platformDir, 'package.json'), 'utf8'));
+    assert.match(platformPkg.name, /^wmreplay-/);
+    assert.equal(path.join(platformDir, platformPkg.main), native);
+    const main = JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'package.json'), 'utf8'));
+    assert.equal(main.optionalDependencies[platformPkg.name], main.version);
+    assert.equal(platformPkg.version, main.version);
+    for (const dir of [PACKAGE_DIR, platformDir]) {
+      for (const f of ['README.md', 'LICENSE-MIT', 'LICENSE-APACHE', 'package.json']) {
+        assert.ok(fs.existsSync(path.join(dir, f)), `${dir}/${f}`);
+      }
+    }
+    assert.ok(fs.existsSync(path.join(PACKAGE_DIR, 'index.d.ts')));
+  } else {
+    assert.equal(path.dirname(native), PACKAGE_DIR);
+  }
+});
+
+test('without a binary the package fails at once, naming the platform', () => {
+  // The package's loader alone, where neither a .node nor a per-platform
+  // package can be found.
+  const dir = fs.mkdtempSync(path.join(tmp, 'no-binary-'));
+  fs.copyFileSync(path.join(PACKAGE_DIR, 'index.js'), path.join(dir, 'index.js'));
+  const r = spawnSync(process.execPath, ['-e', `
+    try { require(${JSON.stringify(dir)}); } catch (e) {
+      console.log(JSON.stringify({ code: e.code, platform: e.platform, message: e.message }));
+    }`], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const e = JSON.parse(r.stdout);
+  assert.equal(e.code, 'ERR_WMREPLAY_NO_BINARY');
+  assert.ok(e.platform.startsWith(`${process.platform}-${process.arch}`), e.platform);
+  assert.ok(e.message.includes(e.platform), e.message);
+  assert.ok(e.message.includes(`wmreplay-${e.platform}`), e.message);
 });
