@@ -8,7 +8,8 @@ in a fresh process (so its peak memory is its own; one warm-up call, then the
 timed one), interleaved, median of 3:
 - `wmreplay.replay(path).request_body(text)`: the package;
 - the plain-Python version (json.loads per line, sort, json.dumps; tests/oracle.py);
-- `wmreplay.replay(path).messages()`: the package building a dict per message.
+- `wmreplay.replay(path).messages()`: the package building the message dicts
+  (the Anthropic shape: a dict, a one-block list and a block dict per message).
 """
 
 import json

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use wmreplay::{
     CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode, Replay as Core,
     ReplayOptions,
@@ -44,13 +44,27 @@ fn to_py(e: wmreplay::Error) -> PyErr {
             let filename = path.display().to_string();
             match errno {
                 Some(errno) => PyOSError::new_err((errno, message, filename)),
-                None => PyOSError::new_err(message),
+                None => os_error_without_errno(message, filename),
             }
         }
-        wmreplay::Error::Changed { .. } => PyOSError::new_err(message),
+        wmreplay::Error::Changed { path, .. } => {
+            os_error_without_errno(message, path.display().to_string())
+        }
         wmreplay::Error::OutOfMemory { .. } => pyo3::exceptions::PyMemoryError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+/// A plain `OSError` (no errno to pick a subclass by) whose `filename` is
+/// still the path.
+fn os_error_without_errno(message: String, filename: String) -> PyErr {
+    Python::attach(|py| {
+        let err = PyOSError::new_err(message);
+        match err.value(py).setattr("filename", filename) {
+            Ok(()) => err,
+            Err(e) => e,
+        }
+    })
 }
 
 fn record_mode(record: &str) -> PyResult<RecordMode> {
@@ -59,6 +73,17 @@ fn record_mode(record: &str) -> PyResult<RecordMode> {
 
 fn format_of(format: &str) -> PyResult<Format> {
     format.parse().map_err(PyValueError::new_err)
+}
+
+/// The formats whose messages are JSON objects: "anthropic" and "openai".
+fn message_format(format: &str) -> PyResult<Format> {
+    match format_of(format)? {
+        f @ (Format::Anthropic | Format::OpenAi) => Ok(f),
+        _ => Err(PyValueError::new_err(format!(
+            "messages come as \"anthropic\" or \"openai\" dicts, not {format:?} \
+             (request_body renders every format)"
+        ))),
+    }
 }
 
 /// A JSON text as Python objects (through the `json` module).
@@ -83,30 +108,35 @@ impl Replay {
         loads(py, json.as_bytes())
     }
 
-    /// The replayed messages, `{"role", "content"}` each, in `ts_ms` order
-    /// (the current request is not one of them).
-    fn messages<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let body = py.detach(|| {
-            self.inner
-                .borrow_dependent()
-                .render_messages(Format::OpenAi)
-        });
+    /// The replayed messages in `ts_ms` order (the current request is not
+    /// one of them), as dicts ready to go into a request's `messages`:
+    /// `format="anthropic"` (the default, the original function's shape):
+    /// `{"role": …, "content": [{"type": "text", "text": …}]}`;
+    /// `format="openai"`: `{"role": …, "content": …}` with the text as a
+    /// string (Chat Completions; also the cheapest way to the texts alone).
+    #[pyo3(signature = (format="anthropic"))]
+    fn messages<'py>(&self, py: Python<'py>, format: &str) -> PyResult<Bound<'py, PyAny>> {
+        let format = message_format(format)?;
+        let body = py.detach(|| self.inner.borrow_dependent().render_messages(format));
         loads(py, &body)
     }
 
-    /// The messages one at a time (one rendered NDJSON body, decoded as
-    /// it is read): for logs whose message list would not fit in memory
-    /// as Python objects.
-    fn iter_messages(&self, py: Python<'_>) -> MessageIter {
+    /// The same dicts as `messages(format)`, decoded one at a time from one
+    /// rendered NDJSON body: for logs whose message list would not fit in
+    /// memory as Python objects.
+    #[pyo3(signature = (format="anthropic"))]
+    fn iter_messages(&self, py: Python<'_>, format: &str) -> PyResult<MessageIter> {
+        let blocks = message_format(format)? == Format::Anthropic;
         let body = py.detach(|| {
             self.inner
                 .borrow_dependent()
                 .render_messages(Format::Ndjson)
         });
-        MessageIter {
+        Ok(MessageIter {
             body,
+            blocks,
             at: Mutex::new(0),
-        }
+        })
     }
 
     /// The request body, ready to send: the system rule, every message, and
@@ -151,7 +181,11 @@ impl Replay {
 /// The messages of a [`Replay`], decoded one at a time.
 #[pyclass(frozen, module = "wmreplay")]
 struct MessageIter {
+    /// NDJSON: one `{"role","content"}` object per line.
     body: Vec<u8>,
+    /// Whether each message's text goes into a one-block content list
+    /// (the Anthropic shape) instead of staying a string.
+    blocks: bool,
     at: Mutex<usize>,
 }
 
@@ -172,7 +206,15 @@ impl MessageIter {
             .map_or(self.body.len(), |p| *at + p);
         let line = &self.body[*at..end];
         *at = end + 1;
-        loads(py, line).map(Some)
+        drop(at);
+        let message = loads(py, line)?;
+        if self.blocks {
+            let block = PyDict::new(py);
+            block.set_item("type", "text")?;
+            block.set_item("text", message.get_item("content")?)?;
+            message.set_item("content", PyList::new(py, [block])?)?;
+        }
+        Ok(Some(message))
     }
 }
 

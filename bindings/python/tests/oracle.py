@@ -50,7 +50,8 @@ def js_number(x):
 
 
 def replay(path):
-    """``(messages, stats)`` of the log at ``path``."""
+    """``(messages, stats)`` of the log at ``path``, the messages as
+    ``{"role", "content": text}`` (see ``anthropic`` for the original shape)."""
     try:
         data = open(path, "rb").read()
     except FileNotFoundError:
@@ -94,7 +95,12 @@ def request_body(path, text, session_id=None):
     """The Anthropic request body, as ``JSON.stringify`` writes it."""
     messages, _ = replay(path)
     messages.append(current_request(text, session_id))
-    body = {"system": SYSTEM_RULE, "messages": [
-        {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
-        for m in messages]}
+    body = {"system": SYSTEM_RULE, "messages": anthropic(messages)}
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def anthropic(messages):
+    """``{"role", "content": text}`` messages in the original function's shape,
+    the Anthropic Messages one: ``{role, content: [{type: "text", text}]}``."""
+    return [{"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
+            for m in messages]

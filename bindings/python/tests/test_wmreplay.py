@@ -1,6 +1,13 @@
-"""The Python package against the plain-Python oracle and the CLI."""
+"""The Python package against the plain-Python oracle and the CLI.
 
+Runs against whichever ``wmreplay`` is importable: CI installs the wheel in a
+fresh virtualenv and runs a copy of this folder, with ``WMREPLAY_REPO`` set to
+the repository (for the example log and the CLI).
+"""
+
+import json
 import os
+import stat
 import random
 import shutil
 import subprocess
@@ -11,8 +18,9 @@ import pytest
 import wmreplay
 import oracle
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(os.environ.get("WMREPLAY_REPO") or Path(__file__).resolve().parents[3])
 EXAMPLE = ROOT / "examples" / "working_memory.log"
+assert EXAMPLE.is_file(), f"{EXAMPLE} is missing: set WMREPLAY_REPO to the repository"
 
 
 def cli():
@@ -54,8 +62,12 @@ def write(tmp_path, text, name="wm.log"):
 def check_same(path):
     r = wmreplay.replay(path)
     want_messages, want_stats = oracle.replay(path)
-    assert r.messages() == want_messages
-    assert list(r.iter_messages()) == want_messages
+    # The default is the original function's (Anthropic Messages) shape,
+    # "openai" the text as a string; iter_messages gives the same dicts.
+    assert r.messages() == oracle.anthropic(want_messages)
+    assert list(r.iter_messages()) == oracle.anthropic(want_messages)
+    assert r.messages("openai") == want_messages
+    assert list(r.iter_messages(format="openai")) == want_messages
     for k, v in want_stats.items():
         assert r.stats[k] == v, k
     assert len(r) == want_stats["parsed_entries"]
@@ -112,9 +124,36 @@ def test_request_body_is_the_clis_respond_body_byte_for_byte(tmp_path):
             == oracle.request_body(EXAMPLE, "hi", "s-1"))
 
 
+def test_messages_are_what_the_request_body_holds_ready_to_send():
+    r = wmreplay.replay(EXAMPLE)
+    messages = r.messages()
+    assert messages and all(
+        set(m) == {"role", "content"} and m["role"] in ("user", "assistant")
+        and len(m["content"]) == 1 and set(m["content"][0]) == {"type", "text"}
+        and m["content"][0]["type"] == "text" and m["content"][0]["text"].startswith("WM_KIND=")
+        for m in messages)
+    # A request built from messages() is the request_body the package renders.
+    anthropic = json.loads(r.request_body("hi", "s-1"))
+    assert anthropic["messages"][:-1] == messages
+    openai = json.loads(r.request_body("hi", "s-1", format="openai"))
+    assert openai["messages"][1:-1] == r.messages("openai")
+    # The stream of messages is the list, one at a time.
+    it = r.iter_messages()
+    assert iter(it) is it and next(it) == messages[0]
+    assert len(list(it)) == len(messages) - 1
+    with pytest.raises(StopIteration):
+        next(it)
+    for fmt in ["ndjson", "xml", "html"]:
+        with pytest.raises(ValueError):
+            r.messages(fmt)
+        with pytest.raises(ValueError):
+            r.iter_messages(fmt)
+
+
 def test_a_missing_log_is_an_empty_replay(tmp_path):
     r = wmreplay.replay(tmp_path / "none.log")
     assert r.messages() == []
+    assert list(r.iter_messages()) == []
     assert r.stats["total_lines"] == 0
     body = r.request_body("hi")
     assert body.endswith(b"user_text: hi\"}]}]}")
@@ -123,6 +162,17 @@ def test_a_missing_log_is_an_empty_replay(tmp_path):
 def test_an_unreadable_log_raises_an_oserror_naming_the_path(tmp_path):
     with pytest.raises(IsADirectoryError) as e:
         wmreplay.replay(tmp_path)
+    assert e.value.filename == str(tmp_path)
+    # A FIFO is refused at once (not read forever): a plain OSError, EINVAL.
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    with pytest.raises(OSError) as e:
+        wmreplay.replay(fifo)
+    assert e.value.errno == 22 and e.value.filename == str(fifo)
+    live = wmreplay.LiveReplay(tmp_path)
+    with pytest.raises(IsADirectoryError) as e:
+        live.refresh()
     assert e.value.filename == str(tmp_path)
     locked = write(tmp_path, EDGE_CASES[0], "locked.log")
     locked.chmod(0)
@@ -161,5 +211,6 @@ def test_live_replay_after_appends_equals_a_fresh_replay(tmp_path):
 
 def test_js_record_mode_writes_json_stringify(tmp_path):
     p = write(tmp_path, '{"ts_ms":1e0, "type":"a", "1":2, "0":{"b":1.50}}\n')
-    content = wmreplay.replay(p, record="js").messages()[0]["content"]
-    assert content.endswith('WM_JSON: {"0":{"b":1.5},"1":2,"ts_ms":1,"type":"a"}')
+    text = wmreplay.replay(p, record="js").messages()[0]["content"][0]["text"]
+    assert text.endswith('WM_JSON: {"0":{"b":1.5},"1":2,"ts_ms":1,"type":"a"}')
+    assert wmreplay.replay(p, record="js").messages("openai")[0]["content"] == text

@@ -1,55 +1,84 @@
 from os import PathLike
-from typing import Any, Dict, Iterator, List, Literal, Optional, Union
+from typing import Iterator, List, Literal, Optional, TypeVar, Union, final, overload
+
+from .types import AnthropicMessage, OpenAIMessage, Refreshed, Stats
 
 SYSTEM_RULE: str
 
-Format = Literal["anthropic", "openai", "ndjson", "xml"]
-Record = Literal["raw", "js"]
+__all__ = ["replay", "Replay", "LiveReplay", "MessageIter", "SYSTEM_RULE"]
 
+_Format = Literal["anthropic", "openai", "ndjson", "xml"]
+_Record = Literal["raw", "js"]
+
+@final
 class Replay:
     """A replayed log: its stats, messages and request bodies."""
 
     @property
-    def stats(self) -> Dict[str, Any]: ...
-    def messages(self) -> List[Dict[str, str]]:
-        """The replayed messages, ``{"role", "content"}`` each, in ``ts_ms`` order."""
-    def iter_messages(self) -> "MessageIter":
-        """The messages decoded one at a time (for very large logs)."""
+    def stats(self) -> Stats: ...
+    @overload
+    def messages(self, format: Literal["anthropic"] = "anthropic") -> List[AnthropicMessage]:
+        """The replayed messages in ``ts_ms`` order (without the current request).
+
+        ``"anthropic"`` (the default, the original function's shape):
+        ``{"role", "content": [{"type": "text", "text"}]}`` each;
+        ``"openai"``: ``{"role", "content": text}``, the cheap way to the texts.
+        Either is ready to go into a request's ``messages``. Raises
+        ``ValueError`` for any other format.
+        """
+    @overload
+    def messages(self, format: Literal["openai"]) -> List[OpenAIMessage]: ...
+    @overload
+    def iter_messages(self, format: Literal["anthropic"] = "anthropic") -> "MessageIter[AnthropicMessage]":
+        """The same messages as ``messages(format)``, decoded one at a time."""
+    @overload
+    def iter_messages(self, format: Literal["openai"]) -> "MessageIter[OpenAIMessage]": ...
     def request_body(
         self,
         text: str,
         session_id: Optional[str] = None,
-        format: Format = "anthropic",
+        format: _Format = "anthropic",
         system: Optional[str] = None,
     ) -> bytes:
-        """The request body: system rule, every message, CURRENT_USER_REQUEST."""
-    def __len__(self) -> int: ...
+        """The request body (UTF-8 JSON, or XML): system rule, every message,
+        ``CURRENT_USER_REQUEST``. Byte for byte ``wmreplay respond``'s body."""
+    def __len__(self) -> int:
+        """The number of replayed records (``stats["parsed_entries"]``)."""
 
-class MessageIter(Iterator[Dict[str, str]]):
-    def __iter__(self) -> "MessageIter": ...
-    def __next__(self) -> Dict[str, str]: ...
+_M = TypeVar("_M", AnthropicMessage, OpenAIMessage)
 
-def replay(
-    path: Union[str, "PathLike[str]"], record: Record = "raw", threads: int = 0
-) -> Replay:
+@final
+class MessageIter(Iterator[_M]):
+    """The messages of a replay, decoded one at a time."""
+
+    def __iter__(self) -> "MessageIter[_M]": ...
+    def __next__(self) -> _M: ...
+
+def replay(path: Union[str, "PathLike[str]"], record: _Record = "raw", threads: int = 0) -> Replay:
     """Replays the log at ``path`` (a missing file is an empty log), GIL released.
 
-    Raises ``OSError`` (``PermissionError``, ``IsADirectoryError``, …) naming
-    the path when the log cannot be read.
+    Raises ``OSError`` whose ``filename`` is the path when the log cannot be
+    read: ``IsADirectoryError``, ``PermissionError``, … by errno, a plain
+    ``OSError`` for a FIFO, device or socket (errno ``EINVAL``) or a file that
+    shrank or was replaced while being read (no errno); ``MemoryError`` if it
+    does not fit in memory; ``ValueError`` for an unknown ``record``.
     """
 
+@final
 class LiveReplay:
     """A replay kept across calls: each parses only the appended bytes."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: Union[str, "PathLike[str]"],
-        format: Format = "anthropic",
-        record: Record = "raw",
-    ) -> None: ...
-    def refresh(self) -> Dict[str, Any]: ...
+        format: _Format = "anthropic",
+        record: _Record = "raw",
+    ) -> "LiveReplay": ...
+    def refresh(self) -> Refreshed:
+        """Reads what was appended since the last call."""
     @property
-    def stats(self) -> Dict[str, Any]: ...
+    def stats(self) -> Stats: ...
     def request_body(
         self, text: str, session_id: Optional[str] = None, system: Optional[str] = None
-    ) -> bytes: ...
+    ) -> bytes:
+        """Brings the replay up to date, then the body in the replay's format."""

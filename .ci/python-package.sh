@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The Python package (bindings/python): builds its installable artifacts and
+# tests the installed wheel.
+#
+#   bash .ci/python-package.sh        # from the repository root
+#
+# 1. A build virtualenv gets maturin and zig (the ziglang package) from PyPI.
+# 2. maturin builds, into target/wheels/:
+#    - the abi3 wheel (release), linked by zig against glibc 2.17 so that it is
+#      an honest manylinux2014 wheel (maturin's auditwheel check refuses the
+#      tag if the extension needs newer symbols; linked against this machine's
+#      glibc it would be manylinux_2_34);
+#    - the sdist, which carries the engine crate it depends on (../..).
+# 3. pip builds a wheel from the sdist alone, in a temporary folder, as a user
+#    without the repository would (proves the sdist is complete).
+# 4. A fresh virtualenv, with cargo and rustc taken off PATH, installs the
+#    wheel (binary only) and pytest, and runs a copy of bindings/python/tests
+#    against the installed package (conftest.py refuses any other copy).
+#
+# Needs Rust, Python 3 (venv, pip) and the CLI built by `cargo build` (the
+# tests compare request bodies with `wmreplay respond`; built here if absent).
+# Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/target/wheels
+# Pinned: the pair this script was measured with (zig links the extension).
+MATURIN=maturin==1.16.0
+ZIGLANG=ziglang==0.17.1
+COMPAT=manylinux2014
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/wmreplay-python.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+# The build virtualenv is made anew each run, at the same path: PyO3's build
+# script keys on the interpreter's path, so a rerun rebuilds only what changed.
+BUILD=$ROOT/target/python-build-venv
+pip_quiet=(--quiet --disable-pip-version-check)
+
+step() { echo "== [${SECONDS}s] $*"; }
+
+venv() {
+  if ! python3 -m venv "$1" >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null
+    rm -rf "$1"
+    python3 -m venv "$1"
+  fi
+}
+
+step "build virtualenv: $MATURIN $ZIGLANG"
+python3 --version
+rm -rf "$BUILD"
+venv "$BUILD"
+"$BUILD/bin/python" -m pip install "${pip_quiet[@]}" "$MATURIN" "$ZIGLANG"
+"$BUILD/bin/maturin" --version
+
+if [ -n "${WMREPLAY_BIN:-}" ]; then
+  BIN=$WMREPLAY_BIN
+else
+  BIN=$ROOT/target/debug/wmreplay
+  [ -x "$BIN" ] || { step "cargo build (the CLI the tests compare with)"; cargo build --bin wmreplay; }
+fi
+
+step "wheel (release, --zig --compatibility $COMPAT) and sdist -> target/wheels/"
+mkdir -p "$OUT"
+rm -f "$OUT"/wmreplay-*.whl "$OUT"/wmreplay-*.tar.gz
+(
+  cd bindings/python
+  # maturin finds zig through the build virtualenv's python.
+  export PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD"
+  maturin build --release --locked --zig --compatibility "$COMPAT" --out "$OUT"
+  maturin sdist --out "$OUT"
+)
+WHEEL=$(ls "$OUT"/wmreplay-*.whl)
+SDIST=$(ls "$OUT"/wmreplay-*.tar.gz)
+case "$(basename "$WHEEL")" in
+  *-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ;;
+  *) echo "unexpected wheel tag: $WHEEL" >&2; exit 1 ;;
+esac
+
+step "what the artifacts carry"
+"$BUILD/bin/python" - "$WHEEL" "$SDIST" <<'EOF'
+import sys, tarfile, zipfile
+from email.parser import Parser
+
+wheel, sdist = sys.argv[1:]
+names = zipfile.ZipFile(wheel).namelist()
+need = ["wmreplay/__init__.py", "wmreplay/__init__.pyi", "wmreplay/_wmreplay.pyi",
+        "wmreplay/types.py", "wmreplay/py.typed", "wmreplay/_wmreplay.abi3.so",
+        "wmreplay-0.1.0.dist-info/licenses/LICENSE-MIT",
+        "wmreplay-0.1.0.dist-info/licenses/LICENSE-APACHE"]
+missing = [n for n in need if n not in names]
+assert not missing, f"the wheel lacks {missing}"
+meta = Parser().parsestr(zipfile.ZipFile(wheel).read("wmreplay-0.1.0.dist-info/METADATA").decode())
+assert meta["License-Expression"] == "MIT OR Apache-2.0", meta["License-Expression"]
+assert sorted(meta.get_all("License-File")) == ["LICENSE-APACHE", "LICENSE-MIT"]
+assert meta["Description-Content-Type"].startswith("text/markdown")
+assert "## Errors" in meta.get_payload(), "the README is not the long description"
+print("wheel:", meta["Name"], meta["Version"], "|", meta["License-Expression"], "|",
+      len(meta.get_all("Classifier")), "classifiers |", meta["Keywords"])
+members = tarfile.open(sdist).getnames()
+root = "wmreplay-0.1.0/"
+need = ["PKG-INFO", "pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACHE",
+        "Cargo.toml", "src/lib.rs", "bindings/python/Cargo.toml", "bindings/python/Cargo.lock",
+        "bindings/python/src/lib.rs", "python/wmreplay/__init__.py"]
+missing = [n for n in need if root + n not in members]
+assert not missing, f"the sdist lacks {missing}"
+print("sdist:", len(members), "files, the engine crate included")
+EOF
+
+step "a wheel built by pip from the sdist alone (Rust allowed here)"
+mkdir "$WORK/from-sdist"
+(cd "$WORK" && "$BUILD/bin/python" -m pip wheel "${pip_quiet[@]}" --no-cache-dir --no-deps \
+  -w "$WORK/from-sdist" "$SDIST")
+"$BUILD/bin/python" - "$WHEEL" "$WORK"/from-sdist/wmreplay-*.whl <<'EOF'
+import sys, zipfile
+from email.parser import Parser
+
+def files(wheel):
+    return {n for n in zipfile.ZipFile(wheel).namelist() if not n.endswith("RECORD")}
+
+def readme(wheel):
+    z = zipfile.ZipFile(wheel)
+    return Parser().parsestr(z.read("wmreplay-0.1.0.dist-info/METADATA").decode()).get_payload()
+
+ours, rebuilt = sys.argv[1:]
+assert files(ours) == files(rebuilt), files(ours) ^ files(rebuilt)
+assert readme(ours) == readme(rebuilt), "the sdist's wheel has another README"
+print("built from the sdist:", rebuilt.rsplit("/", 1)[1], "- same files, same README")
+EOF
+
+step "fresh virtualenv without cargo or rustc: install the wheel and pytest"
+# PATH without the directories that hold cargo or rustc.
+CLEAN_PATH=
+IFS=: read -r -a dirs <<<"$PATH"
+for d in "${dirs[@]}"; do
+  if [ -n "$d" ] && [ ! -e "$d/cargo" ] && [ ! -e "$d/rustc" ]; then
+    CLEAN_PATH=${CLEAN_PATH:+$CLEAN_PATH:}$d
+  fi
+done
+TEST=$WORK/test
+venv "$TEST"
+cp -r bindings/python/tests "$WORK/tests"
+rm -rf "$WORK/tests/__pycache__"
+(
+  export PATH="$CLEAN_PATH"
+  unset CARGO RUSTC CARGO_HOME RUSTUP_HOME RUSTUP_TOOLCHAIN
+  # (A bare `! command -v cargo` would not stop the script under set -e.)
+  if command -v cargo || command -v rustc; then
+    echo "cargo or rustc is still on PATH" >&2
+    exit 1
+  fi
+  echo "no cargo, no rustc on PATH"
+  # Binary only: nothing may be compiled to install these.
+  "$TEST/bin/python" -m pip install "${pip_quiet[@]}" --only-binary=:all: "$WHEEL" pytest
+  cd "$WORK/tests"
+  "$TEST/bin/python" -c 'import wmreplay, sys; print("wmreplay from", wmreplay.__file__); assert wmreplay.__file__.startswith(sys.prefix)'
+  step "pytest (a copy of bindings/python/tests, against the installed wheel)"
+  WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$BIN WMREPLAY_EXPECT_PREFIX=$TEST \
+    "$TEST/bin/python" -m pytest -p no:cacheprovider -ra .
+)
+
+step "artifacts"
+ls -l "$OUT"/wmreplay-*
+echo "python package: OK in ${SECONDS}s"
