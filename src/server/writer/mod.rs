@@ -46,7 +46,6 @@ pub struct LogIdentity {
 /// Makes a key's answer from where its batch's lines went.
 pub type AnswerFn = Box<dyn Fn(&[Appended]) -> String + Send + Sync>;
 
-
 /// An idempotency key a batch answers, with the answer made from where its
 /// lines went: recorded with the batch, so that after a crash a batch found
 /// whole in the log still answers its key (and a retry writes nothing).
