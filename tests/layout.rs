@@ -101,6 +101,41 @@ fn top_module(rel: &str) -> &str {
     first.strip_suffix(".rs").unwrap_or(first)
 }
 
+/// Who imports whom: a module → the modules it imports.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// A cycle of `g`, if it has one (found by a depth-first search for a back
+/// edge), as the path around it.
+fn first_cycle(g: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        g: &Graph,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|p| p == m) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for d in g.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, g, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    g.keys()
+        .find_map(|m| visit(m, g, &mut Vec::new(), &mut done))
+}
+
 #[test]
 fn top_level_modules_import_each_other_without_cycles() {
     let files = all_files();
@@ -109,7 +144,7 @@ fn top_level_modules_import_each_other_without_cycles() {
         .map(|(rel, _)| top_module(rel).to_string())
         .filter(|m| m != "lib" && m != "main")
         .collect();
-    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut deps: Graph = BTreeMap::new();
     for (rel, text) in &files {
         let from = top_module(rel);
         if !modules.contains(from) {
@@ -129,36 +164,8 @@ fn top_level_modules_import_each_other_without_cycles() {
         deps.get("live").is_some_and(|d| d.contains("parse")),
         "the import scan sees `crate::` paths: {deps:?}"
     );
-    // Depth-first search for a back edge, reporting the cycle's path.
-    fn visit(
-        m: &str,
-        deps: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|p| p == m) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(m.to_string());
-            return Some(cycle);
-        }
-        if done.contains(m) {
-            return None;
-        }
-        path.push(m.to_string());
-        for d in deps.get(m).into_iter().flatten() {
-            if let Some(c) = visit(d, deps, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.insert(m.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    for m in &modules {
-        if let Some(cycle) = visit(m, &deps, &mut Vec::new(), &mut done) {
-            panic!("import cycle between modules: {}", cycle.join(" → "));
-        }
+    if let Some(cycle) = first_cycle(&deps) {
+        panic!("import cycle between modules: {}", cycle.join(" → "));
     }
 }
 
@@ -256,7 +263,6 @@ fn the_files_of_each_folder_import_each_other_without_cycles() {
     }
     // folder → file or sub-folder → what it imports among its siblings
     // ("mod": the folder's own mod.rs).
-    type Graph = BTreeMap<String, BTreeSet<String>>;
     let mut graphs: BTreeMap<Vec<String>, Graph> = BTreeMap::new();
     for (rel, text) in &files {
         if rel == "lib.rs" || rel == "main.rs" {
@@ -324,40 +330,12 @@ fn the_files_of_each_folder_import_each_other_without_cycles() {
             .is_some_and(|g| g.get("routes").is_some_and(|d| d.contains("app"))),
         "the import scan sees the server's folders: {graphs:?}"
     );
-    fn visit(
-        m: &str,
-        g: &Graph,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|p| p == m) {
-            let mut cycle = path[at..].to_vec();
-            cycle.push(m.to_string());
-            return Some(cycle);
-        }
-        if done.contains(m) {
-            return None;
-        }
-        path.push(m.to_string());
-        for d in g.get(m).into_iter().flatten() {
-            if let Some(c) = visit(d, g, path, done) {
-                return Some(c);
-            }
-        }
-        path.pop();
-        done.insert(m.to_string());
-        None
-    }
-    let mut cycles = Vec::new();
-    for (folder, g) in &graphs {
-        let mut done = BTreeSet::new();
-        for m in g.keys() {
-            if let Some(c) = visit(m, g, &mut Vec::new(), &mut done) {
-                cycles.push(format!("src/{}: {}", folder.join("/"), c.join(" → ")));
-                break;
-            }
-        }
-    }
+    let cycles: Vec<String> = graphs
+        .iter()
+        .filter_map(|(folder, g)| {
+            first_cycle(g).map(|c| format!("src/{}: {}", folder.join("/"), c.join(" → ")))
+        })
+        .collect();
     assert!(
         cycles.is_empty(),
         "files of one folder import each other in a circle; give it a direction \
