@@ -49,6 +49,13 @@ fn decode(blob: &[u8]) -> Vec<BatchLine> {
         .collect()
 }
 
+/// Deletes batch `id` and its keys' answers from the journal.
+fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
+    tx.execute("DELETE FROM batch_keys WHERE batch = ?1", params![id])?;
+    tx.execute("DELETE FROM batches WHERE id = ?1", params![id])?;
+    Ok(())
+}
+
 impl Store {
     /// Records a batch about to be written at `start` of the log
     /// (`dev`, `inode`), with the answers of the idempotency keys it
@@ -111,10 +118,19 @@ impl Store {
             )
             .map_err(err)?;
         }
-        tx.execute("DELETE FROM batch_keys WHERE batch = ?1", params![id])
-            .map_err(err)?;
-        tx.execute("DELETE FROM batches WHERE id = ?1", params![id])
-            .map_err(err)?;
+        remove(&tx, id).map_err(err)?;
+        tx.commit().map_err(err)
+    }
+
+    /// Takes batch `id` out of the journal without settling its keys: the
+    /// batch was withdrawn before anything of it was acknowledged (its write
+    /// failed and was cut back, or it is journalled again where it went),
+    /// and the request that holds the keys settles them.
+    pub(crate) fn withdraw_batch(&mut self, id: i64) -> Result<(), Error> {
+        let path = self.path.clone();
+        let err = |e| super::state_err(&path, e);
+        let tx = self.conn.transaction().map_err(err)?;
+        remove(&tx, id).map_err(err)?;
         tx.commit().map_err(err)
     }
 
@@ -136,5 +152,53 @@ impl Store {
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{TurnBegin, TurnStatus};
+
+    fn status(s: &mut Store, log: &std::path::Path) -> TurnStatus {
+        let day = std::time::Duration::from_secs(86_400);
+        match s.begin_turn(log, "k", "h", day).unwrap() {
+            TurnBegin::Seen { status, .. } => status,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_withdrawn_batch_leaves_its_key_to_the_request_and_an_ended_one_settles_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        std::fs::write(&log, b"").unwrap();
+        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
+        let line = [BatchLine { len: 3, hash: 7 }];
+        let keys = [("k".to_string(), "{\"a\":1}".to_string())];
+        let id = s.begin_batch((1, 2), 0, &line, &keys, false).unwrap();
+        assert_eq!(
+            s.pending_batches().unwrap(),
+            vec![PendingBatch {
+                id,
+                dev: 1,
+                inode: 2,
+                start: 0,
+                lines: line.to_vec()
+            }]
+        );
+        s.withdraw_batch(id).unwrap();
+        assert!(s.pending_batches().unwrap().is_empty());
+        assert_eq!(status(&mut s, &log), TurnStatus::Running);
+        let id = s.begin_batch((1, 2), 0, &line, &keys, false).unwrap();
+        s.end_batch(id, false).unwrap();
+        assert_eq!(status(&mut s, &log), TurnStatus::Failed);
+        s.restart_turn("k").unwrap();
+        let id = s.begin_batch((1, 2), 0, &line, &keys, true).unwrap();
+        s.end_batch(id, true).unwrap();
+        assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":1}".into()));
+        assert!(s.pending_batches().unwrap().is_empty());
     }
 }

@@ -78,18 +78,9 @@ impl Line {
     }
 }
 
-/// Renders `lines` (stamping each with the clock, never below `last_ts`),
-/// prefixed with `\n` when `newline_first`.
-pub(crate) fn render(
-    lines: &[Line],
-    newline_first: bool,
-    last_ts: &mut u64,
-) -> (Vec<u8>, Vec<Appended>) {
-    let mut buf =
-        Vec::with_capacity(lines.iter().map(Line::len).sum::<usize>() + newline_first as usize);
-    if newline_first {
-        buf.push(b'\n');
-    }
+/// Renders `lines` at the end of `buf` (stamping each with the clock, never
+/// below `last_ts`); returns where each went in `buf`.
+pub(crate) fn render(buf: &mut Vec<u8>, lines: &[Line], last_ts: &mut u64) -> Vec<Appended> {
     let mut appended = Vec::with_capacity(lines.len());
     for l in lines {
         let start = buf.len();
@@ -110,7 +101,7 @@ pub(crate) fn render(
             len: (buf.len() - start) as u64,
         });
     }
-    (buf, appended)
+    appended
 }
 
 fn now_ms() -> u64 {

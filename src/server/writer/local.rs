@@ -269,15 +269,13 @@ impl Appender {
         if let Err(e) = &synced {
             tracing::error!(path = %self.path.display(), error = %e, "fsync failed");
         }
-        let mut ended = Vec::new();
-        for (_, journal) in &done {
-            if ended.last() != Some(journal) {
-                ended.push(*journal);
-                // A batch not synced stays in the journal: the next start
-                // settles it by what the log holds then.
-                if synced.is_ok()
-                    && let Err(e) = self.journal.end_batch(*journal, true)
-                {
+        // A batch not synced stays in the journal: the next start settles it
+        // by what the log holds then.
+        if synced.is_ok() {
+            let mut journals: Vec<i64> = done.iter().map(|(_, j)| *j).collect();
+            journals.dedup();
+            for journal in journals {
+                if let Err(e) = self.journal.end_batch(journal, true) {
                     tracing::error!(path = %self.path.display(), error = %e,
                         "cannot end a batch in the journal; it is settled at the next start");
                 }
@@ -305,26 +303,37 @@ impl Appender {
             tracing::info!(path = %self.path.display(), "the log was replaced; reopening it");
             self.file = open_log(&self.path, self.fsync)?;
         }
-        let file = self.file.try_clone()?;
-        let _lock = Locked::take(&file)?;
+        let file = &self.file;
+        let _lock = Locked::take(file)?;
+        let journal_sync = self.fsync;
         let mut newline_first = false;
         for _ in 0..=MAX_REWRITES {
             let meta = file.metadata()?;
             let len = meta.len();
-            let terminated = len == 0 || byte_at(&file, len - 1)? == Some(b'\n');
+            let terminated = len == 0 || byte_at(file, len - 1)? == Some(b'\n');
             newline_first |= !terminated;
             let (buf, mut appended) = render_jobs(jobs, newline_first, &mut self.last_ts);
             let lines = journal_lines(&buf);
-            let journal = self.begin(identity(&meta), len, &lines, keys, &appended)?;
-            let mut f = &file;
+            let ident = identity(&meta);
+            let journal = begin(
+                &mut self.journal,
+                journal_sync,
+                ident,
+                len,
+                &lines,
+                keys,
+                &appended,
+                len,
+            )?;
+            let mut f = file;
             let end = match f.write_all(&buf).and_then(|()| f.stream_position()) {
                 Ok(end) => end,
                 Err(e) => {
                     // Cut the file back to where it was: no torn line is left.
                     match file.set_len(len) {
                         Ok(()) => {
-                            if let Err(j) = self.journal.end_batch(journal, false) {
-                                tracing::error!(error = %j, "cannot end a failed batch in the journal");
+                            if let Err(j) = self.journal.withdraw_batch(journal) {
+                                tracing::error!(error = %j, "cannot withdraw a failed batch from the journal");
                             }
                         }
                         Err(cut) => tracing::error!(path = %self.path.display(), error = %cut,
@@ -336,7 +345,6 @@ impl Appender {
             // The file is opened for appending: the write went to the end,
             // wherever that was, and left the position just past it.
             let start = end - buf.len() as u64;
-            let relative = appended.clone();
             for a in appended.iter_mut().flatten() {
                 a.offset += start;
             }
@@ -345,12 +353,19 @@ impl Appender {
             }
             // Someone who does not take the lock wrote between our look at
             // the end and our write: the journal learns where the batch went.
-            self.journal
-                .end_batch(journal, false)
-                .map_err(journal_err)?;
-            let glued = !newline_first && start > 0 && byte_at(&file, start - 1)? != Some(b'\n');
+            self.journal.withdraw_batch(journal).map_err(journal_err)?;
+            let glued = !newline_first && start > 0 && byte_at(file, start - 1)? != Some(b'\n');
             if !glued {
-                let journal = self.begin(identity(&meta), start, &lines, keys, &relative)?;
+                let journal = begin(
+                    &mut self.journal,
+                    journal_sync,
+                    ident,
+                    start,
+                    &lines,
+                    keys,
+                    &appended,
+                    0,
+                )?;
                 return Ok((appended, journal));
             }
             // What they wrote does not end a line, so our first line is glued
@@ -367,55 +382,58 @@ impl Appender {
             "another process keeps writing partial lines to the log",
         ))
     }
-
-    /// Journals a batch about to be written at `start`, with its keys'
-    /// answers made from where its lines are to go.
-    fn begin(
-        &mut self,
-        ident: (u64, u64),
-        start: u64,
-        lines: &[BatchLine],
-        keys: &[Option<&BatchKey>],
-        appended: &[Vec<Appended>],
-    ) -> std::io::Result<i64> {
-        let answers: Vec<(String, String)> = keys
-            .iter()
-            .zip(appended)
-            .filter_map(|(k, a)| {
-                k.map(|k| {
-                    let at: Vec<Appended> = a
-                        .iter()
-                        .map(|x| Appended {
-                            offset: x.offset + start,
-                            ..*x
-                        })
-                        .collect();
-                    (k.key.clone(), (k.answer)(&at))
-                })
-            })
-            .collect();
-        self.journal
-            .begin_batch(ident, start, lines, &answers, self.fsync)
-            .map_err(journal_err)
-    }
 }
 
-/// Renders every job's lines into one buffer, in order.
+/// Journals a batch about to be written at `start`, with its keys' answers
+/// made from where its lines are to go (`appended`, moved by `shift`).
+#[allow(clippy::too_many_arguments)]
+fn begin(
+    journal: &mut Store,
+    sync: bool,
+    ident: (u64, u64),
+    start: u64,
+    lines: &[BatchLine],
+    keys: &[Option<&BatchKey>],
+    appended: &[Vec<Appended>],
+    shift: u64,
+) -> std::io::Result<i64> {
+    let answers: Vec<(String, String)> = keys
+        .iter()
+        .zip(appended)
+        .filter_map(|(k, a)| {
+            k.map(|k| {
+                let at: Vec<Appended> = a
+                    .iter()
+                    .map(|x| Appended {
+                        offset: x.offset + shift,
+                        ..*x
+                    })
+                    .collect();
+                (k.key.clone(), (k.answer)(&at))
+            })
+        })
+        .collect();
+    journal
+        .begin_batch(ident, start, lines, &answers, sync)
+        .map_err(journal_err)
+}
+
+/// Renders every job's lines into one buffer, in order, after a `\n` when
+/// `newline_first`; returns where each job's lines went in it.
 fn render_jobs(
     jobs: &[&[Line]],
     newline_first: bool,
     last_ts: &mut u64,
 ) -> (Vec<u8>, Vec<Vec<Appended>>) {
-    let mut buf = Vec::new();
-    let mut out = Vec::with_capacity(jobs.len());
-    for (i, lines) in jobs.iter().enumerate() {
-        let (b, mut a) = render(lines, newline_first && i == 0, last_ts);
-        for x in &mut a {
-            x.offset += buf.len() as u64;
-        }
-        buf.extend_from_slice(&b);
-        out.push(a);
+    let size: usize = jobs.iter().flat_map(|j| j.iter()).map(Line::len).sum();
+    let mut buf = Vec::with_capacity(size + usize::from(newline_first));
+    if newline_first {
+        buf.push(b'\n');
     }
+    let out = jobs
+        .iter()
+        .map(|lines| render(&mut buf, lines, last_ts))
+        .collect();
     (buf, out)
 }
 
@@ -555,5 +573,21 @@ mod tests {
         let (log, status) = crashed(5, extra);
         assert!(log.ends_with(extra), "the other writer's line is kept");
         assert_eq!(status, Some(crate::state::TurnStatus::Failed));
+    }
+
+    #[test]
+    fn what_was_appended_reads_back_from_the_log_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}").unwrap();
+        let (w, thread) = Writer::start(&path, false, &dir.path().join("wm.db")).unwrap();
+        let line = Line::verbatim(b"{\"type\":\"b\",\"ts_ms\":2}".to_vec());
+        let (appended, _durable) = w.append_blocking(vec![line]).unwrap();
+        let back = LogWriter::read_back(&w, appended[0].offset, appended[0].len).unwrap();
+        assert_eq!(back, b"{\"type\":\"b\",\"ts_ms\":2}\n");
+        let (dev, inode) = identity(&std::fs::metadata(&path).unwrap());
+        assert_eq!(w.identity().unwrap(), LogIdentity { dev, inode });
+        drop(w);
+        thread.join();
     }
 }
