@@ -5,7 +5,7 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use crate::CurrentRequest;
-use crate::server::errors::{ApiError, idempotency_key};
+use crate::server::errors::{ApiError, idempotency_key, string_field};
 use crate::server::upstream::RESERVED_FIELDS;
 
 /// A client's `/respond` or `/v1/context` input.
@@ -46,16 +46,7 @@ pub(crate) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, Api
         Some(_) => return Err(bad("invalid_text", "`text` must be a string".into())),
         None => return Err(bad("missing_text", "`text` is required".into())),
     };
-    let session_id = match obj.get("session_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(bad(
-                "invalid_session_id",
-                "`session_id` must be a string".into(),
-            ));
-        }
-    };
+    let session_id = string_field(obj, "session_id", "invalid_session_id")?.map(str::to_string);
     let stream = match obj.get("stream") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -78,16 +69,7 @@ pub(crate) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, Api
         }
         Some(_) => return Err(bad("invalid_params", "`params` must be an object".into())),
     };
-    let from_body = match obj.get("request_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => {
-            return Err(bad(
-                "invalid_request_id",
-                "`request_id` must be a string".into(),
-            ));
-        }
-    };
+    let from_body = string_field(obj, "request_id", "invalid_request_id")?.map(str::to_string);
     let key = idempotency_key(headers, from_body)?;
     Ok(Input {
         text,
