@@ -7,7 +7,8 @@
 #
 #   bash bench/load_logs.sh [SIZE] [DURATION] [CONNECTIONS]
 #
-# Needs oha (cargo install oha --locked). Prints oha's summary for each
+# BIN=path runs another build (for a before/after); the default builds this
+# tree. Needs oha (cargo install oha --locked). Prints oha's summary for each
 # stream (requests/s, latency percentiles, status codes: all should be 200)
 # and the server's /v1/logs totals at the end.
 set -euo pipefail
@@ -17,8 +18,10 @@ DURATION=${2:-20s}
 CONNS=${3:-16}
 PORT=${PORT:-8789}
 command -v oha >/dev/null || { echo "oha is not installed (cargo install oha --locked)" >&2; exit 1; }
-cargo build --release --quiet
-BIN=./target/release/wmreplay
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --quiet
+  BIN=./target/release/wmreplay
+fi
 DIR=$(mktemp -d)
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DIR"' EXIT
 $BIN gen "$DIR/agent-00.log" --size "$SIZE" --seed 1

@@ -51,15 +51,19 @@ fn decode(blob: &[u8]) -> Vec<BatchLine> {
 
 /// Deletes batch `id` and its keys' answers from the journal.
 fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
-    tx.execute("DELETE FROM batch_keys WHERE batch = ?1", params![id])?;
-    tx.execute("DELETE FROM batches WHERE id = ?1", params![id])?;
+    tx.prepare_cached("DELETE FROM batch_keys WHERE batch = ?1")?
+        .execute(params![id])?;
+    tx.prepare_cached("DELETE FROM batches WHERE id = ?1")?
+        .execute(params![id])?;
     Ok(())
 }
 
 impl Store {
     /// Records a batch about to be written at `start` of the log
     /// (`dev`, `inode`), with the answers of the idempotency keys it
-    /// carries; `sync`: on disk before this returns.
+    /// carries; `sync`: on disk before this returns. The same step removes
+    /// the `settled` batches (synced, with no key to answer), so a batch
+    /// without keys costs one transaction.
     pub(crate) fn begin_batch(
         &mut self,
         (dev, inode): (u64, u64),
@@ -67,6 +71,7 @@ impl Store {
         lines: &[BatchLine],
         keys: &[(String, String)],
         sync: bool,
+        settled: &[i64],
     ) -> Result<i64, Error> {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
@@ -74,17 +79,25 @@ impl Store {
             .pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })
             .map_err(err)?;
         let tx = self.conn.transaction().map_err(err)?;
-        tx.execute(
-            "INSERT INTO batches(dev, inode, start, lines) VALUES (?1, ?2, ?3, ?4)",
-            params![dev as i64, inode as i64, start as i64, encode(lines)],
-        )
-        .map_err(err)?;
+        for &old in settled {
+            remove(&tx, old).map_err(err)?;
+        }
+        tx.prepare_cached("INSERT INTO batches(dev, inode, start, lines) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut q| {
+                q.execute(params![
+                    dev as i64,
+                    inode as i64,
+                    start as i64,
+                    encode(lines)
+                ])
+            })
+            .map_err(err)?;
         let id = tx.last_insert_rowid();
         for (key, response) in keys {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO batch_keys(batch, idempotency_key, response) VALUES (?1, ?2, ?3)",
-                params![id, key, response],
             )
+            .and_then(|mut q| q.execute(params![id, key, response]))
             .map_err(err)?;
         }
         tx.commit().map_err(err)?;
@@ -178,7 +191,7 @@ mod tests {
         assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
         let line = [BatchLine { len: 3, hash: 7 }];
         let keys = [("k".to_string(), "{\"a\":1}".to_string())];
-        let id = s.begin_batch((1, 2), 0, &line, &keys, false).unwrap();
+        let id = s.begin_batch((1, 2), 0, &line, &keys, false, &[]).unwrap();
         assert_eq!(
             s.pending_batches().unwrap(),
             vec![PendingBatch {
@@ -192,11 +205,11 @@ mod tests {
         s.withdraw_batch(id).unwrap();
         assert!(s.pending_batches().unwrap().is_empty());
         assert_eq!(status(&mut s, &log), TurnStatus::Running);
-        let id = s.begin_batch((1, 2), 0, &line, &keys, false).unwrap();
+        let id = s.begin_batch((1, 2), 0, &line, &keys, false, &[]).unwrap();
         s.end_batch(id, false).unwrap();
         assert_eq!(status(&mut s, &log), TurnStatus::Failed);
         s.restart_turn("k").unwrap();
-        let id = s.begin_batch((1, 2), 0, &line, &keys, true).unwrap();
+        let id = s.begin_batch((1, 2), 0, &line, &keys, true, &[]).unwrap();
         s.end_batch(id, true).unwrap();
         assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":1}".into()));
         assert!(s.pending_batches().unwrap().is_empty());

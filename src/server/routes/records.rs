@@ -128,13 +128,16 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         given.push(ts);
     }
     let _permit = state.permit()?;
-    // The writer settles what a crash left half-written before any key is
-    // looked at, so a key's state says whether its batch is in the log.
-    let st = state.clone();
-    tokio::task::spawn_blocking(move || st.writer().map(|_| ()))
-        .await
-        .map_err(|e| internal("append_failed", e))?
-        .map_err(|e| state.append_failed(&e))?;
+    // The writer settles what a crash left half-written when it starts,
+    // before any key is looked at, so a key's state says whether its batch
+    // is in the log. (Started once per log; later requests skip the hop.)
+    if state.writer.get().is_none() {
+        let st = state.clone();
+        tokio::task::spawn_blocking(move || st.writer().map(|_| ()))
+            .await
+            .map_err(|e| internal("append_failed", e))?
+            .map_err(|e| state.append_failed(&e))?;
+    }
     if let Some(key) = &key {
         let hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body));
         let (st, k) = (state.clone(), key.clone());

@@ -112,6 +112,7 @@ impl Writer {
             fsync,
             last_ts: 0,
             journal: store,
+            settled: Vec::new(),
         };
         journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
         let (tx, rx) = mpsc::channel::<Job>(1024);
@@ -208,6 +209,9 @@ struct Appender {
     fsync: bool,
     last_ts: u64,
     journal: Store,
+    /// Batches synced that answer no key: removed from the journal with the
+    /// next one begun (until then a restart finds them whole).
+    settled: Vec<i64>,
 }
 
 impl Appender {
@@ -228,7 +232,8 @@ impl Appender {
     /// as a batch of its own, so one bad job fails alone), syncs the log
     /// once, ends their journal entries and acknowledges them.
     fn round(&mut self, round: Vec<Job>) {
-        let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64)> =
+        // (the job's durable ack, its batch's journal entry, whether it has a key)
+        let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64, bool)> =
             Vec::with_capacity(round.len());
         let all: Vec<&[Line]> = round.iter().map(|j| j.lines.as_slice()).collect();
         let keys: Vec<Option<&BatchKey>> = round.iter().map(|j| j.key.as_ref()).collect();
@@ -248,7 +253,7 @@ impl Appender {
             match r {
                 Ok((a, journal)) => {
                     let _ = job.written.send(Ok(a));
-                    done.push((job.durable, journal));
+                    done.push((job.durable, journal, job.key.is_some()));
                 }
                 Err(e) => {
                     tracing::error!(path = %self.path.display(), error = %e, "append failed");
@@ -271,17 +276,26 @@ impl Appender {
         }
         // A batch not synced stays in the journal: the next start settles it
         // by what the log holds then.
+        // One whose keys are answered now; one without keys goes with the
+        // next batch's entry.
         if synced.is_ok() {
-            let mut journals: Vec<i64> = done.iter().map(|(_, j)| *j).collect();
-            journals.dedup();
-            for journal in journals {
-                if let Err(e) = self.journal.end_batch(journal, true) {
+            let mut journals: Vec<(i64, bool)> = Vec::new();
+            for &(_, journal, keyed) in &done {
+                match journals.last_mut() {
+                    Some((j, k)) if *j == journal => *k |= keyed,
+                    _ => journals.push((journal, keyed)),
+                }
+            }
+            for (journal, keyed) in journals {
+                if !keyed {
+                    self.settled.push(journal);
+                } else if let Err(e) = self.journal.end_batch(journal, true) {
                     tracing::error!(path = %self.path.display(), error = %e,
                         "cannot end a batch in the journal; it is settled at the next start");
                 }
             }
         }
-        for (durable, _) in done {
+        for (durable, _, _) in done {
             let r = match &synced {
                 Ok(()) => Ok(()),
                 Err(e) => Err(std::io::Error::new(e.kind(), e.to_string())),
@@ -317,6 +331,7 @@ impl Appender {
             let ident = identity(&meta);
             let journal = begin(
                 &mut self.journal,
+                &mut self.settled,
                 journal_sync,
                 ident,
                 len,
@@ -358,6 +373,7 @@ impl Appender {
             if !glued {
                 let journal = begin(
                     &mut self.journal,
+                    &mut self.settled,
                     journal_sync,
                     ident,
                     start,
@@ -385,10 +401,12 @@ impl Appender {
 }
 
 /// Journals a batch about to be written at `start`, with its keys' answers
-/// made from where its lines are to go (`appended`, moved by `shift`).
+/// made from where its lines are to go (`appended`, moved by `shift`), and
+/// removes the `settled` entries in the same step.
 #[allow(clippy::too_many_arguments)]
 fn begin(
     journal: &mut Store,
+    settled: &mut Vec<i64>,
     sync: bool,
     ident: (u64, u64),
     start: u64,
@@ -413,9 +431,11 @@ fn begin(
             })
         })
         .collect();
-    journal
-        .begin_batch(ident, start, lines, &answers, sync)
-        .map_err(journal_err)
+    let id = journal
+        .begin_batch(ident, start, lines, &answers, sync, settled)
+        .map_err(journal_err)?;
+    settled.clear();
+    Ok(id)
 }
 
 /// Renders every job's lines into one buffer, in order, after a `\n` when
@@ -453,6 +473,7 @@ mod tests {
             fsync: false,
             last_ts: 0,
             journal: Store::open(dir.path().join("wm.db")).unwrap(),
+            settled: Vec::new(),
         };
         let (mut appended, journal) = a.write(&[lines.as_slice()], &[None]).unwrap();
         a.journal.end_batch(journal, true).unwrap();
@@ -528,6 +549,7 @@ mod tests {
                 &journal_lines(batch),
                 &[("k".into(), "{\"ok\":1}".into())],
                 false,
+                &[],
             )
             .unwrap();
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -589,5 +611,39 @@ mod tests {
         assert_eq!(w.identity().unwrap(), LogIdentity { dev, inode });
         drop(w);
         thread.join();
+    }
+
+    #[test]
+    fn a_synced_batch_without_keys_leaves_the_journal_with_the_next_and_a_restart_keeps_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let db = dir.path().join("wm.db");
+        let (w, thread) = Writer::start(&path, true, &db).unwrap();
+        for i in 0..3 {
+            let line = Line::verbatim(format!("{{\"type\":\"e\",\"ts_ms\":{i}}}").into_bytes());
+            let (_, durable) = w.append_blocking(vec![line]).unwrap();
+            durable.blocking_recv().unwrap().unwrap();
+        }
+        drop(w);
+        thread.join();
+        let before = std::fs::read(&path).unwrap();
+        assert_eq!(before.iter().filter(|&&b| b == b'\n').count(), 3);
+        // Only the last batch is still journalled: each begun batch took the
+        // one synced before it out.
+        assert_eq!(
+            Store::open(&db).unwrap().pending_batches().unwrap().len(),
+            1
+        );
+        let (w, thread) = Writer::start(&path, true, &db).unwrap();
+        drop(w);
+        thread.join();
+        assert_eq!(std::fs::read(&path).unwrap(), before, "found whole, kept");
+        assert!(
+            Store::open(&db)
+                .unwrap()
+                .pending_batches()
+                .unwrap()
+                .is_empty()
+        );
     }
 }
