@@ -460,8 +460,6 @@ fn render_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::fs::OpenOptions;
-    use std::io::Write;
 
     fn written(lines: Vec<Line>, before: &[u8]) -> (Vec<u8>, Vec<Appended>) {
         let dir = tempfile::tempdir().unwrap();
@@ -529,74 +527,6 @@ mod tests {
         assert_eq!(appended[1].offset, appended[0].offset + appended[0].len);
     }
 
-    /// What a crash leaves: a batch journalled and then `cut` bytes short in
-    /// the log (`extra` written after it by someone else).
-    fn crashed(cut: usize, extra: &[u8]) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wm.log");
-        let db = dir.path().join("wm.db");
-        std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}\n").unwrap();
-        let day = std::time::Duration::from_secs(86_400);
-        let mut store = Store::open(&db).unwrap();
-        store.begin_turn(&path, "k", "h", day).unwrap();
-        let batch = b"{\"type\":\"b\",\"ts_ms\":2}\n{\"type\":\"c\",\"ts_ms\":3}\n";
-        let start = std::fs::metadata(&path).unwrap().len();
-        let ident = identity(&std::fs::metadata(&path).unwrap());
-        store
-            .begin_batch(
-                ident,
-                start,
-                &journal_lines(batch),
-                &[("k".into(), "{\"ok\":1}".into())],
-                false,
-                &[],
-            )
-            .unwrap();
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(&batch[..batch.len() - cut]).unwrap();
-        f.write_all(extra).unwrap();
-        drop(f);
-        drop(store);
-        // A new process: the writer settles the journal as it starts.
-        let (w, thread) = Writer::start(&path, false, &db).unwrap();
-        drop(w);
-        thread.join();
-        let mut store = Store::open(&db).unwrap();
-        assert!(store.pending_batches().unwrap().is_empty());
-        let status = match store.begin_turn(&path, "k", "h", day).unwrap() {
-            crate::state::TurnBegin::Seen { status, .. } => Some(status),
-            _ => None,
-        };
-        (std::fs::read(&path).unwrap(), status)
-    }
-
-    #[test]
-    fn a_batch_a_crash_left_whole_stays_and_answers_its_key() {
-        let (log, status) = crashed(0, b"");
-        assert_eq!(log.iter().filter(|&&b| b == b'\n').count(), 3);
-        assert_eq!(
-            status,
-            Some(crate::state::TurnStatus::Done("{\"ok\":1}".into()))
-        );
-    }
-
-    #[test]
-    fn a_batch_a_crash_cut_short_is_cut_back_out_and_its_key_freed() {
-        for cut in [1, 10, 24, 40] {
-            let (log, status) = crashed(cut, b"");
-            assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "cut {cut}");
-            assert_eq!(status, Some(crate::state::TurnStatus::Failed));
-        }
-    }
-
-    #[test]
-    fn a_cut_batch_followed_by_another_writers_lines_is_left_as_it_is() {
-        let extra = b"\n{\"type\":\"x\",\"ts_ms\":9}\n";
-        let (log, status) = crashed(5, extra);
-        assert!(log.ends_with(extra), "the other writer's line is kept");
-        assert_eq!(status, Some(crate::state::TurnStatus::Failed));
-    }
-
     #[test]
     fn what_was_appended_reads_back_from_the_log_it_names() {
         let dir = tempfile::tempdir().unwrap();
@@ -611,39 +541,5 @@ mod tests {
         assert_eq!(w.identity().unwrap(), LogIdentity { dev, inode });
         drop(w);
         thread.join();
-    }
-
-    #[test]
-    fn a_synced_batch_without_keys_leaves_the_journal_with_the_next_and_a_restart_keeps_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wm.log");
-        let db = dir.path().join("wm.db");
-        let (w, thread) = Writer::start(&path, true, &db).unwrap();
-        for i in 0..3 {
-            let line = Line::verbatim(format!("{{\"type\":\"e\",\"ts_ms\":{i}}}").into_bytes());
-            let (_, durable) = w.append_blocking(vec![line]).unwrap();
-            durable.blocking_recv().unwrap().unwrap();
-        }
-        drop(w);
-        thread.join();
-        let before = std::fs::read(&path).unwrap();
-        assert_eq!(before.iter().filter(|&&b| b == b'\n').count(), 3);
-        // Only the last batch is still journalled: each begun batch took the
-        // one synced before it out.
-        assert_eq!(
-            Store::open(&db).unwrap().pending_batches().unwrap().len(),
-            1
-        );
-        let (w, thread) = Writer::start(&path, true, &db).unwrap();
-        drop(w);
-        thread.join();
-        assert_eq!(std::fs::read(&path).unwrap(), before, "found whole, kept");
-        assert!(
-            Store::open(&db)
-                .unwrap()
-                .pending_batches()
-                .unwrap()
-                .is_empty()
-        );
     }
 }
