@@ -19,7 +19,7 @@
 //! cache-stable trimming the window's start is kept in memory and in the
 //! state store next to the log, so it survives a restart.
 //!
-//! The replay is a [`LiveReplay`]: each request parses only what was appended
+//! The replay is a [`LiveReplay`](crate::LiveReplay): each request parses only what was appended
 //! since the last one, and the response body reuses the rendered messages as
 //! `Bytes` without copying them. One thread owns the log and appends whole
 //! lines ([`writer`]). Errors are JSON, `{"error": {"code", "message"}}`.
