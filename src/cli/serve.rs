@@ -350,12 +350,15 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     })
 }
 
-/// Server logs on stderr: text (coloured only on a terminal) or JSON lines.
+/// Server logs on stderr: text (coloured only on a terminal) or JSON lines,
+/// best effort (a line stderr cannot take is dropped and counted, never a
+/// request lost for it).
 fn init_logs(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(wmreplay::server::StderrLog)
+        .log_internal_errors(false)
         .with_env_filter(filter);
     if format == "json" {
         builder.json().init();

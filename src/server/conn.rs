@@ -193,12 +193,14 @@ impl Registry {
 }
 
 /// Accepts connections until `shutdown` resolves, serving `app` on each
-/// within `bounds`; then closes them all within the shutdown timeout.
+/// within `bounds`; then closes them all within the shutdown timeout (less
+/// `early`).
 pub(super) async fn accept_loop(
     listener: TcpListener,
     app: Router,
     bounds: Bounds,
     shutdown: impl std::future::Future<Output = ()> + Send,
+    early: Duration,
 ) {
     let slots = Arc::new(Semaphore::new(bounds.max_connections.max(1)));
     let registry = Arc::new(Registry::default());
@@ -262,7 +264,9 @@ pub(super) async fn accept_loop(
     );
     let _ = stop_tx.send(true);
     let all_closed = async { while tasks.join_next().await.is_some() {} };
-    if tokio::time::timeout(bounds.shutdown_timeout + TICK * 5, all_closed)
+    // Connections still open this long before the shutdown deadline are
+    // closed, so that what they held is let go within it.
+    if tokio::time::timeout(bounds.shutdown_timeout.saturating_sub(early), all_closed)
         .await
         .is_err()
     {

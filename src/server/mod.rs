@@ -47,6 +47,7 @@ mod auth;
 mod config;
 mod conn;
 mod errors;
+mod logging;
 mod routes;
 pub mod settings;
 mod sse;
@@ -57,12 +58,14 @@ pub mod writer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use config::Config;
+pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use upstream::{ApiKey, Provider, Usage};
 
 use app::AppState;
@@ -137,7 +140,6 @@ pub async fn serve(
             retries: cfg.upstream_retries,
             retry_min_delay: cfg.retry_min_delay,
             timeout: cfg.upstream_timeout,
-            write_timeout: cfg.write_timeout,
         })
     });
     let shared = Arc::new(Shared {
@@ -145,6 +147,7 @@ pub async fn serve(
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         threads: Arc::default(),
+        turns: Arc::default(),
         cfg,
     });
     let logs = match &shared.cfg.log_dir {
@@ -182,10 +185,27 @@ pub async fn serve(
         shutdown_timeout: cfg.shutdown_timeout,
         max_connections: cfg.max_connections,
     };
-    conn::accept_loop(listener, app, bounds, shutdown).await;
-    // Turns still running (their answers not yet appended) hold their log's
-    // state: they get what is left of the shutdown timeout.
-    let deadline = tokio::time::Instant::now() + cfg.shutdown_timeout;
+    // One deadline for the whole shutdown, from the moment it is asked for:
+    // connections drain and turns finish within it; turns still running a
+    // little before it are cut (each appends what it has, marked
+    // `interrupted`), and the writers finish their queues by it.
+    let asked: Arc<OnceLock<tokio::time::Instant>> = Arc::default();
+    let shutdown = {
+        let asked = asked.clone();
+        let turns = shared.turns.clone();
+        let timeout = cfg.shutdown_timeout;
+        async move {
+            shutdown.await;
+            let t0 = tokio::time::Instant::now();
+            asked.get_or_init(|| t0);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(t0 + timeout - cut_margin(timeout)).await;
+                turns.cut_all();
+            });
+        }
+    };
+    conn::accept_loop(listener, app, bounds, shutdown, cut_margin(cfg.shutdown_timeout) / 2).await;
+    let deadline = *asked.get_or_init(tokio::time::Instant::now) + cfg.shutdown_timeout;
     let states = server.take_all();
     drop(server);
     let all_done = async {
@@ -193,22 +213,28 @@ pub async fn serve(
             drop(wait_for_last(st).await);
         }
     };
-    match tokio::time::timeout_at(deadline, all_done).await {
-        Ok(()) => {
-            // Every writer handle is gone: the threads finish their queues.
-            let threads =
-                std::mem::take(&mut *shared.threads.lock().unwrap_or_else(|p| p.into_inner()));
-            let joined = tokio::task::spawn_blocking(move || {
-                for t in threads {
-                    t.join();
-                }
-            });
-            let _ = tokio::time::timeout_at(deadline + Duration::from_secs(1), joined).await;
-            tracing::info!("stopped");
+    if tokio::time::timeout_at(deadline, all_done).await.is_err() {
+        tracing::warn!("requests still running at the shutdown deadline; stopping anyway");
+        return Ok(());
+    }
+    // Every writer handle is gone: the threads finish their queues.
+    let threads = std::mem::take(&mut *shared.threads.lock().unwrap_or_else(|p| p.into_inner()));
+    let joined = tokio::task::spawn_blocking(move || {
+        for t in threads {
+            t.join();
         }
-        Err(_) => tracing::warn!("turns still running after the shutdown timeout; stopping anyway"),
+    });
+    match tokio::time::timeout_at(deadline, joined).await {
+        Ok(_) => tracing::info!("stopped"),
+        Err(_) => tracing::warn!("writers still busy at the shutdown deadline; stopping anyway"),
     }
     Ok(())
+}
+
+/// How long before the shutdown deadline running turns are cut, so that
+/// their closing records are written within it.
+fn cut_margin(timeout: Duration) -> Duration {
+    (timeout / 4).min(Duration::from_secs(1))
 }
 
 /// The one `--log`: its writer started (the log created) and its replay

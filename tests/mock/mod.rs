@@ -5,6 +5,8 @@
 //! streams, `max_tokens` stops, redirects, usage with cache counts.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

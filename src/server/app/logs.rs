@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use tokio::sync::Semaphore;
 
-use super::{AppState, InFlight, Totals, derived_cache_key};
+use super::{AppState, Totals, Turns, derived_cache_key};
 use crate::LiveReplay;
 use crate::server::config::Config;
 use crate::server::errors::ApiError;
@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) system: String,
     pub(crate) replays: Arc<Semaphore>,
     pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
+    /// The turns running, over every log.
+    pub(crate) turns: Arc<Turns>,
 }
 
 impl Shared {
@@ -62,7 +64,7 @@ impl Shared {
             replays: self.replays.clone(),
             window: Mutex::new(None),
             store: Mutex::new(None),
-            inflight: InFlight::default(),
+            turns: self.turns.clone(),
             totals: Mutex::new(Totals::default()),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
@@ -197,30 +199,44 @@ impl Server {
 
     /// Drops the least recently used states while their rendered bytes
     /// exceed `--max-live-bytes`, never the most recently used one (the log
-    /// just asked for: [`log`](Self::log) has made it so).
+    /// just asked for: [`log`](Self::log) has made it so) and never one in
+    /// use: a state a request or a turn holds keeps its single writer and
+    /// its live replay until it is let go (dropping it would start a second
+    /// writer for the same file).
     fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>) {
         let bound = self.shared.cfg.max_live_bytes;
         let mut total: u64 = states
             .iter()
             .map(|(_, s)| s.live_bytes.load(Ordering::Relaxed))
             .sum();
-        while total > bound && states.len() > 1 {
-            let Some((id, st)) = states.pop_lru() else {
+        if total <= bound {
+            return;
+        }
+        // Least recently used first; the most recent one stays.
+        let order: Vec<String> = states.iter().rev().map(|(k, _)| k.clone()).collect();
+        for id in order.iter().take(order.len().saturating_sub(1)) {
+            if total <= bound {
                 break;
-            };
-            total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
-            tracing::debug!(log = %id, "live state dropped (memory bound)");
+            }
+            if states.peek(id).is_some_and(|s| Arc::strong_count(s) == 1) {
+                let st = states.pop(id).expect("just peeked");
+                total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
+                tracing::debug!(log = %id, "live state dropped (memory bound)");
+            }
         }
     }
 
-    /// Drops the states unused for `--idle-timeout`.
+    /// Drops the states unused for `--idle-timeout` that nothing holds.
     pub(crate) fn sweep(&self) {
         if let Logs::Dir(dir) = &self.logs {
             let idle = self.shared.cfg.idle_timeout;
             let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
             let old: Vec<String> = states
                 .iter()
-                .filter(|(_, s)| s.used.lock().unwrap_or_else(|p| p.into_inner()).elapsed() > idle)
+                .filter(|(_, s)| {
+                    Arc::strong_count(s) == 1
+                        && s.used.lock().unwrap_or_else(|p| p.into_inner()).elapsed() > idle
+                })
                 .map(|(k, _)| k.clone())
                 .collect();
             for id in old {

@@ -49,8 +49,8 @@ pub(crate) struct AppState {
     pub(crate) window: Mutex<Option<WindowStart>>,
     /// The state store, once opened.
     pub(crate) store: Mutex<Option<Arc<Mutex<Store>>>>,
-    /// Keyed turns running now.
-    pub(crate) inflight: InFlight,
+    /// The turns the server runs (every log's: shared).
+    pub(crate) turns: Arc<Turns>,
     /// Tokens used since start.
     pub(crate) totals: Mutex<Totals>,
     /// Where the last turn's Anthropic cache breakpoints were.
@@ -154,10 +154,104 @@ impl AppState {
 /// How a keyed turn ended: the answer's JSON, or the error answered.
 pub(crate) type Outcome = Result<Value, ApiError>;
 
-/// Turns running now, by idempotency key: repeats wait on them.
-#[derive(Default)]
-pub(crate) struct InFlight {
-    pub(crate) turns: Mutex<HashMap<String, watch::Sender<Option<Outcome>>>>,
+/// The turns the server runs, over every log: the keyed ones by log and
+/// key (a repeat waits on them, whichever log state it finds: the map
+/// outlives an evicted one), and the signal that cuts them all at shutdown.
+pub(crate) struct Turns {
+    keyed: Mutex<HashMap<(PathBuf, String), watch::Sender<Option<Outcome>>>>,
+    cut: watch::Sender<bool>,
+}
+
+impl Default for Turns {
+    fn default() -> Turns {
+        Turns {
+            keyed: Mutex::default(),
+            cut: watch::channel(false).0,
+        }
+    }
+}
+
+impl Turns {
+    /// Claims `key` on `log` for a turn about to run, unless one runs: then
+    /// what to wait on. `decide` runs while the claim is held (it looks the
+    /// key up in the state store), and says whether to claim it.
+    pub(crate) fn claim<T>(
+        self: &Arc<Self>,
+        log: &std::path::Path,
+        key: &str,
+        decide: impl FnOnce() -> Result<(T, bool), crate::Error>,
+    ) -> Result<Claimed<T>, crate::Error> {
+        let mut keyed = self.keyed.lock().unwrap_or_else(|p| p.into_inner());
+        let k = (log.to_path_buf(), key.to_string());
+        if let Some(tx) = keyed.get(&k) {
+            return Ok(Claimed::Running(tx.subscribe()));
+        }
+        let (t, claim) = decide()?;
+        if !claim {
+            return Ok(Claimed::Not(t));
+        }
+        keyed.insert(k.clone(), watch::channel(None).0);
+        Ok(Claimed::Mine(
+            t,
+            Claim {
+                turns: self.clone(),
+                key: Some(k),
+            },
+        ))
+    }
+
+    /// Cuts every running turn: each closes itself with what it has.
+    pub(crate) fn cut_all(&self) {
+        self.cut.send_replace(true);
+    }
+
+    /// Resolves once the turns are to be cut.
+    pub(crate) fn cut_signal(&self) -> watch::Receiver<bool> {
+        self.cut.subscribe()
+    }
+}
+
+/// What [`Turns::claim`] found.
+pub(crate) enum Claimed<T> {
+    /// The key is this caller's until its claim is released.
+    Mine(T, Claim),
+    /// Another attempt with the key runs: wait for it.
+    Running(watch::Receiver<Option<Outcome>>),
+    /// Not claimed (the store had the answer).
+    Not(T),
+}
+
+/// A key claimed for a running turn. Released with the turn's outcome;
+/// dropped unreleased (the task panicked), its waiters learn the attempt
+/// stopped.
+pub(crate) struct Claim {
+    turns: Arc<Turns>,
+    key: Option<(PathBuf, String)>,
+}
+
+impl Claim {
+    /// Wakes whoever waits on the key with `outcome`, and frees the key.
+    pub(crate) fn release(mut self, outcome: &Outcome) {
+        self.finish(Some(outcome.clone()));
+    }
+
+    fn finish(&mut self, outcome: Option<Outcome>) {
+        if let Some(k) = self.key.take() {
+            let tx = {
+                let mut keyed = self.turns.keyed.lock().unwrap_or_else(|p| p.into_inner());
+                keyed.remove(&k)
+            };
+            if let (Some(tx), Some(o)) = (tx, outcome) {
+                tx.send_replace(Some(o));
+            }
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        self.finish(None);
+    }
 }
 
 impl AppState {

@@ -50,6 +50,7 @@ pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Respons
             "answered": totals.turns,
             "usage": totals.usage.to_json(),
         },
+        "logging": { "dropped_lines": crate::server::dropped_log_lines() },
     });
     Ok(json_response(StatusCode::OK, body.to_string()))
 }

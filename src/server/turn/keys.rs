@@ -1,6 +1,15 @@
 //! Idempotency keys of turns: a repeat gets the first answer, waits for
 //! the attempt running now, or retries one that failed, never appending a
-//! second `text_input`.
+//! second `text_input` and never calling the upstream twice for a turn
+//! whose outcome is unknown.
+//!
+//! The key's state lives in two places: the state store (durable: a key, its
+//! request's hash, where its `text_input` is, and its answer once known) and
+//! the server's map of running turns (which outlives a log state evicted
+//! from memory). A key found running in the store but in no running task —
+//! its process stopped, or its task died — is *interrupted*: the upstream
+//! may have been called, so it is not called again; the turn is closed with
+//! an `interrupted` answer instead (see [`Plan::Close`]).
 
 use std::sync::Arc;
 
@@ -8,24 +17,28 @@ use axum::http::StatusCode;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::server::app::{AppState, Outcome};
+use crate::server::app::{AppState, Claim, Claimed, Outcome};
 use crate::server::errors::{ApiError, internal};
 use crate::state::{TurnBegin, TurnStatus};
 
 /// What to do with a request, given its key.
 pub(super) enum Plan {
     /// Append the `text_input` and run the turn.
-    Fresh,
-    /// Run the turn again on the log before its `text_input` at this offset.
-    Retry(u64),
+    Fresh(Option<Claim>),
+    /// Run the turn again on the log before its `text_input` at this offset
+    /// (its last attempt failed: the upstream gave no answer).
+    Retry(u64, Claim),
+    /// Close the turn whose `text_input` is in the log: its attempt was cut
+    /// (a crash, a `kill -9`) with its outcome unknown.
+    Close(Claim),
     /// Answer what the first attempt answered.
     Answered(Value),
     /// Wait for the attempt running now.
     Wait(watch::Receiver<Option<Outcome>>),
 }
 
-/// Looks the key up (in this process, then in the store) and claims it if
-/// no attempt is running.
+/// Looks the key up (among the running turns, then in the store) and claims
+/// it if no attempt is running.
 pub(super) async fn plan_for(
     state: &Arc<AppState>,
     key: String,
@@ -33,53 +46,70 @@ pub(super) async fn plan_for(
 ) -> Result<Plan, ApiError> {
     let st = state.clone();
     let r = tokio::task::spawn_blocking(move || {
-        let mut turns = st.inflight.turns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = turns.get(&key) {
-            return Ok(Some(Plan::Wait(tx.subscribe())));
-        }
-        let store = st.store()?;
-        let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
-        let begin = store.begin_turn(&st.cfg.log, &key, &hash, st.cfg.idempotency_ttl)?;
-        let plan = match begin {
-            TurnBegin::Conflict => return Ok(None),
-            TurnBegin::Seen {
-                status: TurnStatus::Done(response),
-                ..
-            } => {
-                return Ok(Some(Plan::Answered(
-                    serde_json::from_str(&response).unwrap_or(Value::Null),
-                )));
-            }
-            TurnBegin::New => Plan::Fresh,
-            TurnBegin::Seen {
-                input_offset: Some(o),
-                ..
-            } => {
-                store.restart_turn(&key)?;
-                Plan::Retry(o)
-            }
-            TurnBegin::Seen {
-                input_offset: None, ..
-            } => {
-                store.restart_turn(&key)?;
-                Plan::Fresh
-            }
-        };
-        let (tx, _) = watch::channel(None);
-        turns.insert(key, tx);
-        Ok::<_, crate::Error>(Some(plan))
+        st.turns.claim(&st.cfg.log, &key, || {
+            let store = st.store()?;
+            let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
+            let begin = store.begin_turn(&st.cfg.log, &key, &hash, st.cfg.idempotency_ttl)?;
+            let step = match begin {
+                TurnBegin::Conflict => Step::Conflict,
+                TurnBegin::Seen {
+                    status: TurnStatus::Done(response),
+                    ..
+                } => Step::Answered(serde_json::from_str(&response).unwrap_or(Value::Null)),
+                TurnBegin::New => Step::Fresh,
+                TurnBegin::Seen {
+                    status,
+                    input_offset: Some(o),
+                } => {
+                    store.restart_turn(&key)?;
+                    match status {
+                        // Failed: the upstream answered an error, so no
+                        // answer exists; another attempt is safe.
+                        TurnStatus::Failed => Step::Retry(o),
+                        // Running here but in no task, or in a process that
+                        // has stopped: the upstream may have answered.
+                        _ => Step::Close,
+                    }
+                }
+                TurnBegin::Seen {
+                    input_offset: None, ..
+                } => {
+                    // Nothing was appended, so the upstream was never called.
+                    store.restart_turn(&key)?;
+                    Step::Fresh
+                }
+            };
+            let claim = matches!(step, Step::Fresh | Step::Retry(_) | Step::Close);
+            Ok((step, claim))
+        })
     })
     .await
+    .map_err(|e| internal("state_failed", e))?
     .map_err(|e| internal("state_failed", e))?;
-    match r {
-        Ok(None) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "idempotency_key_reused",
-            "this idempotency key was used for a different request",
-        )),
-        Ok(Some(p)) => Ok(p),
-        Err(e) => Err(internal("state_failed", e)),
-    }
+    Ok(match r {
+        Claimed::Running(rx) => Plan::Wait(rx),
+        Claimed::Not(Step::Answered(v)) => Plan::Answered(v),
+        Claimed::Not(_) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "this idempotency key was used for a different request",
+            ));
+        }
+        Claimed::Mine(Step::Fresh, c) => Plan::Fresh(Some(c)),
+        Claimed::Mine(Step::Retry(o), c) => Plan::Retry(o, c),
+        Claimed::Mine(Step::Close, c) => Plan::Close(c),
+        Claimed::Mine(..) => unreachable!("only these steps claim"),
+    })
+}
+
+/// What the store says of a key.
+enum Step {
+    Conflict,
+    Answered(Value),
+    Fresh,
+    Retry(u64),
+    Close,
 }
 
 pub(super) async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
@@ -88,47 +118,43 @@ pub(super) async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Outcom
             return o;
         }
         if rx.changed().await.is_err() {
-            // The attempt ended without a word (its task was dropped).
+            // The attempt ended without a word (its task died).
             if let Some(o) = rx.borrow().clone() {
                 return o;
             }
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "turn_abandoned",
-                "the first attempt with this key stopped; retry",
+                "the attempt with this key stopped; retry with the same key to learn its outcome",
             ));
         }
     }
 }
 
-/// Records how a keyed turn ended and wakes whoever waits on it.
-pub(super) async fn finish_key(state: &Arc<AppState>, key: Option<&str>, outcome: &Outcome) {
-    let Some(key) = key else {
-        return;
-    };
-    let st = state.clone();
-    let key = key.to_string();
-    let outcome = outcome.clone();
-    let _ = tokio::task::spawn_blocking(move || {
+/// Records how a keyed turn ended (durably, before anyone is told), then
+/// wakes whoever waits on it.
+pub(super) async fn finish_key(
+    state: &Arc<AppState>,
+    key: Option<&str>,
+    claim: Option<Claim>,
+    outcome: &Outcome,
+) {
+    if let Some(key) = key {
+        let st = state.clone();
+        let key = key.to_string();
         let response = outcome.as_ref().ok().map(Value::to_string);
-        match st.store() {
-            Ok(store) => {
+        let _ = tokio::task::spawn_blocking(move || {
+            let recorded = st.store().and_then(|store| {
                 let store = store.lock().unwrap_or_else(|p| p.into_inner());
-                if let Err(e) = store.finish_turn(&key, response.as_deref()) {
-                    tracing::error!(error = %e, "cannot record how a turn ended");
-                }
+                store.finish_turn(&key, response.as_deref())
+            });
+            if let Err(e) = recorded {
+                tracing::error!(error = %e, "cannot record how a turn ended");
             }
-            Err(e) => tracing::error!(error = %e, "cannot record how a turn ended"),
-        }
-        let mut turns = st.inflight.turns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = turns.remove(&key) {
-            let _ = tx.send(Some(outcome));
-        }
-    })
-    .await;
-}
-
-/// A keyed turn that never started (busy): it failed before its input.
-pub(super) async fn forget_key(state: &Arc<AppState>, key: Option<&str>, e: &ApiError) {
-    finish_key(state, key, &Err(e.clone())).await;
+        })
+        .await;
+    }
+    if let Some(c) = claim {
+        c.release(outcome);
+    }
 }

@@ -33,21 +33,23 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::oneshot;
 
 pub(crate) use input::{Input, parse_input};
-use keys::{Plan, finish_key, forget_key, plan_for, wait_for};
-use run::run_turn;
+use keys::{Plan, finish_key, plan_for, wait_for};
+use run::{close_turn, run_turn};
 
 use crate::LiveReplay;
 use crate::server::app::snapshot::{Snapshot, replay_failed, snapshot_of, stats_json};
-use crate::server::app::{AppState, Outcome};
+use crate::server::app::{AppState, Claim};
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::sse::{sse, sse_headers};
+use crate::server::upstream::relay::relay;
 use crate::server::writer::{self, Line};
 
-/// Capacity of a streamed answer's queue towards the client.
-const RELAY_QUEUE: usize = 64;
+/// Most bytes of a streamed answer held for a client that has not read
+/// them; a client further behind is let go (the turn goes on).
+const RELAY_LIMIT: usize = 1 << 20;
 
 pub(crate) fn stream_body(parts: Vec<Bytes>) -> Body {
     Body::from_stream(futures_util::stream::iter(
@@ -55,34 +57,49 @@ pub(crate) fn stream_body(parts: Vec<Bytes>) -> Body {
     ))
 }
 
+/// Where a turn's task sends the client's response, once it has one.
+type Reply = oneshot::Sender<Result<Response, ApiError>>;
+
 /// Runs the turn `input` asks for on a log with an upstream, or answers
-/// what its key's earlier attempt did.
+/// what its key's earlier attempt did. The turn is the server's, not the
+/// connection's: it runs in a task of its own, from the key's lookup to the
+/// answer recorded, and a client that goes away at any point cuts nothing.
 pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Response, ApiError> {
+    let (reply, response) = oneshot::channel();
+    tokio::spawn(own_turn(state, input, reply));
+    response
+        .await
+        .unwrap_or_else(|_| Err(internal("turn_failed", "the turn's task stopped")))
+}
+
+async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
+    let stream = input.stream;
     let plan = match &input.key {
-        None => Plan::Fresh,
-        Some(key) => plan_for(&state, key.clone(), input.hash()).await?,
+        None => Ok(Plan::Fresh(None)),
+        Some(key) => plan_for(&state, key.clone(), input.hash()).await,
+    };
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+            return;
+        }
     };
     match plan {
-        Plan::Answered(v) => Ok(answered(v, input.stream, true)),
+        Plan::Answered(v) => {
+            let _ = reply.send(Ok(answered(v, stream, true)));
+        }
         Plan::Wait(rx) => {
             let outcome = wait_for(rx).await;
-            outcome.map(|v| answered(v, input.stream, true))
+            let _ = reply.send(outcome.map(|v| answered(v, stream, true)));
         }
-        Plan::Fresh | Plan::Retry(_) => {
-            let permit = match state.permit() {
-                Ok(p) => p,
-                Err(e) => {
-                    forget_key(&state, input.key.as_deref(), &e).await;
-                    return Err(e);
-                }
-            };
-            let retry = if let Plan::Retry(o) = plan {
-                Some(o)
-            } else {
-                None
-            };
-            start_turn(state.clone(), input, retry, permit).await
+        Plan::Close(claim) => {
+            let outcome = close_turn(&state, &input).await;
+            finish_key(&state, input.key.as_deref(), Some(claim), &outcome).await;
+            let _ = reply.send(outcome.map(|v| answered(v, stream, true)));
         }
+        Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
+        Plan::Retry(offset, claim) => run_owned(state, input, Some(offset), Some(claim), reply).await,
     }
 }
 
@@ -108,60 +125,74 @@ pub(crate) fn answered(v: Value, stream: bool, repeated: bool) -> Response {
 }
 
 /// Appends the turn's `text_input` (unless it is a retry) and replays the
-/// log as it stood before it, then runs the rest of the turn in a task of
-/// its own and answers as the client asked.
-async fn start_turn(
+/// log as it stood before it, calls the upstream and records the answer;
+/// the client's response goes to `reply` as soon as it is known (a stream:
+/// once the upstream's answer begins).
+async fn run_owned(
     state: Arc<AppState>,
     input: Input,
     retry: Option<u64>,
-    permit: OwnedSemaphorePermit,
-) -> Result<Response, ApiError> {
-    let begun = begin(&state, &input, retry).await;
-    let snap = match begun {
+    claim: Option<Claim>,
+    reply: Reply,
+) {
+    let key = input.key.clone();
+    let permit = match state.permit() {
+        Ok(p) => p,
+        Err(e) => {
+            finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
+            let _ = reply.send(Err(e));
+            return;
+        }
+    };
+    let snap = match begin(&state, &input, retry).await {
         Ok(s) => s,
         Err(e) => {
-            finish_key(&state, input.key.as_deref(), &Err(e.clone())).await;
-            return Err(e);
+            finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
+            let _ = reply.send(Err(e));
+            return;
         }
     };
     let parts = state.body_parts(&snap, &input.current(), &input.params, input.stream);
     let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
-    let (started_tx, started_rx) = oneshot::channel::<Result<(), ApiError>>();
-    let (done_tx, done_rx) = oneshot::channel::<Outcome>();
-    let (events_tx, events_rx) = mpsc::channel::<Bytes>(RELAY_QUEUE);
+    drop(snap);
     let stream = input.stream;
-    let st = state.clone();
-    tokio::spawn(async move {
-        let _permit = permit;
-        let relay = stream.then_some(events_tx);
-        let outcome = run_turn(&st, &input, parts, stats, relay, started_tx).await;
-        finish_key(&st, input.key.as_deref(), &outcome).await;
-        let _ = done_tx.send(outcome);
-    });
-    if !stream {
-        return match done_rx.await {
-            Ok(o) => o.map(|v| answered(v, false, false)),
-            Err(_) => Err(internal("turn_failed", "the turn's task stopped")),
-        };
-    }
-    match started_rx.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => {
-            return match done_rx.await {
-                Ok(o) => o.map(|v| answered(v, true, false)),
-                Err(_) => Err(internal("turn_failed", "the turn's task stopped")),
-            };
+    let (relay, mut body) = match stream {
+        true => {
+            let (r, b) = relay(RELAY_LIMIT);
+            (Some(r), Some(b))
         }
+        false => (None, None),
+    };
+    let (started_tx, started_rx) = oneshot::channel();
+    let mut reply = Some(reply);
+    // The client's response as soon as the upstream's answer begins.
+    let forward = async {
+        match started_rx.await {
+            Ok(Ok(())) => {
+                if let (Some(r), Some(b)) = (reply.take(), body.take()) {
+                    let mut resp = Response::new(b.into_body());
+                    sse_headers(&mut resp);
+                    let _ = r.send(Ok(resp));
+                }
+            }
+            Ok(Err(e)) => {
+                if let Some(r) = reply.take() {
+                    let _ = r.send(Err(e));
+                }
+            }
+            Err(_) => {}
+        }
+    };
+    let (outcome, ()) = tokio::join!(
+        run_turn(&state, &input, parts, stats, relay, started_tx),
+        forward
+    );
+    finish_key(&state, key.as_deref(), claim, &outcome).await;
+    drop(permit);
+    if let Some(r) = reply.take() {
+        let _ = r.send(outcome.map(|v| answered(v, stream, false)));
     }
-    let body = futures_util::stream::unfold(events_rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    let mut r = Response::new(Body::from_stream(body));
-    sse_headers(&mut r);
-    Ok(r)
 }
-
 /// The replay the turn's request is made of: the log before the turn's
 /// `text_input`, which is appended here unless this is a retry of a turn
 /// whose input is already at `retry`.

@@ -1,54 +1,80 @@
 //! The rest of a turn once its request is made: the upstream called (with
 //! its retries), the answer read whole or relayed as it streams, appended
-//! as `text_output`, and the turn's outcome.
+//! as `text_output`, and the turn's outcome. Shutdown can cut it at any
+//! point: what had arrived is appended with the stop reason `interrupted`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::input::Input;
 use crate::server::app::{AppState, Outcome};
 use crate::server::errors::ApiError;
 use crate::server::sse::sse;
+use crate::server::upstream::Answer;
+use crate::server::upstream::call::INTERRUPTED;
+use crate::server::upstream::relay::Relay;
 use crate::server::writer::Line;
+
+/// An answer that never came: the turn was cut before it.
+fn interrupted() -> Answer {
+    Answer {
+        stop_reason: Some(INTERRUPTED.to_string()),
+        ..Answer::default()
+    }
+}
 
 /// Calls the upstream, reads its whole answer (relaying a stream to the
 /// client while the client keeps up), appends it, and says how it ended.
+/// `started` hears once the upstream's answer has begun (or failed).
 pub(super) async fn run_turn(
     state: &Arc<AppState>,
     input: &Input,
     parts: Vec<Bytes>,
     stats: Value,
-    relay: Option<mpsc::Sender<Bytes>>,
+    mut relay: Option<Relay>,
     started: oneshot::Sender<Result<(), ApiError>>,
 ) -> Outcome {
     let upstream = state.upstream.as_ref().expect("a turn has an upstream");
+    let mut cut = state.turns.cut_signal();
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let began = Instant::now();
-    let resp = match upstream.call(&parts, deadline).await {
-        Ok(r) => r,
-        Err(e) => {
+    let called = tokio::select! {
+        r = upstream.call(&parts, deadline) => Some(r),
+        _ = cut.wait_for(|c| *c) => None,
+    };
+    let answer = match called {
+        None => {
+            drop(started);
+            Ok(interrupted())
+        }
+        Some(Err(e)) => {
             let e = upstream.call_error(e);
             tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
             let _ = started.send(Err(e.clone()));
             return Err(e);
         }
-    };
-    let answer = if relay.is_some() {
-        let _ = started.send(Ok(()));
-        upstream.read_stream(resp, relay.clone()).await
-    } else {
-        upstream.read_whole(resp, deadline).await
+        Some(Ok(resp)) if relay.is_some() => {
+            let _ = started.send(Ok(()));
+            upstream.read_stream(resp, &mut relay, &mut cut).await
+        }
+        Some(Ok(resp)) => {
+            drop(started);
+            tokio::select! {
+                r = upstream.read_whole(resp, deadline) => r,
+                _ = cut.wait_for(|c| *c) => Ok(interrupted()),
+            }
+        }
     };
     let answer = match answer {
         Ok(a) => a,
         Err(e) => {
             tracing::warn!(code = e.code, message = %e.message, "turn failed");
             if let Some(tx) = &relay {
-                let _ = tx.try_send(sse("error", &e.json()));
+                tx.send(sse("error", &e.json()));
             }
             return Err(e);
         }
@@ -71,7 +97,7 @@ pub(super) async fn run_turn(
     if let Err(e) = appended {
         let e = state.append_failed(&e);
         if let Some(tx) = &relay {
-            let _ = tx.try_send(sse("error", &e.json()));
+            tx.send(sse("error", &e.json()));
         }
         return Err(e);
     }
@@ -85,6 +111,15 @@ pub(super) async fn run_turn(
         ms = began.elapsed().as_millis() as u64,
         "turn answered"
     );
+    let out = answer_json(&answer, stats);
+    if let Some(tx) = &relay {
+        tx.send(sse("done", &out));
+    }
+    Ok(out)
+}
+
+/// What a client is answered for `answer`.
+pub(super) fn answer_json(answer: &Answer, stats: Value) -> Value {
     let mut out = json!({
         "text": answer.text,
         "stop_reason": answer.stop_reason,
@@ -94,8 +129,26 @@ pub(super) async fn run_turn(
     if let Some(u) = &answer.provider_usage {
         out["provider_usage"] = u.clone();
     }
-    if let Some(tx) = &relay {
-        let _ = tx.try_send(sse("done", &out));
-    }
-    Ok(out)
+    out
 }
+
+/// Closes a turn whose attempt was cut with its outcome unknown (its
+/// process stopped): a `text_output` with the stop reason `interrupted`,
+/// and that is its outcome. The upstream is not called again.
+pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome {
+    let answer = interrupted();
+    let line = Line::turn(
+        "text_output",
+        input.session_id.as_deref(),
+        "",
+        Some(INTERRUPTED),
+    );
+    let appended = match state.writer() {
+        Ok(w) => w.append(vec![line]).await,
+        Err(e) => Err(e),
+    };
+    appended.map_err(|e| state.append_failed(&e))?;
+    tracing::info!("a turn cut by a stop was closed as interrupted");
+    Ok(answer_json(&answer, Value::Null))
+}
+

@@ -11,7 +11,9 @@ use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::watch;
+
+use super::relay::Relay;
 
 use super::{Answer, ApiKey, Provider, Step, UpstreamError, redact};
 use crate::server::errors::ApiError;
@@ -33,8 +35,6 @@ pub(crate) struct Upstream {
     pub(crate) retry_min_delay: Duration,
     /// How long a call may take, retries included.
     pub(crate) timeout: Duration,
-    /// How long a relayed event may wait for a client that does not read.
-    pub(crate) write_timeout: Duration,
 }
 
 /// Why an upstream call failed, before any of the answer was read.
@@ -235,20 +235,30 @@ impl Upstream {
             })
     }
 
-    /// A streamed answer, relayed while the client reads. A client that reads
-    /// nothing for `--write-timeout` (or has gone) is let go; the answer is
-    /// still read to its end.
+    /// A streamed answer, read at the upstream's pace and relayed to the
+    /// client while it keeps up (a client gone or too far behind is let go:
+    /// `relay` becomes `None`). Once `cut` turns true (shutdown), the answer
+    /// so far is returned with the stop reason `interrupted`.
     pub(crate) async fn read_stream(
         &self,
         resp: reqwest::Response,
-        mut relay: Option<mpsc::Sender<Bytes>>,
+        relay: &mut Option<Relay>,
+        cut: &mut watch::Receiver<bool>,
     ) -> Result<Answer, ApiError> {
         use eventsource_stream::Eventsource;
         let mut events = resp.bytes_stream().eventsource();
         let mut decoder = self.provider.stream();
         let idle = self.timeout;
         loop {
-            let event = match tokio::time::timeout(idle, events.next()).await {
+            let next = tokio::select! {
+                r = tokio::time::timeout(idle, events.next()) => r,
+                _ = cut.wait_for(|c| *c) => {
+                    let mut answer = decoder.into_answer();
+                    answer.stop_reason = Some(INTERRUPTED.to_string());
+                    return Ok(answer);
+                }
+            };
+            let event = match next {
                 Err(_) => return Err(self.timeout_error()),
                 Ok(None) => {
                     return Err(ApiError::new(
@@ -271,14 +281,13 @@ impl Upstream {
             };
             match decoder.event(&event.event, &event.data) {
                 Step::Text(t) => {
-                    if let Some(tx) = &relay {
-                        let piece = sse("delta", &json!({ "text": t }));
-                        if tx.send_timeout(piece, self.write_timeout).await.is_err() {
-                            tracing::info!(
-                                "the client stopped reading; finishing the answer without it"
-                            );
-                            relay = None;
-                        }
+                    if let Some(tx) = relay.as_ref()
+                        && !tx.send(sse("delta", &json!({ "text": t })))
+                    {
+                        tracing::info!(
+                            "the client stopped reading or fell behind; finishing the answer without it"
+                        );
+                        *relay = None;
                     }
                 }
                 Step::Done => return Ok(decoder.into_answer()),
@@ -290,3 +299,6 @@ impl Upstream {
         }
     }
 }
+
+/// The stop reason of an answer cut by shutdown.
+pub(crate) const INTERRUPTED: &str = "interrupted";

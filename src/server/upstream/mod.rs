@@ -9,6 +9,7 @@ mod anthropic;
 pub(crate) mod call;
 mod openai;
 mod provider;
+pub(crate) mod relay;
 
 use std::fmt;
 use std::time::Duration;
@@ -294,7 +295,8 @@ impl UpstreamError {
         let (code, message) = error_body(body);
         UpstreamError {
             status: Some(status),
-            code,
+            // Some gateways put the key in the error's type too.
+            code: code.map(|c| redact(&c, key)),
             message: redact(&message, key),
             retry_after: retry_after(headers),
             retryable: retryable_status(status),
@@ -321,10 +323,11 @@ impl UpstreamError {
         }
     }
 
-    /// The key removed from the message (for errors built before it was
-    /// known, such as stream events).
+    /// The key removed from the message and the code (for errors built
+    /// before it was known, such as stream events).
     pub fn redacted(mut self, key: Option<&ApiKey>) -> UpstreamError {
         self.message = redact(&self.message, key);
+        self.code = self.code.map(|c| redact(&c, key));
         self
     }
 }
@@ -506,6 +509,23 @@ mod tests {
         let long = "x".repeat(10_000);
         assert!(redact(&long, None).len() < 1100);
         assert!(!format!("{k:?} {k}").contains("sk-ant"));
+    }
+
+    #[test]
+    fn a_key_echoed_in_the_error_type_is_redacted_too() {
+        let k = ApiKey("sk-ant-0123456789abcdefghijklmnop".into());
+        let h = reqwest::header::HeaderMap::new();
+        let body = format!(r#"{{"error":{{"type":"bad_key_{}","message":"no"}}}}"#, k.0);
+        let e = UpstreamError::from_response(401, &h, body.as_bytes(), Some(&k));
+        let code = e.code.unwrap();
+        assert!(!code.contains(&k.0[..12]), "{code}");
+        assert_eq!(code, "bad_key_<redacted>");
+        // A stream's error event (Anthropic's type, OpenAI's code).
+        for field in ["type", "code"] {
+            let ev = serde_json::json!({ field: format!("x{}", k.0), "message": "m" });
+            let e = UpstreamError::from_error_object(&ev).redacted(Some(&k));
+            assert_eq!(e.code.as_deref(), Some("x<redacted>"));
+        }
     }
 
     #[test]
