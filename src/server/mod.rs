@@ -204,7 +204,14 @@ pub async fn serve(
             });
         }
     };
-    conn::accept_loop(listener, app, bounds, shutdown, cut_margin(cfg.shutdown_timeout) / 2).await;
+    conn::accept_loop(
+        listener,
+        app,
+        bounds,
+        shutdown,
+        cut_margin(cfg.shutdown_timeout) / 2,
+    )
+    .await;
     let deadline = *asked.get_or_init(tokio::time::Instant::now) + cfg.shutdown_timeout;
     let states = server.take_all();
     drop(server);

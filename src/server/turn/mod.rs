@@ -49,7 +49,7 @@ use crate::server::writer::{self, Line};
 
 /// Most bytes of a streamed answer held for a client that has not read
 /// them; a client further behind is let go (the turn goes on).
-const RELAY_LIMIT: usize = 1 << 20;
+const RELAY_LIMIT: usize = 256 << 10;
 
 pub(crate) fn stream_body(parts: Vec<Bytes>) -> Body {
     Body::from_stream(futures_util::stream::iter(
@@ -99,7 +99,9 @@ async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
             let _ = reply.send(outcome.map(|v| answered(v, stream, true)));
         }
         Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
-        Plan::Retry(offset, claim) => run_owned(state, input, Some(offset), Some(claim), reply).await,
+        Plan::Retry(offset, claim) => {
+            run_owned(state, input, Some(offset), Some(claim), reply).await
+        }
     }
 }
 

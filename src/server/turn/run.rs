@@ -151,4 +151,3 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
     tracing::info!("a turn cut by a stop was closed as interrupted");
     Ok(answer_json(&answer, Value::Null))
 }
-

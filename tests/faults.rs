@@ -1,0 +1,284 @@
+//! A turn belongs to the server, not to the connection: whatever the client
+//! does (leave before the answer's headers, leave mid-stream, retry at once)
+//! and whatever the server does with the log's state (evict it, stop), a
+//! key's turn runs once, to an outcome that is recorded, and a retry gets
+//! that outcome or waits for it — never a hang, never a second upstream
+//! call. Process-level faults (signals, stderr, limits) are in
+//! `faults_process.rs`.
+
+mod mock;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wmreplay::server::{Config, Provider};
+
+use mock::*;
+
+/// Sends a keyed turn; gives up after `timeout` (dropping the connection).
+async fn keyed(
+    url: &str,
+    text: &str,
+    key: &str,
+    stream: bool,
+    timeout: Duration,
+) -> Result<(u16, bool, String), reqwest::Error> {
+    let r = client()
+        .post(format!("{url}/respond"))
+        .header("idempotency-key", key)
+        .timeout(timeout)
+        .body(json!({ "text": text, "stream": stream }).to_string())
+        .send()
+        .await?;
+    let replayed = r.headers().get("idempotent-replayed").is_some();
+    let status = r.status().as_u16();
+    Ok((status, replayed, r.text().await?))
+}
+
+/// Records of `kind` in the log.
+fn of_kind(log: &Path, kind: &str) -> Vec<Value> {
+    log_lines(log)
+        .into_iter()
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// Records of `kind` whose text is `text`.
+fn count(log: &Path, kind: &str, text: &str) -> usize {
+    of_kind(log, kind)
+        .iter()
+        .filter(|v| v["text"] == text)
+        .count()
+}
+
+/// The answer's text in a JSON body or an event stream's `done` event.
+fn answer_text(body: &str) -> Value {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return v["text"].clone();
+    }
+    let done = body
+        .split("event: done\ndata: ")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .unwrap_or_else(|| panic!("no done event in {body:?}"));
+    serde_json::from_str::<Value>(done).unwrap()["text"].clone()
+}
+
+/// 1. Clients that reset the connection at every moment of a keyed turn —
+/// before its input is written, while the upstream thinks, as the answer
+/// starts — then retry with the same key: every retry answers (no hang),
+/// every turn has its input once and its answer once (no orphan), and the
+/// upstream is called once per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_at_any_moment_then_a_retry_never_hangs_orphans_or_calls_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Slow(120)).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let n = 32;
+    let mut leaving = Vec::new();
+    for i in 0..n {
+        let url = srv.url.clone();
+        leaving.push(tokio::spawn(async move {
+            // From 1 ms (the key not looked up yet) to 160 ms (the answer
+            // arriving).
+            let cut = Duration::from_millis(1 + (i * 5) % 160);
+            let r = keyed(
+                &url,
+                &format!("turn {i}"),
+                &format!("k{i}"),
+                i % 2 == 1,
+                cut,
+            )
+            .await;
+            assert!(r.is_err() || r.unwrap().0 == 200);
+        }));
+    }
+    for t in leaving {
+        t.await.unwrap();
+    }
+    let mut retries = Vec::new();
+    for i in 0..n {
+        let url = srv.url.clone();
+        retries.push(tokio::spawn(async move {
+            let text = format!("turn {i}");
+            let r = keyed(
+                &url,
+                &text,
+                &format!("k{i}"),
+                i % 3 == 0,
+                Duration::from_secs(8),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("the retry of turn {i} hung or failed: {e}"));
+            assert_eq!(r.0, 200, "turn {i}: {}", r.2);
+            assert_eq!(answer_text(&r.2), answer_to(&text).as_str(), "turn {i}");
+        }));
+    }
+    for t in retries {
+        t.await.unwrap();
+    }
+    for i in 0..n {
+        let text = format!("turn {i}");
+        assert_eq!(count(&log, "text_input", &text), 1, "turn {i}'s input");
+        assert_eq!(
+            count(&log, "text_output", &answer_to(&text)),
+            1,
+            "turn {i}'s answer"
+        );
+    }
+    assert_eq!(mock.requests(), n as usize, "one upstream call per key");
+    srv.stop().await;
+}
+
+fn dir_config(dir: &Path, upstream: &str) -> Config {
+    let mut c = config(&dir.join("unused.log"), Some(upstream), Provider::Anthropic);
+    c.log_dir = Some(dir.to_path_buf());
+    c
+}
+
+/// 2. A log's live state evicted (by the memory bound or the idle timeout)
+/// while a keyed turn runs on it: the retry waits for that turn and gets
+/// its answer; the upstream is called once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_eviction_during_a_keyed_turn_never_runs_it_twice() {
+    for by_idle in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (up, mock) = start_mock(Provider::Anthropic, Mode::Slow(700)).await;
+        let mut cfg = dir_config(dir.path(), &up);
+        if by_idle {
+            cfg.idle_timeout = Duration::from_millis(50);
+        } else {
+            cfg.max_live_bytes = 1;
+        }
+        let srv = start(cfg).await;
+        let a = format!("{}/v1/logs/a", srv.url);
+        let first = keyed(&a, "evicted", "k", false, Duration::from_millis(150)).await;
+        assert!(first.is_err(), "the first client left");
+        // Other logs push `a` out of memory (or time does).
+        for i in 0..6 {
+            let (s, b) = post(
+                &format!("{}/v1/logs/other{i}/records", srv.url),
+                r#"{"type":"note","text":"x"}"#,
+            )
+            .await;
+            assert_eq!(s, 200, "{b}");
+            let (s, _) = post(
+                &format!("{}/v1/logs/other{i}/context", srv.url),
+                r#"{"text":"q"}"#,
+            )
+            .await;
+            assert_eq!(s, 200);
+            tokio::time::sleep(Duration::from_millis(40)).await;
+        }
+        let (status, replayed, body) = keyed(&a, "evicted", "k", false, Duration::from_secs(8))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(replayed, "the retry got the first attempt's answer");
+        let log = dir.path().join("a.log");
+        assert_eq!(count(&log, "text_input", "evicted"), 1);
+        assert_eq!(count(&log, "text_output", &answer_to("evicted")), 1);
+        assert_eq!(mock.requests(), 1, "by_idle={by_idle}: one upstream call");
+        srv.stop().await;
+    }
+}
+
+/// 4. Shutdown with a turn whose upstream never answers: the server stops
+/// within `--shutdown-timeout` (one deadline for the connections and the
+/// turns), the cut turn is closed by a `text_output` with the stop reason
+/// `interrupted`, and after a restart its key answers that outcome without
+/// calling the upstream again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cuts_a_hanging_turn_within_its_deadline_and_closes_it() {
+    for stream in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(Provider::Anthropic, Mode::Slow(60_000)).await;
+        let mut cfg = config(&log, Some(&up), Provider::Anthropic);
+        cfg.shutdown_timeout = Duration::from_secs(2);
+        let srv = start(cfg.clone()).await;
+        let url = srv.url.clone();
+        let waiting = tokio::spawn(async move {
+            keyed(&url, "hangs", "k", stream, Duration::from_secs(30)).await
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        srv.stop().await;
+        let took = t.elapsed();
+        assert!(
+            took < Duration::from_millis(2300),
+            "stopped in {took:?} for a 2 s shutdown timeout"
+        );
+        let _ = waiting.await;
+        let out = of_kind(&log, "text_output");
+        let closing = out.last().expect("a closing record");
+        assert_eq!(closing["stop_reason"], "interrupted", "{closing}");
+        assert_eq!(closing["text"], "");
+        assert_eq!(count(&log, "text_input", "hangs"), 1);
+        // Restarted: the key answers the recorded outcome.
+        let srv = start(cfg).await;
+        let (status, replayed, body) = keyed(&srv.url, "hangs", "k", false, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(replayed);
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["stop_reason"], "interrupted");
+        assert_eq!(mock.requests(), 1, "the upstream was called once");
+        let closed = of_kind(&log, "text_output")
+            .into_iter()
+            .filter(|v| v["stop_reason"] == "interrupted")
+            .count();
+        assert_eq!(closed, 1, "closed once");
+        srv.stop().await;
+    }
+}
+
+/// A key whose turn was left running by a process that stopped without a
+/// word (a crash, `kill -9`): its input is in the log and its outcome is
+/// unknown, so the retry closes it as `interrupted` instead of calling the
+/// upstream a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_left_running_by_a_crash_is_closed_not_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let (s, _, _) = keyed(&srv.url, "crashed", "k", false, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(s, 200);
+    // Make the store say what a crash mid-turn leaves: the key running, in
+    // a process that is gone, its input written, no answer.
+    let db = rusqlite::Connection::open(wmreplay::state::Store::path_for(&log)).unwrap();
+    let changed = db
+        .execute(
+            "UPDATE turns SET status = 'running', response = NULL, owner = 'gone-1'
+             WHERE idempotency_key = 'k'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+    let calls = mock.requests();
+    let (status, replayed, body) = keyed(&srv.url, "crashed", "k", false, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(replayed);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["stop_reason"], "interrupted", "{v}");
+    assert_eq!(mock.requests(), calls, "no second upstream call");
+    let last = of_kind(&log, "text_output").pop().unwrap();
+    assert_eq!(last["stop_reason"], "interrupted");
+    assert_eq!(count(&log, "text_input", "crashed"), 1);
+    // And from now on the key answers that outcome.
+    let again = keyed(&srv.url, "crashed", "k", false, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(again.2, body);
+    assert_eq!(mock.requests(), calls);
+    srv.stop().await;
+}

@@ -1,0 +1,269 @@
+//! Faults only a real process meets: its stderr broken (the reader gone, the
+//! disk full), SIGTERM with a turn that hangs, clients that never read
+//! their streamed answers. The server's promise for each: no request is
+//! lost or slowed for it, and shutdown keeps its one deadline.
+
+mod mock;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wmreplay::server::Provider;
+
+use mock::process::*;
+use mock::*;
+
+fn sigterm(child: &Child) {
+    // SAFETY: kill sends a signal to our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+}
+
+/// A port free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_up(url: &str) {
+    for _ in 0..500 {
+        if let Ok(r) = client().get(format!("{url}/healthz")).send().await
+            && r.status() == 200
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server did not come up");
+}
+
+/// Every kind of request a server answers, with stderr unusable: each one
+/// answers 200 and the dropped log lines are counted.
+async fn every_request_answers(url: &str, log: &std::path::Path) {
+    for round in 0..5 {
+        let (s, b) = get(&format!("{url}/healthz")).await;
+        assert_eq!(s, 200, "round {round}: /healthz: {b}");
+        let (s, b) = post(
+            &format!("{url}/v1/records"),
+            json!({"type": "note", "text": format!("n{round}")}).to_string(),
+        )
+        .await;
+        assert_eq!(s, 200, "round {round}: /v1/records: {b}");
+        let (s, b) = post(
+            &format!("{url}/respond"),
+            json!({"text": format!("q{round}")}).to_string(),
+        )
+        .await;
+        assert_eq!(s, 200, "round {round}: /respond: {b}");
+    }
+    let (s, b) = get(&format!("{url}/v1/stats")).await;
+    assert_eq!(s, 200);
+    let v: Value = serde_json::from_str(&b).unwrap();
+    let dropped = v["logging"]["dropped_lines"].as_u64().unwrap();
+    assert!(
+        dropped >= 5,
+        "the lines stderr refused are counted: {dropped}"
+    );
+    let all = complete_records(log);
+    assert!(
+        all.iter().any(|v| v["text"] == "n4"),
+        "the record was written"
+    );
+    assert!(all.iter().any(|v| v["text"] == answer_to("q4").as_str()));
+}
+
+/// The log's records, skipping a line still being written.
+fn complete_records(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read(log)
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+        .collect()
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let r = client()
+        .get(url)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// 3. stderr's reader goes away (a closed pipe) and stderr on a full disk
+/// (`/dev/full`): every request still answers, and the process exits 0 on
+/// SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_stderr_loses_log_lines_never_requests() {
+    for full_disk in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, _mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+        let port = free_port();
+        let mut cmd = wmreplay();
+        cmd.args(["serve", "--log"])
+            .arg(&log)
+            .args(["--addr", &format!("127.0.0.1:{port}"), "--upstream", &up])
+            .args(["--no-fsync"])
+            .env("ANTHROPIC_API_KEY", "k")
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null());
+        let mut child = if full_disk {
+            let full = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap();
+            cmd.stderr(full).spawn().unwrap()
+        } else {
+            let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+            let mut r = BufReader::new(child.stderr.take().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap() > 0 && !line.contains("listening") {
+                line.clear();
+            }
+            // The reader goes away: from now on stderr is a broken pipe.
+            drop(r);
+            child
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        wait_up(&url).await;
+        every_request_answers(&url, &log).await;
+        sigterm(&child);
+        let status = child.wait().unwrap();
+        assert!(status.success(), "full_disk={full_disk}: {status:?}");
+    }
+}
+
+/// 4. SIGTERM with a turn whose upstream never answers: the process exits
+/// within `--shutdown-timeout`, and the turn is closed in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_a_hanging_upstream_stops_within_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _mock) = start_mock(Provider::Anthropic, Mode::Slow(60_000)).await;
+    let mut srv = Serving::start(
+        &log,
+        &["--upstream", &up, "--no-fsync", "--shutdown-timeout", "3"],
+        &[("ANTHROPIC_API_KEY", "k")],
+        None,
+    );
+    let url = srv.url.clone();
+    let hanging = tokio::spawn(async move {
+        client()
+            .post(format!("{url}/respond"))
+            .body(r#"{"text":"hangs","stream":true}"#)
+            .send()
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t = Instant::now();
+    sigterm(&srv.child);
+    let status = srv.child.wait().unwrap();
+    let took = t.elapsed();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        took < Duration::from_millis(3300),
+        "stopped in {took:?} for a 3 s shutdown timeout"
+    );
+    let _ = hanging.await;
+    let out = turns(&log, "text_output");
+    assert_eq!(out.last().unwrap()["stop_reason"], "interrupted");
+}
+
+/// 5. Sixty clients ask for streamed answers and never read them: every
+/// answer is recorded at the upstream's pace (within seconds, not after
+/// the write timeout), `/healthz` answers within a second all along, the
+/// server's memory stays within the documented bound (what each turn
+/// holds: its answer, and at most 256 KiB unread per client), and SIGTERM
+/// stops it within its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_clients_that_never_read_slow_nothing_and_hold_little() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let n = 60;
+    let kib = 1024;
+    mock.then((0..n).map(|_| Mode::Big(kib)));
+    let srv = Serving::start(
+        &log,
+        &[
+            "--upstream",
+            &up,
+            "--no-fsync",
+            "--max-concurrent",
+            "64",
+            "--write-timeout",
+            "30",
+            "--shutdown-timeout",
+            "2",
+            "--max-tokens-window",
+            "100000",
+            "--tokenizer",
+            "bytes",
+        ],
+        &[("ANTHROPIC_API_KEY", "k")],
+        None,
+    );
+    let addr: std::net::SocketAddr = srv.url.trim_start_matches("http://").parse().unwrap();
+    let started = Instant::now();
+    let mut stalled = Vec::new();
+    for i in 0..n {
+        stalled.push(non_reading_stream(addr, &format!("big {i}")).await);
+    }
+    let quick = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    // Every answer reaches the log, long before the 30 s write timeout.
+    loop {
+        let r = quick.get(format!("{}/healthz", srv.url)).send().await;
+        assert!(
+            matches!(&r, Ok(r) if r.status() == 200),
+            "/healthz did not answer within a second: {r:?}"
+        );
+        let done = complete_records(&log)
+            .iter()
+            .filter(|v| v["type"] == "text_output")
+            .filter(|v| v["text"].as_str().is_some_and(|t| t.len() > kib << 10))
+            .count();
+        if done == n {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{done} of {n} answers recorded after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let recorded_in = started.elapsed();
+    let peak = peak_rss(srv.child.id());
+    // Each turn holds its answer (1 MiB of text, a few copies while it is
+    // decoded, relayed and appended) and at most 256 KiB unread; 60 of them
+    // at once, over a base of about 40 MB.
+    let bound = 40 * 1024 * 1024 + n as u64 * (4 * (kib as u64) << 10);
+    assert!(
+        peak < bound,
+        "peak RSS {} MB over the bound {} MB",
+        peak >> 20,
+        bound >> 20
+    );
+    let t = Instant::now();
+    let logs = srv.stop();
+    assert!(
+        t.elapsed() < Duration::from_millis(2300),
+        "stopped in {:?} for a 2 s shutdown timeout",
+        t.elapsed()
+    );
+    eprintln!(
+        "60 non-reading clients: answers recorded in {recorded_in:?}, peak RSS {} MB",
+        peak >> 20
+    );
+    assert!(!logs.contains("panicked"));
+    drop(stalled);
+}
