@@ -282,3 +282,132 @@ async fn a_turn_left_running_by_a_crash_is_closed_not_run_again() {
     assert_eq!(mock.requests(), calls);
     srv.stop().await;
 }
+
+/// 11. A body over the limit is answered with a readable 413: a client
+/// that writes its whole body before it reads (as most do) is not cut off
+/// with a reset connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_limit_gets_a_readable_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.body_limit = 64 << 10;
+    let srv = start(cfg).await;
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    for (path, size) in [
+        ("/v1/records", 8 << 20),
+        ("/respond", 3 << 20),
+        ("/v1/context", 200 << 10),
+    ] {
+        let body = format!(r#"{{"type":"note","text":"{}"}}"#, "x".repeat(size));
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(body.as_bytes())
+            .await
+            .unwrap_or_else(|e| panic!("{path}: the body could not be sent: {e}"));
+        let mut out = String::new();
+        s.read_to_string(&mut out)
+            .await
+            .unwrap_or_else(|e| panic!("{path}: no response to read: {e}"));
+        assert!(out.starts_with("HTTP/1.1 413"), "{path}: {out}");
+        assert!(out.contains("body_too_large"), "{out}");
+    }
+    let (s, _) = post(&format!("{}/v1/context", srv.url), r#"{"text":"q"}"#).await;
+    assert_eq!(s, 200);
+    srv.stop().await;
+}
+
+/// 8. Under `--log-dir`, a state store that is a link out of the directory
+/// is refused (403) and never created or written there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_store_linked_out_of_the_directory_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("logs");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(outside.join("stolen.db"), dir.join("a.log.wmreplay.db")).unwrap();
+    let (up, _mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let srv = start(dir_config(&dir, &up)).await;
+    for (path, body) in [
+        ("records", r#"{"type":"note","text":"x"}"#),
+        ("respond", r#"{"text":"q","session_id":"s"}"#),
+        ("turn/prepare", r#"{"text":"q","session_id":"s"}"#),
+    ] {
+        let (s, b) = post(&format!("{}/v1/logs/a/{path}", srv.url), body).await;
+        assert_eq!(s, 403, "{path}: {b}");
+    }
+    assert!(
+        std::fs::read_dir(&outside).unwrap().next().is_none(),
+        "nothing was created outside the directory"
+    );
+    srv.stop().await;
+}
+
+/// 8. A log swapped for a link out of the directory while clients write to
+/// it: no record ever lands in the file outside (each write either goes to
+/// the log or fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_swapped_for_a_link_mid_write_never_writes_outside() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("logs");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let secret = outside.join("secret.log");
+    std::fs::write(&secret, "{\"type\":\"secret\",\"ts_ms\":1}\n").unwrap();
+    let before = std::fs::read(&secret).unwrap();
+    std::fs::write(dir.join("s.log"), "").unwrap();
+    let srv = start(dir_config(&dir, "http://127.0.0.1:9")).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (dir, secret, stop) = (dir.clone(), secret.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let link = dir.join(".swap-link");
+                let _ = std::fs::remove_file(&link);
+                std::os::unix::fs::symlink(&secret, &link).unwrap();
+                std::fs::rename(&link, dir.join("s.log")).unwrap();
+                std::thread::sleep(Duration::from_micros(300));
+                let file = dir.join(".swap-file");
+                std::fs::write(&file, "").unwrap();
+                std::fs::rename(&file, dir.join("s.log")).unwrap();
+                std::thread::sleep(Duration::from_micros(300));
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut clients = Vec::new();
+    for c in 0..4 {
+        let url = format!("{}/v1/logs/s/records", srv.url);
+        clients.push(tokio::spawn(async move {
+            let mut ok = 0;
+            for i in 0..150 {
+                let (s, _) = post(&url, format!(r#"{{"type":"note","text":"c{c} r{i}"}}"#)).await;
+                ok += usize::from(s == 200);
+            }
+            ok
+        }));
+    }
+    let mut ok = 0;
+    for c in clients {
+        ok += c.await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 50, "{swaps} swaps");
+    assert!(ok > 0, "some writes went through");
+    assert_eq!(
+        std::fs::read(&secret).unwrap(),
+        before,
+        "a record was written through the link ({ok} writes acknowledged)"
+    );
+    srv.stop().await;
+}

@@ -73,22 +73,27 @@ impl IntoResponse for ApiError {
 
 /// Reads a request body up to `limit` bytes, within `timeout`
 /// ([`Config::body_limits`](super::config::Config::body_limits)).
+///
+/// A body over the limit is answered 413 *after* the rest of it is read and
+/// dropped (up to [`DRAIN_MAX`], within the timeout), so that a client still
+/// sending reads a 413 instead of a reset connection.
 pub(crate) async fn read_body(
     (limit, timeout): (usize, Duration),
     req: Request,
 ) -> Result<Bytes, ApiError> {
-    if let Some(len) = req
+    let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        && len > limit as u64
-    {
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > DRAIN_MAX.max(limit) as u64) {
+        // Too big to even drain: answer now, the connection closes.
         return Err(too_large(limit));
     }
     let mut stream = req.into_body().into_data_stream();
     let read = async {
         let mut buf = Vec::new();
+        let mut seen = 0usize;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
                 ApiError::new(
@@ -97,10 +102,18 @@ pub(crate) async fn read_body(
                     format!("reading the body: {e}"),
                 )
             })?;
-            if buf.len() + chunk.len() > limit {
-                return Err(too_large(limit));
+            seen = seen.saturating_add(chunk.len());
+            if seen > limit {
+                buf = Vec::new();
+                if seen > DRAIN_MAX.max(limit) {
+                    break;
+                }
+                continue;
             }
             buf.extend_from_slice(&chunk);
+        }
+        if seen > limit {
+            return Err(too_large(limit));
         }
         Ok(Bytes::from(buf))
     };
@@ -113,6 +126,10 @@ pub(crate) async fn read_body(
         )),
     }
 }
+
+/// Most of a body over the limit read (and dropped) so that its client can
+/// read the 413; past it the connection is closed.
+pub(crate) const DRAIN_MAX: usize = 64 << 20;
 
 pub(crate) fn too_large(limit: usize) -> ApiError {
     ApiError::new(

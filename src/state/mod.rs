@@ -92,8 +92,22 @@ impl Store {
 
     /// Opens (creating if needed) the store at `path`.
     pub fn open(path: impl Into<PathBuf>) -> Result<Store, Error> {
-        let path = path.into();
-        let conn = Connection::open(&path).map_err(|e| state_err(&path, e))?;
+        Store::open_with(path.into(), rusqlite::OpenFlags::default())
+    }
+
+    /// Opens the store at `path` like [`open`](Self::open), refusing a
+    /// `path` that is a symbolic link (its journal and shared-memory files
+    /// are never followed either): for stores in a directory that others
+    /// can write to.
+    pub fn open_no_follow(path: impl Into<PathBuf>) -> Result<Store, Error> {
+        Store::open_with(
+            path.into(),
+            rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
+        )
+    }
+
+    fn open_with(path: PathBuf, flags: rusqlite::OpenFlags) -> Result<Store, Error> {
+        let conn = Connection::open_with_flags(&path, flags).map_err(|e| state_err(&path, e))?;
         let store = Store { path, conn };
         store
             .conn

@@ -2,8 +2,8 @@
 //! `--log-dir`, each with its own single writer and live replay.
 //!
 //! Under `--log-dir`, ids match `[A-Za-z0-9][A-Za-z0-9._-]{0,127}` (so no id
-//! names a path outside the directory), a log that is a symlink must resolve
-//! inside the directory, and the live replays are kept in an LRU bounded by
+//! names a path outside the directory), no log or state store is a symbolic
+//! link (none is followed, even one swapped in mid-request), and the live replays are kept in an LRU bounded by
 //! `--max-live-bytes` (the rendered bytes they hold) and dropped after
 //! `--idle-timeout` unused; a log dropped and asked for again is rebuilt
 //! from its file. Dropping a log's state never loses a write: requests in
@@ -136,24 +136,38 @@ impl LogDir {
         })
     }
 
-    /// The path of log `id`, checked: a symlink must resolve inside the
-    /// directory.
+    /// The path of log `id`, checked: neither the log nor its state store
+    /// may be a symbolic link (none is followed under `--log-dir`; the
+    /// files are also opened with `O_NOFOLLOW`, so a link swapped in after
+    /// this check is refused too).
     fn path_of(&self, id: &str) -> Result<PathBuf, ApiError> {
         if !valid_id(id) {
             return Err(bad_id(id));
         }
         let path = self.root.join(format!("{id}.log"));
-        if let Ok(meta) = std::fs::symlink_metadata(&path)
-            && meta.file_type().is_symlink()
-        {
-            let inside = std::fs::canonicalize(&path)
-                .map(|target| target.starts_with(&self.root))
-                .unwrap_or(false);
-            if !inside {
+        for p in [path.clone(), crate::state::Store::path_for(&path)] {
+            if let Ok(meta) = std::fs::symlink_metadata(&p)
+                && meta.file_type().is_symlink()
+            {
+                let outside = !std::fs::canonicalize(&p)
+                    .map(|target| target.starts_with(&self.root))
+                    .unwrap_or(false);
+                let what = if p == path {
+                    "log"
+                } else {
+                    "state store of log"
+                };
                 return Err(ApiError::new(
                     StatusCode::FORBIDDEN,
-                    "log_outside_directory",
-                    format!("log {id:?} is a link to a file outside the log directory"),
+                    if outside {
+                        "log_outside_directory"
+                    } else {
+                        "log_is_a_link"
+                    },
+                    format!(
+                        "the {what} {id:?} is a symbolic link{}; under --log-dir none is followed",
+                        if outside { " out of the directory" } else { "" }
+                    ),
                 ));
             }
         }

@@ -79,13 +79,23 @@ impl AppState {
             .unwrap_or_else(|| Store::path_for(&self.cfg.log))
     }
 
+    /// Whether the log and its store may be symbolic links: not under
+    /// `--log-dir`, whose files are opened without following any.
+    pub(crate) fn follows_links(&self) -> bool {
+        self.cfg.log_dir.is_none()
+    }
+
     /// The state store, opened on first use.
     pub(crate) fn store(&self) -> Result<Arc<Mutex<Store>>, crate::Error> {
         let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }
-        let s = Arc::new(Mutex::new(Store::open(self.store_path())?));
+        let s = match self.follows_links() {
+            true => Store::open(self.store_path()),
+            false => Store::open_no_follow(self.store_path()),
+        };
+        let s = Arc::new(Mutex::new(s?));
         *slot = Some(s.clone());
         Ok(s)
     }
@@ -129,13 +139,25 @@ impl AppState {
                 "the log does not exist (and --create-logs is off)",
             ));
         }
-        let (w, thread) = Writer::start(&self.cfg.log, self.cfg.fsync, &self.store_path())?;
+        let (w, thread) = Writer::start(
+            &self.cfg.log,
+            self.cfg.fsync,
+            &self.store_path(),
+            self.follows_links(),
+        )?;
         threads.retain(|t| !t.is_finished());
         threads.push(thread);
         Ok(self.writer.get_or_init(|| w))
     }
 
     pub(crate) fn append_failed(&self, e: &std::io::Error) -> ApiError {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "log_is_a_link",
+                "the log is a symbolic link; under --log-dir none is followed",
+            );
+        }
         if e.kind() == std::io::ErrorKind::NotFound {
             return ApiError::new(
                 StatusCode::NOT_FOUND,

@@ -84,12 +84,18 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(
-            // One line per request at INFO: method, path, status, latency
-            // (headers are never logged, so neither is a client's key).
+            // One line per request at INFO: method, path, status, latency.
+            // Neither headers nor the query string are logged, so neither is
+            // a token a client put there.
             tower_http::trace::TraceLayer::new_for_http()
-                .make_span_with(
-                    tower_http::trace::DefaultMakeSpan::new().level(tracing::Level::INFO),
-                )
+                .make_span_with(|req: &axum::http::Request<_>| {
+                    tracing::info_span!(
+                        "request",
+                        method = %req.method(),
+                        path = %req.uri().path(),
+                        version = ?req.version(),
+                    )
+                })
                 .on_response(
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::INFO),
                 ),

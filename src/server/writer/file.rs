@@ -2,6 +2,7 @@
 //! regular file only), its identity, the advisory lock, one byte read.
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub(super) fn identity(m: &std::fs::Metadata) -> (u64, u64) {
@@ -11,8 +12,13 @@ pub(super) fn identity(m: &std::fs::Metadata) -> (u64, u64) {
 
 /// Opens (creating if needed) the log for appending. A log that is there
 /// must be a regular file: a FIFO or a device would block or never end.
-pub(super) fn open_log(path: &Path, sync_dir: bool) -> std::io::Result<File> {
-    let existed = match std::fs::metadata(path) {
+pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Result<File> {
+    let meta = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    };
+    let existed = match meta {
         Ok(m) if !m.is_file() => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -23,11 +29,14 @@ pub(super) fn open_log(path: &Path, sync_dir: bool) -> std::io::Result<File> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(e),
     };
-    let file = OpenOptions::new()
-        .read(true)
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut options = OpenOptions::new();
+    options.read(true).create(true).append(true);
+    if !follow {
+        // A link swapped in after the check above is refused here (ELOOP),
+        // so no write ever lands outside.
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    let file = options.open(path)?;
     if !existed && sync_dir {
         // The new file's directory entry is on disk before any append is
         // acknowledged.

@@ -145,7 +145,7 @@ mod tests {
         drop(f);
         drop(store);
         // A new process: the writer settles the journal as it starts.
-        let (w, thread) = Writer::start(&path, false, &db).unwrap();
+        let (w, thread) = Writer::start(&path, false, &db, true).unwrap();
         drop(w);
         thread.join();
         let mut store = Store::open(&db).unwrap();
@@ -189,7 +189,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wm.log");
         let db = dir.path().join("wm.db");
-        let (w, thread) = Writer::start(&path, true, &db).unwrap();
+        let (w, thread) = Writer::start(&path, true, &db, true).unwrap();
         for i in 0..3 {
             let line = Line::verbatim(format!("{{\"type\":\"e\",\"ts_ms\":{i}}}").into_bytes());
             let (_, durable) = w.append_blocking(vec![line]).unwrap();
@@ -205,7 +205,7 @@ mod tests {
             Store::open(&db).unwrap().pending_batches().unwrap().len(),
             1
         );
-        let (w, thread) = Writer::start(&path, true, &db).unwrap();
+        let (w, thread) = Writer::start(&path, true, &db, true).unwrap();
         drop(w);
         thread.join();
         assert_eq!(std::fs::read(&path).unwrap(), before, "found whole, kept");

@@ -98,14 +98,21 @@ impl Writer {
     /// entry synced). `fsync`: sync each append to disk before
     /// acknowledging it as durable. `journal`: the state store that keeps
     /// the batches begun (see the module docs); a batch a crash left in it
-    /// is settled here, before this returns.
+    /// is settled here, before this returns. `follow`: whether the log and
+    /// the journal may be symbolic links (false: refused, with `ELOOP`, now
+    /// and at every reopen).
     pub fn start(
         path: &Path,
         fsync: bool,
         journal: &Path,
+        follow: bool,
     ) -> std::io::Result<(Writer, WriterThread)> {
-        let file = open_log(path, fsync)?;
-        let store = Store::open(journal).map_err(journal_err)?;
+        let file = open_log(path, fsync, follow)?;
+        let store = match follow {
+            true => Store::open(journal),
+            false => Store::open_no_follow(journal),
+        }
+        .map_err(journal_err)?;
         let mut appender = Appender {
             file,
             path: path.to_path_buf(),
@@ -113,6 +120,7 @@ impl Writer {
             last_ts: 0,
             journal: store,
             settled: Vec::new(),
+            follow,
         };
         journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
         let (tx, rx) = mpsc::channel::<Job>(1024);
@@ -212,6 +220,8 @@ struct Appender {
     /// Batches synced that answer no key: removed from the journal with the
     /// next one begun (until then a restart finds them whole).
     settled: Vec<i64>,
+    /// Whether the log may be a symbolic link (see [`Writer::start`]).
+    follow: bool,
 }
 
 impl Appender {
@@ -315,7 +325,7 @@ impl Appender {
         // A rotated or removed log: append to the file now at the path.
         if moved(&self.file, &self.path) {
             tracing::info!(path = %self.path.display(), "the log was replaced; reopening it");
-            self.file = open_log(&self.path, self.fsync)?;
+            self.file = open_log(&self.path, self.fsync, self.follow)?;
         }
         let file = &self.file;
         let _lock = Locked::take(file)?;
@@ -466,12 +476,13 @@ mod tests {
         let path = dir.path().join("wm.log");
         std::fs::write(&path, before).unwrap();
         let mut a = Appender {
-            file: open_log(&path, false).unwrap(),
+            file: open_log(&path, false, true).unwrap(),
             path: path.clone(),
             fsync: false,
             last_ts: 0,
             journal: Store::open(dir.path().join("wm.db")).unwrap(),
             settled: Vec::new(),
+            follow: true,
         };
         let (mut appended, journal) = a.write(&[lines.as_slice()], &[None]).unwrap();
         a.journal.end_batch(journal, true).unwrap();
@@ -532,7 +543,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wm.log");
         std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}").unwrap();
-        let (w, thread) = Writer::start(&path, false, &dir.path().join("wm.db")).unwrap();
+        let (w, thread) = Writer::start(&path, false, &dir.path().join("wm.db"), true).unwrap();
         let line = Line::verbatim(b"{\"type\":\"b\",\"ts_ms\":2}".to_vec());
         let (appended, _durable) = w.append_blocking(vec![line]).unwrap();
         let back = LogWriter::read_back(&w, appended[0].offset, appended[0].len).unwrap();
