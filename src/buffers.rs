@@ -70,6 +70,26 @@ pub(crate) fn huge_vec_with_capacity<T>(n: usize) -> Vec<T> {
     v
 }
 
+/// Room for `n` more elements in `v`, reserved fallibly: the usual
+/// amortised growth, else exactly `n` more (what is left of an address
+/// space may hold that, not double), else the [`AllocError`] of the size
+/// it needed. For buffers that grow with the input (the parse's joined
+/// records and js arena), whose growth failing must not abort the process.
+///
+/// [`AllocError`]: crate::AllocError
+pub(crate) fn try_grow<T>(v: &mut Vec<T>, n: usize) -> Result<(), crate::AllocError> {
+    if v.try_reserve(n).is_ok() || v.try_reserve_exact(n).is_ok() {
+        return Ok(());
+    }
+    let bytes = v
+        .len()
+        .saturating_add(n)
+        .saturating_mul(std::mem::size_of::<T>());
+    Err(crate::AllocError {
+        bytes: bytes as u64,
+    })
+}
+
 /// `n` zero bytes, or `None` when the allocator cannot give them: for a
 /// buffer whose size comes from the input and that is written whole (the
 /// live state's rendered messages). Like `vec![0; n]`, fresh memory from the
@@ -164,6 +184,17 @@ pub(crate) mod tests {
         assert_eq!(v, b"still usable");
         let v: Vec<[u64; 4]> = huge_vec_with_capacity((1 << 62) / 32);
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn growth_beyond_memory_is_an_error_and_leaves_the_buffer_usable() {
+        let mut v: Vec<u64> = vec![1, 2, 3];
+        assert_eq!(super::try_grow(&mut v, 5), Ok(()));
+        assert!(v.capacity() >= 8);
+        let e = super::try_grow(&mut v, 1 << 58).unwrap_err();
+        assert_eq!(e.bytes, ((1u64 << 58) + 3) * 8);
+        v.push(4);
+        assert_eq!(v, [1, 2, 3, 4]);
     }
 
     #[test]

@@ -44,9 +44,10 @@ pub enum Error {
         /// What was noticed.
         what: &'static str,
     },
-    /// The log (or the part of it to read) does not fit in memory: reading
-    /// it would need more than the allocator could give.
-    #[error("{}: cannot allocate {bytes} bytes to read it", path.display())]
+    /// The log does not fit in memory: reading it, replaying it or rendering
+    /// its replay would need a buffer (sized from the log) that the allocator
+    /// could not give. Nothing was cut short silently: the result is withheld.
+    #[error("{}: cannot allocate {bytes} bytes: the log's replay does not fit in memory", path.display())]
     OutOfMemory {
         /// The file.
         path: PathBuf,
@@ -68,6 +69,53 @@ pub enum Error {
     /// An ack named a prepare id the store has never issued.
     #[error("unknown prepare_id {0:?}")]
     UnknownPrepare(String),
+}
+
+/// A buffer sized from the log (the replayed records, the re-serialised
+/// records of [`RecordMode::Js`](crate::RecordMode::Js), a rendered body)
+/// that the allocator could not give: what the fallible replay and renders
+/// ([`try_replay`](crate::try_replay),
+/// [`Replay::try_render_request`](crate::Replay::try_render_request),
+/// [`Replay::try_render_messages`](crate::Replay::try_render_messages))
+/// return instead of aborting the process. [`AllocError::for_log`] words it
+/// as the [`Error::OutOfMemory`] of a file.
+///
+/// ```
+/// use wmreplay::AllocError;
+///
+/// let e = AllocError { bytes: 1 << 40 };
+/// assert_eq!(e.to_string(), "cannot allocate 1099511627776 bytes");
+/// let e = e.for_log("wm.log");
+/// assert!(e.to_string().starts_with("wm.log: cannot allocate 1099511627776 bytes"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cannot allocate {bytes} bytes")]
+pub struct AllocError {
+    /// The size of the allocation that failed.
+    pub bytes: u64,
+}
+
+impl AllocError {
+    /// The [`Error::OutOfMemory`] of the log at `path`.
+    #[cold]
+    pub fn for_log(self, path: impl Into<PathBuf>) -> Error {
+        Error::OutOfMemory {
+            path: path.into(),
+            bytes: self.bytes,
+        }
+    }
+
+    /// Ends the process as a failed infallible allocation does (the
+    /// allocator's error handler: "memory allocation of N bytes failed",
+    /// then an abort): for the infallible forms of the fallible renders.
+    #[cold]
+    pub(crate) fn abort(self) -> ! {
+        let size = usize::try_from(self.bytes).unwrap_or(usize::MAX);
+        match std::alloc::Layout::from_size_align(size, 1) {
+            Ok(layout) => std::alloc::handle_alloc_error(layout),
+            Err(_) => panic!("capacity overflow"),
+        }
+    }
 }
 
 impl Error {

@@ -70,7 +70,7 @@ mod simd;
 #[cfg(feature = "state")]
 pub mod state;
 
-pub use error::Error;
+pub use error::{AllocError, Error};
 pub use input::{FileIdentity, LogBytes, ReadMode};
 pub use live::{LiveInfo, LiveReplay, Refresh};
 pub use parse::json::JsonErrorKind;
@@ -82,9 +82,10 @@ pub use render::request::{
     system_prompt,
 };
 pub use replay::{
-    RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings, replay,
-    replay_with_progress,
+    MAX_THREADS_PER_CORE, RecordMode, Replay, ReplayOptions, ReplayStats, Skip, StageTimings,
+    replay, replay_with_progress,
 };
+pub use replay::{try_replay, try_replay_with_progress};
 pub use select::tokens::Tokenizer;
 pub use select::{Pending, SelectReport, Selection, WindowStart};
 

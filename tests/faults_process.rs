@@ -298,3 +298,294 @@ async fn a_token_in_the_query_string_is_never_logged() {
     assert!(!logs.contains(secret), "the query's token was logged");
     assert!(!logs.contains(&secret[..12]));
 }
+
+/// Resident memory of `pid` now, in bytes (VmRSS).
+fn rss_now(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Sends `n` requests at once; their statuses.
+async fn at_once(n: usize, url: String, body: std::sync::Arc<Vec<u8>>) -> Vec<u16> {
+    let mut all = Vec::new();
+    for _ in 0..n {
+        let (url, body) = (url.clone(), body.clone());
+        all.push(tokio::spawn(async move {
+            let r = client()
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body.to_vec())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            if status == 503 {
+                assert!(
+                    r.headers().get("retry-after").is_some(),
+                    "503 without retry-after"
+                );
+            }
+            let text = r.text().await.unwrap();
+            assert!(
+                matches!(status, 200 | 503),
+                "{status}: {}",
+                &text[..text.len().min(300)]
+            );
+            status
+        }));
+    }
+    let mut out = Vec::new();
+    for t in all {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// 7. Bounds that hold under concurrency: the work of requests running at
+/// once — bodies of tiny records, replays of distinct logs, deltas of a
+/// 100 MB log — is admitted against `--max-memory`; what is past it gets
+/// 503 with `retry-after`, and the server's peak memory stays within the
+/// budget (over what it held before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_work_stays_within_the_memory_budget() {
+    let budget: u64 = 96 << 20;
+    let slack: u64 = 48 << 20;
+    // 16 bodies of 1 MiB of tiny records at once.
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let srv = Serving::start(
+            &log,
+            &[
+                "--no-fsync",
+                "--body-limit",
+                "2MiB",
+                "--max-memory",
+                "96MiB",
+            ],
+            &[],
+            None,
+        );
+        let before = rss_now(srv.child.id());
+        let mut body = b"[".to_vec();
+        let mut i = 0;
+        while body.len() < (1 << 20) - 40 {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(format!(r#"{{"type":"t","n":{i}}}"#).as_bytes());
+            i += 1;
+        }
+        body.push(b']');
+        let statuses = at_once(16, format!("{}/v1/records", srv.url), body.into()).await;
+        assert!(statuses.contains(&200));
+        let peak = peak_rss(srv.child.id());
+        eprintln!(
+            "16 x 1 MiB of tiny records: {statuses:?}, peak {} MB over {} MB",
+            peak >> 20,
+            before >> 20
+        );
+        assert!(peak < before + budget + slack, "peak {} MB", peak >> 20);
+        srv.stop();
+    }
+    // 40 distinct logs of 2 MB replayed at once under --log-dir.
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = Vec::new();
+        let mut n = 0u64;
+        while text.len() < 2 << 20 {
+            text.extend_from_slice(
+                format!(
+                    "{{\"type\":\"wm_event\",\"ts_ms\":{},\"text\":\"event {n} {}\"}}\n",
+                    1_763_700_000_000u64 + n,
+                    "z".repeat(150)
+                )
+                .as_bytes(),
+            );
+            n += 1;
+        }
+        for i in 0..40 {
+            std::fs::write(dir.path().join(format!("l{i}.log")), &text).unwrap();
+        }
+        let args: Vec<String> = [
+            "--log-dir",
+            dir.path().to_str().unwrap(),
+            "--no-fsync",
+            "--max-live-bytes",
+            "20MiB",
+            "--max-memory",
+            "64MiB",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let srv = Serving::launch(&args, &[], None);
+        let before = rss_now(srv.child.id());
+        let mut all = Vec::new();
+        for i in 0..40 {
+            let url = format!("{}/v1/logs/l{i}/context", srv.url);
+            all.push(tokio::spawn(async move {
+                let r = client()
+                    .post(&url)
+                    .body(r#"{"text":"q"}"#)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status().as_u16();
+                let _ = r.bytes().await;
+                status
+            }));
+        }
+        let mut statuses = Vec::new();
+        for t in all {
+            statuses.push(t.await.unwrap());
+        }
+        assert!(
+            statuses.iter().all(|s| matches!(s, 200 | 503)),
+            "{statuses:?}"
+        );
+        assert!(statuses.contains(&200));
+        let peak = peak_rss(srv.child.id());
+        eprintln!(
+            "40 logs of 2 MB: {} answered, peak {} MB over {} MB",
+            statuses.iter().filter(|&&s| s == 200).count(),
+            peak >> 20,
+            before >> 20
+        );
+        assert!(
+            peak < before + (64 << 20) + (20 << 20) + slack,
+            "peak {} MB",
+            peak >> 20
+        );
+        srv.stop();
+    }
+    // Eight deltas of a 100 MB log at once.
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        let mut text = Vec::with_capacity(101 << 20);
+        let mut n = 0u64;
+        while text.len() < 100 << 20 {
+            text.extend_from_slice(
+                format!(
+                    "{{\"type\":\"wm_event\",\"ts_ms\":{},\"text\":\"event {n} {}\"}}\n",
+                    1_763_700_000_000u64 + n,
+                    "z".repeat(150)
+                )
+                .as_bytes(),
+            );
+            n += 1;
+        }
+        std::fs::write(&log, &text).unwrap();
+        drop(text);
+        let srv = Serving::start(&log, &["--no-fsync", "--max-memory", "512MiB"], &[], None);
+        let before = rss_now(srv.child.id());
+        let mut all = Vec::new();
+        for s in 0..8 {
+            let url = format!("{}/v1/turn/prepare", srv.url);
+            all.push(tokio::spawn(async move {
+                let r = client()
+                    .post(&url)
+                    .body(json!({"session_key": format!("s{s}")}).to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status().as_u16();
+                let _ = r.bytes().await;
+                status
+            }));
+        }
+        let mut statuses = Vec::new();
+        for t in all {
+            statuses.push(t.await.unwrap());
+        }
+        assert!(
+            statuses.iter().all(|s| matches!(s, 200 | 503)),
+            "{statuses:?}"
+        );
+        assert!(statuses.contains(&200));
+        let peak = peak_rss(srv.child.id());
+        eprintln!(
+            "8 deltas of 100 MB: {statuses:?}, peak {} MB over {} MB",
+            peak >> 20,
+            before >> 20
+        );
+        assert!(
+            peak < before + (512 << 20) + slack,
+            "peak {} MB",
+            peak >> 20
+        );
+        srv.stop();
+    }
+}
+
+/// Threads of `pid` now.
+fn threads_of(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// 7. `--threads` is capped at a few per core: `stats --threads 100000`
+/// finishes at once, and `serve --threads 100000` under 20 concurrent
+/// replays keeps its thread count bounded and `/healthz` answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_thread_count_is_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let t = Instant::now();
+    let out = wmreplay()
+        .args(["stats", "--threads", "100000"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "stats took {:?}",
+        t.elapsed()
+    );
+    let srv = Serving::start(&log, &["--no-fsync", "--threads", "100000"], &[], None);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let mut peak_threads = 0;
+    for round in 0..5 {
+        let mut all = Vec::new();
+        for i in 0..20 {
+            // A record each, so each context replays something new.
+            let url = srv.url.clone();
+            all.push(tokio::spawn(async move {
+                post(
+                    &format!("{url}/v1/records"),
+                    format!(r#"{{"type":"n","text":"{round} {i}"}}"#),
+                )
+                .await;
+                post(&format!("{url}/v1/context"), r#"{"text":"q"}"#)
+                    .await
+                    .0
+            }));
+        }
+        peak_threads = peak_threads.max(threads_of(srv.child.id()));
+        for t in all {
+            assert!(matches!(t.await.unwrap(), 200 | 503));
+        }
+        let (s, _) = get(&format!("{}/healthz", srv.url)).await;
+        assert_eq!(s, 200);
+        peak_threads = peak_threads.max(threads_of(srv.child.id()));
+    }
+    // The runtime's workers and blocking threads, the writer, and one pool
+    // of at most 4 per core.
+    assert!(
+        peak_threads < 4 * cores + 600,
+        "{peak_threads} threads for {cores} cores"
+    );
+    srv.stop();
+}

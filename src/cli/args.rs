@@ -86,7 +86,7 @@ impl SelectArgs {
 
 #[derive(Args, Debug)]
 pub struct EngineArgs {
-    /// Worker threads (0 = one per core).
+    /// Worker threads (0 = one per core; at most 4 per core are used).
     #[arg(long, default_value_t = 0, value_name = "N")]
     threads: usize,
     /// Read the log with read() instead of mapping it (safer if another
@@ -256,17 +256,24 @@ pub fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
     }
 }
 
-pub fn replay<'a>(bytes: &'a LogBytes, engine: &EngineArgs, max_skips: usize) -> Replay<'a> {
+/// Replays the log; records that do not fit in memory are an error naming
+/// the log (exit status 1), not an abort.
+pub fn replay<'a>(
+    bytes: &'a LogBytes,
+    engine: &EngineArgs,
+    max_skips: usize,
+) -> Result<Replay<'a>, Failure> {
     let options = replay_options(engine, max_skips);
     let data = bytes.bytes();
     let message = format!("replaying {}", bytes.path().display());
-    if let Some(bar) = progress_bar(data.len() as u64, message) {
-        let replayed = wmreplay::replay_with_progress(data, &options, &|n| bar.inc(n));
+    let replayed = if let Some(bar) = progress_bar(data.len() as u64, message) {
+        let replayed = wmreplay::try_replay_with_progress(data, &options, &|n| bar.inc(n));
         bar.finish_and_clear();
         replayed
     } else {
-        wmreplay::replay(data, &options)
-    }
+        wmreplay::try_replay(data, &options)
+    };
+    Ok(replayed.map_err(|e| e.for_log(bytes.path()))?)
 }
 
 /// A progress bar on stderr for `total` bytes, when stderr is a terminal and

@@ -110,7 +110,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     let filter = if session_only { session.clone() } else { None };
     let sel = select.selection(filter)?;
     let bytes = open(&log, &engine)?;
-    let mut replayed = replay(&bytes, &engine, 0);
+    let mut replayed = replay(&bytes, &engine, 0)?;
     bytes.verify()?;
     apply_selection(&mut replayed, &sel, &select, &log)?;
     let system = wmreplay::system_prompt(system.as_deref());
@@ -148,7 +148,7 @@ pub fn replay_messages(args: ReplayArgs) -> Result<(), Failure> {
     } = args;
     let sel = select.selection(session)?;
     let bytes = open(&log, &engine)?;
-    let mut replayed = replay(&bytes, &engine, 0);
+    let mut replayed = replay(&bytes, &engine, 0)?;
     bytes.verify()?;
     apply_selection(&mut replayed, &sel, &select, &log)?;
     let t = std::time::Instant::now();
@@ -173,7 +173,7 @@ pub fn stats(args: StatsArgs) -> Result<(), Failure> {
     let sel = select.selection(session)?;
     let bytes = open(&log, &engine)?;
     let n = skips.unwrap_or(0);
-    let mut replayed = replay(&bytes, &engine, n);
+    let mut replayed = replay(&bytes, &engine, n)?;
     bytes.verify()?;
     let report = select_with_state(&mut replayed, &sel, &select, &log)?;
     let mut json = replayed.stats().to_json(n);

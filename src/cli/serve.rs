@@ -35,6 +35,12 @@ pub struct ServeArgs {
     /// when asked for again) [default: a quarter of the machine's memory].
     #[arg(long, env = "WMREPLAY_MAX_LIVE_BYTES", value_name = "SIZE", value_parser = parse_live_bytes)]
     max_live_bytes: Option<u64>,
+    /// Memory the requests' work may hold at once — bodies being parsed,
+    /// replays being brought up to date, deltas being prepared — estimated
+    /// before each starts; past it a request gets 503 with retry-after
+    /// [default: a quarter of the machine's memory].
+    #[arg(long, env = "WMREPLAY_MAX_MEMORY", value_name = "SIZE", value_parser = parse_live_bytes)]
+    max_memory: Option<u64>,
     /// Under --log-dir: a live replay unused this long is dropped.
     #[arg(long, env = "WMREPLAY_IDLE_TIMEOUT", default_value = "10m", value_parser = parse_ttl)]
     idle_timeout: std::time::Duration,
@@ -139,7 +145,8 @@ pub struct ServeArgs {
     /// appends included) before the server closes what is left and exits.
     #[arg(long, env = "WMREPLAY_SHUTDOWN_TIMEOUT", default_value = "10", value_parser = parse_timeout)]
     shutdown_timeout: std::time::Duration,
-    /// Worker threads for replaying (0 = one per core).
+    /// Worker threads for replaying (0 = one per core; at most 4 per core
+    /// are used).
     #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
     threads: usize,
     /// Deepest nesting accepted in a line; deeper lines are skipped.
@@ -262,6 +269,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         (None, None) => return Err(Failure::Usage("--log or --log-dir is required".into())),
     };
     cfg.create_logs = args.create_logs;
+    if let Some(b) = args.max_memory {
+        cfg.max_memory = b;
+    }
     if let Some(b) = args.max_live_bytes {
         cfg.max_live_bytes = b;
     }

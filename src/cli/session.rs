@@ -68,7 +68,7 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
         },
     )?;
     write_stdout(|w| {
-        w.write_all(&prepared.to_json())?;
+        prepared.write_json(w)?;
         w.write_all(b"\n")
     })
 }

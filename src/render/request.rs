@@ -4,6 +4,7 @@
 use std::io::Write;
 
 use super::{Format, Role, Sequence};
+use crate::error::AllocError;
 use crate::escape::{self, put};
 use crate::parse::Record;
 use crate::render;
@@ -173,7 +174,16 @@ fn envelope(
     Envelope { head, tail }
 }
 
-/// The whole request body in one exactly-sized buffer.
+/// `n` zero bytes for a buffer sized from the log, or the [`AllocError`]
+/// when the allocator cannot give them (a body larger than memory, or than
+/// an address-space limit): never an abort.
+fn zeroed(n: usize) -> Result<Vec<u8>, AllocError> {
+    crate::buffers::try_zeroed(n).ok_or(AllocError { bytes: n as u64 })
+}
+
+/// The whole request body in one exactly-sized buffer (aborts, as `vec!`
+/// does, when it cannot be allocated: [`try_render_request`] returns the
+/// error instead).
 pub fn render_request(
     records: &[Record],
     log: &[u8],
@@ -181,10 +191,21 @@ pub fn render_request(
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
+    try_render_request(records, log, format, system, current).unwrap_or_else(|e| e.abort())
+}
+
+/// [`render_request`], allocated fallibly.
+pub fn try_render_request(
+    records: &[Record],
+    log: &[u8],
+    format: Format,
+    system: &str,
+    current: &CurrentRequest<'_>,
+) -> Result<Vec<u8>, AllocError> {
     let sized = SizedRequest::new(records, log, format, system, current);
-    let mut out = vec![0u8; sized.len()];
+    let mut out = zeroed(sized.len())?;
     sized.write_into(&mut out);
-    out
+    Ok(out)
 }
 
 /// A request body measured before it is written, so that it can be written
@@ -394,8 +415,18 @@ fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
 
 /// The replayed messages alone: a JSON array (`anthropic`, `openai` message
 /// shapes), NDJSON, or an XML `<memory_context>` document, in one
-/// exactly-sized buffer.
+/// exactly-sized buffer (aborts, as `vec!` does, when it cannot be
+/// allocated: [`try_render_messages`] returns the error instead).
 pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8> {
+    try_render_messages(records, log, format).unwrap_or_else(|e| e.abort())
+}
+
+/// [`render_messages`], allocated fallibly.
+pub fn try_render_messages(
+    records: &[Record],
+    log: &[u8],
+    format: Format,
+) -> Result<Vec<u8>, AllocError> {
     let (open, close) = replay_brackets(format);
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
@@ -405,24 +436,36 @@ pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8
         } else {
             format.separator().len()
         };
-    let mut out = vec![0u8; open.len() + body + close.len()];
+    let mut out = zeroed(open.len() + body + close.len())?;
     let w = put(&mut out, 0, open);
     render::write_with_lens(records, &lens, log, format, &mut out[w..w + body]);
+    // Shorter than the buffer (the last separator dropped): no reallocation.
     out.truncate(w + kept);
     out.extend_from_slice(close);
-    out
+    Ok(out)
 }
 
 /// The records as an XML document (`<memory_context>` or `<memory_delta>`).
 pub fn render_xml(records: &[Record], log: &[u8], doc: crate::render::xml::Document) -> Vec<u8> {
+    try_render_xml(records, log, doc).unwrap_or_else(|e| e.abort())
+}
+
+/// [`render_xml`], allocated fallibly, in one exactly-sized buffer (the
+/// closing tag too: appended to a buffer of the other bytes, it made the
+/// buffer grow, to twice its size, at the end).
+pub fn try_render_xml(
+    records: &[Record],
+    log: &[u8],
+    doc: crate::render::xml::Document,
+) -> Result<Vec<u8>, AllocError> {
     let lens = render::message_lens(records, log, Format::Xml);
     let body = lens.iter().sum::<u64>() as usize;
-    let head = doc.head();
-    let mut out = vec![0u8; head.len() + body];
+    let (head, tail) = (doc.head(), doc.tail());
+    let mut out = zeroed(head.len() + body + tail.len())?;
     let w = put(&mut out, 0, head.as_bytes());
-    render::write_with_lens(records, &lens, log, Format::Xml, &mut out[w..]);
-    out.extend_from_slice(doc.tail().as_bytes());
-    out
+    render::write_with_lens(records, &lens, log, Format::Xml, &mut out[w..w + body]);
+    put(&mut out, w + body, tail.as_bytes());
+    Ok(out)
 }
 
 /// Streams the replayed messages alone to `w` (see [`render_messages`]).

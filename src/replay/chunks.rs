@@ -9,6 +9,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::chunk_result::ChunkResult;
 use super::js_chunk::parse_chunk_js;
+use crate::buffers::try_grow;
 use crate::input::lines;
 use crate::order;
 use crate::parse::js::JsStringifier;
@@ -37,6 +38,12 @@ pub struct Parsed {
     /// The messages, when they were rendered while parsing
     /// ([`parse_range_rendered`]).
     pub(crate) rendered: Option<Rendered>,
+    /// Set when the joined records (or the js arena) could not grow: the
+    /// allocation that failed. The parse then went on counting lines but
+    /// kept no records (`records`, `late` and `arena` are empty): the
+    /// caller reports the error ([`try_replay`](super::try_replay)) or
+    /// aborts as an infallible allocation does ([`replay`](super::replay)).
+    pub alloc_failed: Option<crate::AllocError>,
 }
 
 /// Parses `log[range]`, whose first line is line `first_line` of the file.
@@ -198,6 +205,8 @@ struct Join {
     keep_records: bool,
     /// The rendered messages joined, when rendering.
     render: Option<RenderJoin>,
+    /// The allocation that failed, if one did ([`Parsed::alloc_failed`]).
+    alloc_failed: Option<crate::AllocError>,
 }
 
 impl Join {
@@ -231,6 +240,7 @@ impl Join {
             max_skips,
             keep_records,
             render: rendering.then(RenderJoin::new),
+            alloc_failed: None,
         }
     }
 
@@ -271,6 +281,17 @@ impl Join {
         if !self.keep_records {
             return;
         }
+        // The joined buffers grow with the log: a log (or its re-serialised
+        // records) too large for memory ends the keeping, not the process.
+        let grown = match (&mut self.arena, &p.arena) {
+            (Some(arena), Some(bytes)) => try_grow(arena, bytes.len()),
+            _ => Ok(()),
+        }
+        .and_then(|()| try_grow(&mut self.records, p.records.len()));
+        if let Err(e) = grown {
+            self.give_up(e);
+            return;
+        }
         let at = match (&mut self.arena, &p.arena) {
             (Some(arena), Some(bytes)) => {
                 let at = arena.len() as u64;
@@ -301,12 +322,29 @@ impl Join {
                 newest = key;
             } else {
                 copy_run(&p.records[run..k]);
+                if let Err(e) = try_grow(&mut self.late, 1) {
+                    self.give_up(e);
+                    return;
+                }
                 self.late.push(moved(r));
                 run = k + 1;
             }
         }
         copy_run(&p.records[run..]);
         self.newest = newest;
+    }
+
+    /// Stops keeping records after the allocation `e` failed, and frees
+    /// what was kept (the counts go on).
+    #[cold]
+    fn give_up(&mut self, e: crate::AllocError) {
+        self.alloc_failed = Some(e);
+        self.keep_records = false;
+        self.records = Vec::new();
+        self.late = Vec::new();
+        if let Some(arena) = &mut self.arena {
+            *arena = Vec::new();
+        }
     }
 
     fn into_parsed(self, parallel: bool) -> Parsed {
@@ -320,6 +358,7 @@ impl Join {
             arena: self.arena,
             stats: self.stats,
             lines: self.lines,
+            alloc_failed: self.alloc_failed,
             rendered: self.render.map(|r| Rendered {
                 first: r.first,
                 newest: r.newest,

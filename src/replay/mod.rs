@@ -7,6 +7,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use crate::error::AllocError;
 use crate::input::lines::{self};
 use crate::order;
 use crate::parse::{DEFAULT_MAX_DEPTH, Record, Validator};
@@ -43,7 +44,9 @@ pub use stats::{ReplayStats, Skip};
 #[non_exhaustive]
 pub struct ReplayOptions {
     /// Worker threads: 0 uses rayon's global pool (one per core), 1 parses on
-    /// the calling thread, N > 1 uses a pool of N threads. Default 0.
+    /// the calling thread, N > 1 uses a pool of N threads, at most
+    /// [`MAX_THREADS_PER_CORE`] per core (more are no faster, and cost a
+    /// thread each). Default 0.
     pub threads: usize,
     /// Bytes per parallel chunk (cut at line ends); 0 picks a size from the
     /// input and the thread count (about 8 chunks per thread, between 64 KiB
@@ -288,6 +291,27 @@ impl<'a> Replay<'a> {
         request::render_request(self.records(), self.data(), format, system, current)
     }
 
+    /// [`render_request`](Self::render_request), with the [`AllocError`]
+    /// instead of an abort when the body does not fit in memory.
+    ///
+    /// ```
+    /// use wmreplay::{CurrentRequest, Format, ReplayOptions, SYSTEM_RULE, replay};
+    ///
+    /// let replayed = replay(b"{\"type\":\"wm_event\",\"ts_ms\":1}\n", &ReplayOptions::default());
+    /// let current = CurrentRequest { text: "hi", session_id: None };
+    /// let body = replayed.try_render_request(Format::OpenAi, SYSTEM_RULE, &current)?;
+    /// assert_eq!(body, replayed.render_request(Format::OpenAi, SYSTEM_RULE, &current));
+    /// # Ok::<(), wmreplay::AllocError>(())
+    /// ```
+    pub fn try_render_request(
+        &self,
+        format: Format,
+        system: &str,
+        current: &CurrentRequest<'_>,
+    ) -> Result<Vec<u8>, AllocError> {
+        request::try_render_request(self.records(), self.data(), format, system, current)
+    }
+
     /// The request body in Anthropic's format with prompt-cache breakpoints
     /// placed for an append-only log (see [`CachePolicy`]): up to
     /// `policy.max_breakpoints` `cache_control` members on replayed messages
@@ -415,41 +439,115 @@ impl<'a> Replay<'a> {
         request::render_messages(self.records(), self.data(), format)
     }
 
+    /// [`render_messages`](Self::render_messages), with the [`AllocError`]
+    /// instead of an abort when they do not fit in memory.
+    pub fn try_render_messages(&self, format: Format) -> Result<Vec<u8>, AllocError> {
+        request::try_render_messages(self.records(), self.data(), format)
+    }
+
     /// Streams the replayed messages alone to `w`.
     pub fn write_messages(&self, format: Format, w: &mut dyn Write) -> std::io::Result<()> {
         request::write_messages(self.sequence(), self.data(), format, w)
     }
 }
 
-/// Runs `f` in a pool of `threads` threads (0: rayon's global pool; 1: here).
+/// Most worker threads per core a replay uses, whatever it asks for.
+pub const MAX_THREADS_PER_CORE: usize = 4;
+
+/// The worker threads a replay asking for `threads` gets: at most
+/// [`MAX_THREADS_PER_CORE`] per core.
+pub(crate) fn capped_threads(threads: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    threads.min(cores * MAX_THREADS_PER_CORE)
+}
+
+/// Runs `f` in a pool of `threads` threads (0: rayon's global pool; 1: here),
+/// capped ([`capped_threads`]). Each pool size is built once and kept, so
+/// replays running at once share it instead of each starting threads.
 pub(super) fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> T {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let threads = capped_threads(threads);
     if threads <= 1 || threads == rayon::current_num_threads() {
         return f();
     }
-    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
-        Ok(pool) => pool.install(f),
-        Err(_) => f(),
+    let pool = {
+        let mut pools = POOLS
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match pools.get(&threads) {
+            Some(p) => Some(p.clone()),
+            None => match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+                Ok(p) => {
+                    let p = Arc::new(p);
+                    pools.insert(threads, p.clone());
+                    Some(p)
+                }
+                Err(_) => None,
+            },
+        }
+    };
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
     }
 }
 
 /// Replays a whole log held in memory.
+///
+/// The records it keeps take memory in proportion to the log (and, in
+/// [`RecordMode::Js`], their re-serialised text about as much as the log):
+/// when that cannot be had, the process aborts, as a failed infallible
+/// allocation does. [`try_replay`] returns the error instead.
 pub fn replay<'a>(log: &'a [u8], options: &ReplayOptions) -> Replay<'a> {
     replay_with_progress(log, options, &|_| {})
 }
 
 /// Replays a whole log, calling `progress(bytes)` as chunks finish (from
-/// worker threads; the sum of all calls is the log's length).
+/// worker threads; the sum of all calls is the log's length). Aborts when
+/// its records do not fit in memory, as [`replay`] does.
 pub fn replay_with_progress<'a>(
     log: &'a [u8],
     options: &ReplayOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Replay<'a> {
+    try_replay_with_progress(log, options, progress).unwrap_or_else(|e| e.abort())
+}
+
+/// [`replay`], with the [`AllocError`] instead of an abort when the records
+/// it keeps do not fit in memory (a log larger than what is left of memory
+/// or of an address-space limit).
+///
+/// ```
+/// use wmreplay::{ReplayOptions, try_replay};
+///
+/// let log = b"{\"type\":\"wm_event\",\"ts_ms\":1}\n";
+/// let replayed = try_replay(log, &ReplayOptions::default())?;
+/// assert_eq!(replayed.records().len(), 1);
+/// # Ok::<(), wmreplay::AllocError>(())
+/// ```
+pub fn try_replay<'a>(log: &'a [u8], options: &ReplayOptions) -> Result<Replay<'a>, AllocError> {
+    try_replay_with_progress(log, options, &|_| {})
+}
+
+/// [`replay_with_progress`], with the [`AllocError`] instead of an abort
+/// (see [`try_replay`]).
+pub fn try_replay_with_progress<'a>(
+    log: &'a [u8],
+    options: &ReplayOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Replay<'a>, AllocError> {
     let t0 = Instant::now();
     let start = lines::content_start(log);
     if start > 0 {
         progress(start as u64);
     }
     let parsed = parse_range(log, start..log.len(), 1, options, progress);
+    if let Some(e) = parsed.alloc_failed {
+        return Err(e);
+    }
     let mut records = parsed.records;
     let arena = parsed.arena;
     let mut stats = parsed.stats;
@@ -459,6 +557,10 @@ pub fn replay_with_progress<'a>(
     stats.already_ordered = parsed.late.is_empty();
     let parallel = options.threads != 1;
     let mut late = parsed.late;
+    if !options.defer_merge {
+        // The merge grows the records by the late ones.
+        crate::buffers::try_grow(&mut records, late.len())?;
+    }
     run_in_pool(options.threads, || {
         order::sort_late(&mut late, parallel);
         if !options.defer_merge {
@@ -470,7 +572,7 @@ pub fn replay_with_progress<'a>(
         parse: t1 - t0,
         sort: t1.elapsed(),
     };
-    Replay {
+    Ok(Replay {
         log,
         arena,
         newlines,
@@ -480,5 +582,5 @@ pub fn replay_with_progress<'a>(
         parallel,
         stats,
         timings,
-    }
+    })
 }

@@ -96,6 +96,11 @@ pub struct Config {
     pub max_record_bytes: usize,
     /// Every route but `/healthz` requires `Authorization: Bearer <token>`.
     pub auth_token: Option<ApiKey>,
+    /// Memory the requests' work may hold at once (bodies being parsed,
+    /// replays being brought up to date, deltas being prepared), estimated
+    /// before each starts; past it a request is answered 503 with
+    /// `retry-after`. Default a quarter of the machine's memory.
+    pub max_memory: u64,
 }
 
 impl Config {
@@ -137,6 +142,7 @@ impl Config {
             log_dir: None,
             create_logs: true,
             max_live_bytes: default_max_live_bytes(),
+            max_memory: default_max_live_bytes(),
             idle_timeout: Duration::from_secs(600),
             max_record_bytes: 1 << 20,
             auth_token: None,

@@ -148,6 +148,7 @@ pub async fn serve(
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         threads: Arc::default(),
         turns: Arc::default(),
+        budget: Arc::new(app::budget::Budget::new(cfg.max_memory)),
         cfg,
     });
     let logs = match &shared.cfg.log_dir {

@@ -63,15 +63,7 @@ impl Prepared {
     /// `{"prepare_id","mode","from","to","records","body"}`, the body as a
     /// JSON string.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut out = format!(
-            "{{\"prepare_id\":\"{}\",\"mode\":\"{}\",\"from\":{},\"to\":{},\"records\":{},\"body\":\"",
-            self.prepare_id,
-            self.mode.name(),
-            self.from,
-            self.to,
-            self.records
-        )
-        .into_bytes();
+        let mut out = self.json_head().into_bytes();
         let at = out.len();
         out.resize(
             at + self.body.len() + crate::escape::escaped_extra(&self.body),
@@ -81,6 +73,36 @@ impl Prepared {
         out.truncate(at + n);
         out.extend_from_slice(b"\"}");
         out
+    }
+
+    /// [`to_json`](Self::to_json) written to `w`, the body escaped a piece
+    /// at a time instead of into a second buffer of its size (what
+    /// `wmreplay prepare` prints: a body that fits in memory once is
+    /// printed, never copied whole).
+    pub fn write_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        /// Body bytes escaped per write.
+        const PIECE: usize = 1 << 20;
+        w.write_all(self.json_head().as_bytes())?;
+        // Escaping makes a byte at most 6 (`\u001f`).
+        let mut escaped = vec![0u8; PIECE.min(self.body.len()) * 6];
+        for piece in self.body.chunks(PIECE) {
+            let len = piece.len() + crate::escape::escaped_extra(piece);
+            let n = crate::escape::write_escaped(piece, &mut escaped[..len]);
+            w.write_all(&escaped[..n])?;
+        }
+        w.write_all(b"\"}")
+    }
+
+    /// The JSON answer up to the body's opening quote.
+    fn json_head(&self) -> String {
+        format!(
+            "{{\"prepare_id\":\"{}\",\"mode\":\"{}\",\"from\":{},\"to\":{},\"records\":{},\"body\":\"",
+            self.prepare_id,
+            self.mode.name(),
+            self.from,
+            self.to,
+            self.records
+        )
     }
 }
 
@@ -304,9 +326,15 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let tail = &buf[..];
             let commit = memchr::memrchr(b'\n', tail).map_or(0, |k| k + 1);
             let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
+            if let Some(e) = parsed.alloc_failed {
+                return Err(e.for_log(path));
+            }
             let mut records = parsed.records;
             let data: &[u8] = parsed.arena.as_deref().unwrap_or(tail);
             let parallel = records.len() + parsed.late.len() > 4096;
+            // The merge grows the records by the late ones.
+            crate::buffers::try_grow(&mut records, parsed.late.len())
+                .map_err(|e| e.for_log(path))?;
             order::merge_late(&mut records, parsed.late, parallel);
             select::apply(&mut records, data, &filters, None, |o| o, |_| 0);
             let to = from + commit as u64;
@@ -315,7 +343,8 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             } else {
                 (
                     Mode::Delta,
-                    render_body(&records, data, req.format, Document::Delta { from, to }),
+                    render_body(&records, data, req.format, Document::Delta { from, to })
+                        .map_err(|e| e.for_log(path))?,
                 )
             };
             let fp = match &file {
@@ -340,9 +369,11 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let log = LogBytes::open(path, ReadMode::Auto)?;
             let all = log.bytes();
             let commit = memchr::memrchr(b'\n', all).map_or(0, |k| k + 1);
-            let mut r = crate::replay::replay(&all[..commit], req.options);
+            let mut r = crate::replay::try_replay(&all[..commit], req.options)
+                .map_err(|e| e.for_log(path))?;
             r.select(req.selection, None);
-            let body = render_body(r.records(), r.data(), req.format, Document::Context);
+            let body = render_body(r.records(), r.data(), req.format, Document::Context)
+                .map_err(|e| e.for_log(path))?;
             let fp = crate::input::fingerprint_bytes(&all[..commit]);
             log.verify()?;
             let prepared = Prepared {
@@ -362,14 +393,16 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
     Ok(prepared)
 }
 
+/// The body, in one buffer allocated fallibly: a log whose body does not fit
+/// in memory is an [`Error::OutOfMemory`] for the caller, not an abort.
 fn render_body(
     records: &[crate::parse::Record],
     log: &[u8],
     format: Format,
     doc: Document,
-) -> Vec<u8> {
+) -> Result<Vec<u8>, crate::AllocError> {
     match format {
-        Format::Xml => crate::render::request::render_xml(records, log, doc),
-        f => crate::render::request::render_messages(records, log, f),
+        Format::Xml => crate::render::request::try_render_xml(records, log, doc),
+        f => crate::render::request::try_render_messages(records, log, f),
     }
 }

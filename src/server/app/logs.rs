@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
     /// The turns running, over every log.
     pub(crate) turns: Arc<Turns>,
+    /// The memory budget of every request's work.
+    pub(crate) budget: Arc<super::budget::Budget>,
 }
 
 impl Shared {
@@ -60,11 +62,13 @@ impl Shared {
             threads: self.threads.clone(),
             create,
             live_bytes: Default::default(),
+            committed: Default::default(),
             used: Mutex::new(Instant::now()),
             replays: self.replays.clone(),
             window: Mutex::new(None),
             store: Mutex::new(None),
             turns: self.turns.clone(),
+            budget: self.budget.clone(),
             totals: Mutex::new(Totals::default()),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {

@@ -4,6 +4,7 @@
 //! brought up to date as the routes see it (`snapshot.rs`). The routes and
 //! the turn build on this module; it knows nothing of them.
 
+pub(crate) mod budget;
 pub(crate) mod logs;
 pub(crate) mod snapshot;
 
@@ -42,6 +43,8 @@ pub(crate) struct AppState {
     pub(crate) create: bool,
     /// Rendered bytes the live replay held at its last use.
     pub(crate) live_bytes: std::sync::atomic::AtomicU64,
+    /// Bytes of the log the live replay had read at its last use.
+    pub(crate) committed: std::sync::atomic::AtomicU64,
     /// When the log was last used.
     pub(crate) used: Mutex<std::time::Instant>,
     pub(crate) replays: Arc<Semaphore>,
@@ -51,6 +54,8 @@ pub(crate) struct AppState {
     pub(crate) store: Mutex<Option<Arc<Mutex<Store>>>>,
     /// The turns the server runs (every log's: shared).
     pub(crate) turns: Arc<Turns>,
+    /// The server's memory budget (shared).
+    pub(crate) budget: Arc<budget::Budget>,
     /// Tokens used since start.
     pub(crate) totals: Mutex<Totals>,
     /// Where the last turn's Anthropic cache breakpoints were.
@@ -104,24 +109,74 @@ impl AppState {
 impl AppState {
     pub(crate) fn permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         self.replays.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
+            let mut e = ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "busy",
                 format!(
                     "{} replays are already running; retry shortly",
                     self.cfg.max_concurrent
                 ),
-            )
+            );
+            e.retry_after = Some(std::time::Duration::from_secs(1));
+            e
         })
     }
 
     /// Records the rendered bytes the log's live replay holds (what the
     /// `--log-dir` memory bound counts).
     pub(crate) fn note_held(&self, live: &LiveReplay) {
-        self.live_bytes.store(
-            live.info().rendered_bytes,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let info = live.info();
+        self.live_bytes
+            .store(info.rendered_bytes, std::sync::atomic::Ordering::Relaxed);
+        self.committed
+            .store(info.committed_bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn log_len(&self) -> u64 {
+        std::fs::metadata(&self.cfg.log).map_or(0, |m| m.len())
+    }
+
+    /// Memory for bringing the replay up to date (the log read since its
+    /// last use), from the budget.
+    pub(crate) fn admit_replay(&self) -> Result<budget::Reserved, ApiError> {
+        let read = self.committed.load(std::sync::atomic::Ordering::Relaxed);
+        let new = self.log_len().saturating_sub(read);
+        self.budget.admit(
+            new * budget::REPLAY_FACTOR,
+            "bringing the replay up to date",
+        )
+    }
+
+    /// Memory for replaying the log's first `bytes` afresh, from the budget.
+    pub(crate) fn admit_fresh_replay(&self, bytes: u64) -> Result<budget::Reserved, ApiError> {
+        self.budget
+            .admit(bytes * budget::REPLAY_FACTOR, "replaying the log afresh")
+    }
+
+    /// Memory for a session delta (at most the whole log), from the budget.
+    pub(crate) fn admit_prepare(&self) -> Result<budget::Reserved, ApiError> {
+        self.budget
+            .admit(self.log_len() * budget::PREPARE_FACTOR, "preparing a delta")
+    }
+
+    /// Reads a request's body within the body limits, its memory reserved
+    /// from the budget first (held until the returned reservation drops).
+    pub(crate) async fn read_body(
+        &self,
+        req: axum::extract::Request,
+    ) -> Result<(bytes::Bytes, budget::Reserved), ApiError> {
+        let (limit, _) = self.cfg.body_limits();
+        let declared = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let bytes = declared.unwrap_or(limit as u64).min(limit as u64);
+        let held = self
+            .budget
+            .admit(bytes * budget::BODY_FACTOR, "reading the request body")?;
+        let body = crate::server::errors::read_body(self.cfg.body_limits(), req).await?;
+        Ok((body, held))
     }
 
     /// The log's writer, started (and the log created) on first use.

@@ -88,6 +88,7 @@ pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
 
 /// The log replayed up to its end.
 pub(crate) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
+    let _held = state.admit_replay()?;
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
         let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());

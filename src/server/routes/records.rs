@@ -21,12 +21,12 @@ use std::sync::Arc;
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use crate::parse::{LineParser, SkipReason};
 use crate::server::app::AppState;
-use crate::server::errors::{ApiError, idempotency_key, internal, json_response, read_body};
+use crate::server::errors::{ApiError, idempotency_key, internal, json_response};
 use crate::server::writer::{Appended, BatchKey, Line, LogWriter};
 use crate::state::{TurnBegin, TurnStatus};
 
@@ -109,7 +109,7 @@ fn check(
 /// `POST /v1/records`.
 pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let body = read_body(state.cfg.body_limits(), req).await?;
+    let (body, _held) = state.read_body(req).await?;
     let ndjson = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -224,16 +224,39 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
 
 /// The answer to a batch written: each record's `ts_ms` (as given, or the
 /// writer's), offset and length.
+///
+/// Written straight into one string (a batch of tiny records would
+/// otherwise cost a JSON object per record, many times the body's size).
 fn answer_of(appended: &[Appended], given: &[Option<f64>]) -> String {
-    let records: Vec<Value> = appended
-        .iter()
-        .zip(given)
-        .map(|(a, ts)| {
-            let ts = a.ts_ms.map_or_else(|| json!(ts), |t| json!(t));
-            json!({"ts_ms": ts, "offset": a.offset, "bytes": a.len})
-        })
-        .collect();
-    json!({"written": records.len(), "records": records}).to_string()
+    use std::fmt::Write;
+    let mut out = String::with_capacity(32 + appended.len() * 56);
+    let _ = write!(out, "{{\"written\":{},\"records\":[", appended.len());
+    for (i, (a, ts)) in appended.iter().zip(given).enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"ts_ms\":");
+        match (a.ts_ms, ts) {
+            (Some(t), _) => {
+                let _ = write!(out, "{t}");
+            }
+            (None, Some(t)) => push_number(&mut out, *t),
+            (None, None) => out.push_str("null"),
+        }
+        let _ = write!(out, ",\"offset\":{},\"bytes\":{}}}", a.offset, a.len);
+    }
+    out.push_str("]}");
+    out
+}
+
+/// A record's own `ts_ms` as JSON: an integer as an integer (not `1.0`).
+fn push_number(out: &mut String, t: f64) {
+    use std::fmt::Write;
+    if t.fract() == 0.0 && t.abs() < 9_007_199_254_740_992.0 {
+        let _ = write!(out, "{}", t as i64);
+    } else {
+        out.push_str(&json!(t).to_string());
+    }
 }
 
 #[cfg(test)]

@@ -10,14 +10,14 @@ use bytes::Bytes;
 
 use crate::server::app::AppState;
 use crate::server::app::snapshot::{snapshot, stats_json};
-use crate::server::errors::{ApiError, json_response, read_body};
+use crate::server::errors::{ApiError, json_response};
 use crate::server::turn::{self, parse_input, stream_body};
 
 /// `POST /respond`: a turn, or without an upstream the request it would
 /// send (nothing appended).
 pub(crate) async fn respond(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let body = read_body(state.cfg.body_limits(), req).await?;
+    let (body, _held) = state.read_body(req).await?;
     let input = parse_input(&headers, &body)?;
     if state.upstream.is_some() {
         return turn::respond(state, input).await;
@@ -34,7 +34,7 @@ pub(crate) async fn respond(state: Arc<AppState>, req: Request) -> Result<Respon
 /// `POST /v1/context`: the request body `/respond` would send now.
 pub(crate) async fn context(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
-    let body = read_body(state.cfg.body_limits(), req).await?;
+    let (body, _held) = state.read_body(req).await?;
     let input = parse_input(&headers, &body)?;
     let _permit = state.permit()?;
     let snap = snapshot(&state, false).await?;

@@ -11,13 +11,11 @@ use serde_json::json;
 use crate::Format;
 use crate::server::app::AppState;
 use crate::server::app::snapshot::replay_failed;
-use crate::server::errors::{
-    ApiError, internal, json_object, json_response, read_body, string_field,
-};
+use crate::server::errors::{ApiError, internal, json_object, json_response, string_field};
 use crate::state;
 
 pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(state.cfg.body_limits(), req).await?;
+    let (body, _held) = state.read_body(req).await?;
     let obj = json_object(&body)?;
     let key = string_field(&obj, "session_key", "invalid_session_key")?
         .filter(|k| !k.is_empty())
@@ -36,6 +34,7 @@ pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<R
             .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_format", m))?,
     };
     let _permit = state.permit()?;
+    let _work = state.admit_prepare()?;
     let st = state.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         let store = st.store()?;
@@ -63,7 +62,7 @@ pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<R
 }
 
 pub(crate) async fn turn_ack(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
-    let body = read_body(state.cfg.body_limits(), req).await?;
+    let (body, _held) = state.read_body(req).await?;
     let obj = json_object(&body)?;
     let id = string_field(&obj, "prepare_id", "invalid_prepare_id")?
         .ok_or_else(|| {

@@ -51,6 +51,10 @@ pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Respons
             "usage": totals.usage.to_json(),
         },
         "logging": { "dropped_lines": crate::server::dropped_log_lines() },
+        "memory": {
+            "budget_bytes": state.budget.total(),
+            "reserved_bytes": state.budget.in_use(),
+        },
     });
     Ok(json_response(StatusCode::OK, body.to_string()))
 }

@@ -203,6 +203,10 @@ async fn begin(
     input: &Input,
     retry: Option<u64>,
 ) -> Result<Snapshot, ApiError> {
+    let _held = match retry {
+        Some(offset) => state.admit_fresh_replay(offset)?,
+        None => state.admit_replay()?,
+    };
     let st = state.clone();
     let key = input.key.clone();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
