@@ -90,6 +90,39 @@ pub(crate) fn try_grow<T>(v: &mut Vec<T>, n: usize) -> Result<(), crate::AllocEr
     })
 }
 
+/// Memory a buffer that grows with the input leaves for everything else
+/// ([`try_grow_leaving`]): the parse workers' own buffers (a chunk of a few
+/// MiB each, grown infallibly) and whatever the caller does next.
+pub(crate) const SLACK: usize = 64 << 20;
+
+/// [`try_grow`], then, when that made the buffer larger, the check that
+/// `slack` more bytes could still be allocated (a probe, allocated and
+/// freed at once, never touched). Under an address-space limit a buffer
+/// grown to the last byte would leave the next small infallible allocation
+/// of another thread to fail, which aborts the process; stopping `slack`
+/// short turns that abort into this buffer's error, which the caller
+/// reports.
+pub(crate) fn try_grow_leaving<T>(
+    v: &mut Vec<T>,
+    n: usize,
+    slack: usize,
+) -> Result<(), crate::AllocError> {
+    let before = v.capacity();
+    try_grow(v, n)?;
+    if v.capacity() != before {
+        let mut probe: Vec<u8> = Vec::new();
+        // black_box: an allocation nothing reads could be optimised away.
+        if std::hint::black_box(probe.try_reserve_exact(slack)).is_err() {
+            let held = v.capacity().saturating_mul(std::mem::size_of::<T>());
+            return Err(crate::AllocError {
+                bytes: held.saturating_add(slack) as u64,
+            });
+        }
+        std::hint::black_box(&mut probe);
+    }
+    Ok(())
+}
+
 /// `n` zero bytes, or `None` when the allocator cannot give them: for a
 /// buffer whose size comes from the input and that is written whole (the
 /// live state's rendered messages). Like `vec![0; n]`, fresh memory from the
@@ -195,6 +228,17 @@ pub(crate) mod tests {
         assert_eq!(e.bytes, ((1u64 << 58) + 3) * 8);
         v.push(4);
         assert_eq!(v, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn growth_leaving_slack_fails_when_the_slack_cannot_be_had() {
+        let mut v: Vec<u8> = Vec::new();
+        assert_eq!(super::try_grow_leaving(&mut v, 100, 1 << 20), Ok(()));
+        // No growth, no probe: the slack is not looked at.
+        assert_eq!(super::try_grow_leaving(&mut v, 10, 1 << 62), Ok(()));
+        let e = super::try_grow_leaving(&mut v, 1000, 1 << 62).unwrap_err();
+        assert!(e.bytes >= (1 << 62) + 1000);
+        v.push(1);
     }
 
     #[test]

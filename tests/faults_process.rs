@@ -589,3 +589,53 @@ async fn a_huge_thread_count_is_capped() {
     );
     srv.stop();
 }
+
+/// 6. 1,500 logs written under an open-files limit of 1,024: every write
+/// succeeds (idle logs are closed to make room; a log past the bound while
+/// all are busy would get a 503 naming the limit, never an EMFILE 500), and
+/// the process stays under the limit with a few threads, not one per log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifteen_hundred_logs_under_a_thousand_open_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = ["--log-dir", dir.path().to_str().unwrap(), "--no-fsync"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let srv = Serving::launch_limited(&args, &[], Some(Limit::OpenFiles(1024)));
+    let pid = srv.child.id();
+    let mut peak_fds = 0;
+    let mut peak_threads = 0;
+    for wave in 0..(1500 / 10) {
+        let mut all = Vec::new();
+        for j in 0..10 {
+            let i = wave * 10 + j;
+            let url = format!("{}/v1/logs/log{i}/records", srv.url);
+            all.push(tokio::spawn(async move {
+                post(&url, format!(r#"{{"type":"note","text":"n{i}"}}"#)).await
+            }));
+        }
+        for t in all {
+            let (s, b) = t.await.unwrap();
+            assert_eq!(s, 200, "wave {wave}: {b}");
+        }
+        if wave % 10 == 0 {
+            peak_fds = peak_fds.max(open_fds(pid));
+            peak_threads = peak_threads.max(threads_of(pid));
+        }
+    }
+    // A session delta and a turn preview on an early log: it reopens.
+    let (s, b) = post(
+        &format!("{}/v1/logs/log3/context", srv.url),
+        r#"{"text":"q"}"#,
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    let written = (0..1500)
+        .filter(|i| dir.path().join(format!("log{i}.log")).exists())
+        .count();
+    assert_eq!(written, 1500);
+    assert!(peak_fds < 1000, "{peak_fds} open files");
+    assert!(peak_threads < 100, "{peak_threads} threads for 1,500 logs");
+    eprintln!("1,500 logs: peak {peak_fds} open files, {peak_threads} threads");
+    srv.stop();
+}

@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 
 use super::chunk_result::ChunkResult;
 use super::js_chunk::parse_chunk_js;
-use crate::buffers::try_grow;
+use crate::buffers::{SLACK, try_grow_leaving};
 use crate::input::lines;
 use crate::order;
 use crate::parse::js::JsStringifier;
@@ -282,12 +282,13 @@ impl Join {
             return;
         }
         // The joined buffers grow with the log: a log (or its re-serialised
-        // records) too large for memory ends the keeping, not the process.
+        // records) too large for memory ends the keeping, not the process,
+        // and they stop growing while the workers' buffers still have room.
         let grown = match (&mut self.arena, &p.arena) {
-            (Some(arena), Some(bytes)) => try_grow(arena, bytes.len()),
+            (Some(arena), Some(bytes)) => try_grow_leaving(arena, bytes.len(), SLACK),
             _ => Ok(()),
         }
-        .and_then(|()| try_grow(&mut self.records, p.records.len()));
+        .and_then(|()| try_grow_leaving(&mut self.records, p.records.len(), SLACK));
         if let Err(e) = grown {
             self.give_up(e);
             return;
@@ -322,7 +323,7 @@ impl Join {
                 newest = key;
             } else {
                 copy_run(&p.records[run..k]);
-                if let Err(e) = try_grow(&mut self.late, 1) {
+                if let Err(e) = try_grow_leaving(&mut self.late, 1, SLACK) {
                     self.give_up(e);
                     return;
                 }

@@ -153,7 +153,14 @@ pub async fn serve(
     });
     let logs = match &shared.cfg.log_dir {
         Some(dir) => {
-            let dir = LogDir::new(dir)
+            let fd_limit = app::logs::raise_fd_limit();
+            let max_open = app::logs::open_logs_for(fd_limit, shared.cfg.max_connections);
+            tracing::info!(
+                fd_limit,
+                max_open,
+                "open logs bounded by the open-files limit"
+            );
+            let dir = LogDir::new(dir, max_open, fd_limit)
                 .map_err(|e| ServeError::Config(format!("--log-dir {}: {e}", dir.display())))?;
             tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
             Logs::Dir(dir)

@@ -13,6 +13,20 @@ pub fn wmreplay() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wmreplay"))
 }
 
+/// A resource limit for the server process (soft and hard).
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// RLIMIT_FSIZE, in bytes.
+    FileSize(u64),
+    /// RLIMIT_NOFILE.
+    OpenFiles(u64),
+}
+
+/// Open file descriptors of process `pid`.
+pub fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
 /// Peak resident memory of process `pid` so far, in bytes (VmHWM).
 pub fn peak_rss(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -40,6 +54,11 @@ impl Serving {
 
     /// Starts `serve` with exactly `args` (besides `--addr`).
     pub fn launch(args: &[String], envs: &[(&str, &str)], limit: Option<u64>) -> Serving {
+        Serving::launch_limited(args, envs, limit.map(Limit::FileSize))
+    }
+
+    /// Starts `serve` with exactly `args` (besides `--addr`), under `limit`.
+    pub fn launch_limited(args: &[String], envs: &[(&str, &str)], limit: Option<Limit>) -> Serving {
         let mut cmd = wmreplay();
         cmd.arg("serve")
             .args(["--addr", "localhost:0"])
@@ -50,17 +69,21 @@ impl Serving {
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        if let Some(bytes) = limit {
+        if let Some(limit) = limit {
             use std::os::unix::process::CommandExt;
+            let (resource, value) = match limit {
+                Limit::FileSize(b) => (libc::RLIMIT_FSIZE, b),
+                Limit::OpenFiles(n) => (libc::RLIMIT_NOFILE, n),
+            };
             // SAFETY: only setrlimit, which is async-signal-safe, runs
             // between fork and exec.
             unsafe {
                 cmd.pre_exec(move || {
                     let l = libc::rlimit {
-                        rlim_cur: bytes,
-                        rlim_max: bytes,
+                        rlim_cur: value,
+                        rlim_max: value,
                     };
-                    if libc::setrlimit(libc::RLIMIT_FSIZE, &l) != 0 {
+                    if libc::setrlimit(resource, &l) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                     Ok(())
@@ -112,7 +135,6 @@ impl Serving {
         String::from_utf8_lossy(&self.stderr.lock().unwrap()).to_string()
     }
 }
-
 
 /// Sends a streaming /respond and never reads the answer (with a small
 /// receive buffer, so the server's writes stall soon).

@@ -94,6 +94,49 @@ pub(crate) struct LogDir {
     /// The directory, canonical.
     pub(crate) root: PathBuf,
     pub(crate) states: Mutex<lru::LruCache<String, Arc<AppState>>>,
+    /// Most logs open at once (each holds a few file descriptors: see
+    /// [`open_logs_for`]).
+    pub(crate) max_open: usize,
+    /// The file-descriptor limit that bound comes from.
+    pub(crate) fd_limit: u64,
+}
+
+/// File descriptors one open log may hold: the log and its journal's three
+/// (the writer's, closed when idle), the state store's three, the replay's.
+pub(crate) const FDS_PER_LOG: u64 = 8;
+
+/// Raises the soft limit on open files to the hard one, and returns the
+/// limit then in force.
+pub(crate) fn raise_fd_limit() -> u64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return 1024;
+        }
+        if l.rlim_cur < l.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: l.rlim_max,
+                rlim_max: l.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                l.rlim_cur = l.rlim_max;
+            }
+        }
+    }
+    l.rlim_cur
+}
+
+/// How many logs may be open at once under an open-files limit of `limit`,
+/// with room kept for `connections` and 64 more (the runtime, the listener).
+pub(crate) fn open_logs_for(limit: u64, connections: usize) -> usize {
+    let kept = (connections as u64).min(limit / 2) + 64;
+    usize::try_from(limit.saturating_sub(kept) / FDS_PER_LOG)
+        .unwrap_or(usize::MAX)
+        .max(4)
 }
 
 /// What the router holds.
@@ -125,8 +168,9 @@ fn bad_id(id: &str) -> ApiError {
 }
 
 impl LogDir {
-    /// The directory `dir` (which must exist).
-    pub(crate) fn new(dir: &Path) -> std::io::Result<LogDir> {
+    /// The directory `dir` (which must exist), with at most `max_open`
+    /// logs open at once under the open-files limit `fd_limit`.
+    pub(crate) fn new(dir: &Path, max_open: usize, fd_limit: u64) -> std::io::Result<LogDir> {
         let root = std::fs::canonicalize(dir)?;
         if !root.is_dir() {
             return Err(std::io::Error::other(format!(
@@ -137,6 +181,8 @@ impl LogDir {
         Ok(LogDir {
             root,
             states: Mutex::new(lru::LruCache::unbounded()),
+            max_open,
+            fd_limit,
         })
     }
 
@@ -190,6 +236,22 @@ impl Server {
                 let st = match states.get(id) {
                     Some(st) => st.clone(),
                     None => {
+                        if states.len() >= dir.max_open {
+                            Self::close_unused(&mut states, dir.max_open - 1);
+                        }
+                        if states.len() >= dir.max_open {
+                            let mut e = ApiError::new(
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "too_many_open_logs",
+                                format!(
+                                    "{} logs are in use at once, the most the open-files \
+                                     limit ({}) allows; retry shortly",
+                                    dir.max_open, dir.fd_limit
+                                ),
+                            );
+                            e.retry_after = Some(Duration::from_secs(1));
+                            return Err(e);
+                        }
                         let st = Arc::new(self.shared.open(
                             path,
                             Some(id.to_string()),
@@ -240,6 +302,21 @@ impl Server {
                 let st = states.pop(id).expect("just peeked");
                 total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
                 tracing::debug!(log = %id, "live state dropped (memory bound)");
+            }
+        }
+    }
+
+    /// Closes the least recently used logs nothing holds until at most
+    /// `keep` are open.
+    fn close_unused(states: &mut lru::LruCache<String, Arc<AppState>>, keep: usize) {
+        let order: Vec<String> = states.iter().rev().map(|(k, _)| k.clone()).collect();
+        for id in order {
+            if states.len() <= keep {
+                break;
+            }
+            if states.peek(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
+                states.pop(&id);
+                tracing::debug!(log = %id, "log closed (open-files bound)");
             }
         }
     }

@@ -1,5 +1,6 @@
 //! The single writer: one thread owns the log file and appends whole lines,
-//! in the order requests reach it. Concurrent requests therefore never
+//! in the order requests reach it (a thread of the writer pool, `pool.rs`,
+//! which serves many logs). Concurrent requests therefore never
 //! interleave or tear lines, and `ts_ms` never goes backwards among the
 //! lines this server writes.
 //!
@@ -38,54 +39,78 @@
 //! The respond path replays the log up to a turn's own line between the
 //! two, so it never waits for a disk flush while it holds the replay.
 
+use futures_util::future::BoxFuture;
 use std::fs::File;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
-
-use futures_util::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use tokio::sync::oneshot;
 
 use super::file::{Locked, byte_at, identity, moved, open_log};
 use super::journal::{self, journal_err, journal_lines};
 use super::line::render;
+use super::pool::{CloseOnDrop, Closer, Msg, pool};
 use super::{Appended, BatchKey, Durable, Line, LogIdentity, LogWriter};
 use crate::state::{BatchLine, Store};
 
-/// Jobs written in one round, before one shared `fsync`.
-const MAX_ROUND: usize = 256;
 /// Times a batch glued to another writer's half line is written again.
 const MAX_REWRITES: usize = 3;
 
-struct Job {
+/// One append, as the log's thread receives it.
+pub(super) struct Job {
     lines: Vec<Line>,
     key: Option<BatchKey>,
     written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
     durable: oneshot::Sender<std::io::Result<()>>,
 }
 
-/// A handle to the writer thread; cloning it shares the one writer.
-#[derive(Clone)]
-pub struct Writer {
-    tx: mpsc::Sender<Job>,
-    path: PathBuf,
+impl Job {
+    /// Answers the job with `e`, unwritten.
+    pub(super) fn fail(self, e: std::io::Error) {
+        let again = std::io::Error::new(e.kind(), e.to_string());
+        let _ = self.written.send(Err(e));
+        let _ = self.durable.send(Err(again));
+    }
 }
 
-/// The writer thread itself, joined at shutdown so in-flight appends finish.
+/// How to open a log's writer (again, after it was closed while idle).
+pub(super) struct Spec {
+    pub(super) path: PathBuf,
+    fsync: bool,
+    journal: PathBuf,
+    follow: bool,
+}
+
+/// A handle to a log's writer; cloning it shares the one writer. The log
+/// is closed (after its queued appends) when the last handle is dropped.
+#[derive(Clone)]
+pub struct Writer {
+    tx: std::sync::mpsc::Sender<Msg>,
+    id: u64,
+    path: PathBuf,
+    _closer: Closer,
+}
+
+/// Says when a log's writer has finished, joined at shutdown so in-flight
+/// appends finish.
 pub struct WriterThread {
-    handle: JoinHandle<()>,
+    done: std::sync::mpsc::Receiver<()>,
 }
 
 impl WriterThread {
-    /// Waits for the thread to finish every queued append (it stops once all
-    /// [`Writer`] handles are dropped).
+    /// Waits until every queued append is done and the log is closed (once
+    /// all [`Writer`] handles are dropped).
     pub fn join(self) {
-        let _ = self.handle.join();
+        let _ = self.done.recv();
     }
 
-    /// Whether the thread has stopped (every handle dropped, queue done).
+    /// Whether the log's writer has finished (every handle dropped, queue
+    /// done).
     pub fn is_finished(&self) -> bool {
-        self.handle.is_finished()
+        !matches!(
+            self.done.try_recv(),
+            Err(std::sync::mpsc::TryRecvError::Empty)
+        )
     }
 }
 
@@ -107,33 +132,41 @@ impl Writer {
         journal: &Path,
         follow: bool,
     ) -> std::io::Result<(Writer, WriterThread)> {
-        let file = open_log(path, fsync, follow)?;
-        let store = match follow {
-            true => Store::open(journal),
-            false => Store::open_no_follow(journal),
-        }
-        .map_err(journal_err)?;
-        let mut appender = Appender {
-            file,
+        let spec = Spec {
             path: path.to_path_buf(),
             fsync,
-            last_ts: 0,
-            journal: store,
-            settled: Vec::new(),
+            journal: journal.to_path_buf(),
             follow,
         };
-        journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
-        let (tx, rx) = mpsc::channel::<Job>(1024);
-        let handle = std::thread::Builder::new()
-            .name("wmreplay-writer".into())
-            .spawn(move || appender.run(rx))?;
+        let appender = Appender::open(&spec)?;
+        let (id, tx) = pool().place();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        tx.send(Msg::Adopt {
+            id,
+            spec,
+            appender: Box::new(appender),
+        })
+        .map_err(|_| stopped())?;
+        let closer = Arc::new(CloseOnDrop {
+            id,
+            queue: tx.clone(),
+            done: std::sync::Mutex::new(Some(done_tx)),
+        });
         Ok((
             Writer {
                 tx,
+                id,
                 path: path.to_path_buf(),
+                _closer: closer,
             },
-            WriterThread { handle },
+            WriterThread { done },
         ))
+    }
+
+    fn send(&self, job: Job) -> std::io::Result<()> {
+        self.tx
+            .send(Msg::Job { id: self.id, job })
+            .map_err(|_| stopped())
     }
 
     /// Appends `lines` as one batch; resolves once they are durable.
@@ -148,15 +181,12 @@ impl Writer {
     ) -> std::io::Result<Vec<Appended>> {
         let (written_tx, written) = oneshot::channel();
         let (durable_tx, durable) = oneshot::channel();
-        self.tx
-            .send(Job {
-                lines,
-                key,
-                written: written_tx,
-                durable: durable_tx,
-            })
-            .await
-            .map_err(|_| stopped())?;
+        self.send(Job {
+            lines,
+            key,
+            written: written_tx,
+            durable: durable_tx,
+        })?;
         let appended = written.await.map_err(|_| stopped())??;
         durable.await.map_err(|_| stopped())??;
         Ok(appended)
@@ -167,14 +197,12 @@ impl Writer {
     pub fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
         let (written_tx, written) = oneshot::channel();
         let (durable_tx, durable) = oneshot::channel();
-        self.tx
-            .blocking_send(Job {
-                lines,
-                key: None,
-                written: written_tx,
-                durable: durable_tx,
-            })
-            .map_err(|_| stopped())?;
+        self.send(Job {
+            lines,
+            key: None,
+            written: written_tx,
+            durable: durable_tx,
+        })?;
         let appended = written.blocking_recv().map_err(|_| stopped())??;
         Ok((appended, durable))
     }
@@ -211,7 +239,7 @@ pub async fn durable(d: Durable) -> std::io::Result<()> {
     d.await.map_err(|_| stopped())?
 }
 
-struct Appender {
+pub(super) struct Appender {
     file: File,
     path: PathBuf,
     fsync: bool,
@@ -225,23 +253,53 @@ struct Appender {
 }
 
 impl Appender {
-    fn run(mut self, mut rx: mpsc::Receiver<Job>) {
-        while let Some(first) = rx.blocking_recv() {
-            let mut round = vec![first];
-            while round.len() < MAX_ROUND {
-                match rx.try_recv() {
-                    Ok(j) => round.push(j),
-                    Err(_) => break,
-                }
+    /// Opens the log and its journal, and settles what a crash left in the
+    /// journal.
+    pub(super) fn open(spec: &Spec) -> std::io::Result<Appender> {
+        let file = open_log(&spec.path, spec.fsync, spec.follow)?;
+        let store = match spec.follow {
+            true => Store::open(&spec.journal),
+            false => Store::open_no_follow(&spec.journal),
+        }
+        .map_err(journal_err)?;
+        let mut appender = Appender {
+            file,
+            path: spec.path.clone(),
+            fsync: spec.fsync,
+            last_ts: 0,
+            journal: store,
+            settled: Vec::new(),
+            follow: spec.follow,
+        };
+        journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
+        Ok(appender)
+    }
+
+    /// The clock of the last line written.
+    pub(super) fn last_ts(&self) -> u64 {
+        self.last_ts
+    }
+
+    /// Never writes below `ts` (the clock before the log was closed).
+    pub(super) fn resume_clock(&mut self, ts: u64) {
+        self.last_ts = self.last_ts.max(ts);
+    }
+
+    /// Ends the journal entries of the batches synced and not yet removed
+    /// (before the log is closed).
+    pub(super) fn settle(&mut self) {
+        for id in std::mem::take(&mut self.settled) {
+            if let Err(e) = self.journal.end_batch(id, true) {
+                tracing::error!(path = %self.path.display(), error = %e,
+                    "cannot end a batch in the journal; it is settled at the next start");
             }
-            self.round(round);
         }
     }
 
     /// Writes a round of jobs as one batch (or, when that fails, each job
     /// as a batch of its own, so one bad job fails alone), syncs the log
     /// once, ends their journal entries and acknowledges them.
-    fn round(&mut self, round: Vec<Job>) {
+    pub(super) fn round(&mut self, round: Vec<Job>) {
         // (the job's durable ack, its batch's journal entry, whether it has a key)
         let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64, bool)> =
             Vec::with_capacity(round.len());

@@ -11,6 +11,7 @@ mod file;
 mod journal;
 mod line;
 mod local;
+mod pool;
 
 use std::io;
 
