@@ -1,15 +1,29 @@
 //! `wmreplay` for Python: the engine's public API behind a small PyO3 module.
 //! Every replay runs with the GIL released; bodies come back as `bytes`
 //! built by the engine, without a Python object per message.
+//!
+//! Threads: every object may be shared between threads. No thread ever waits
+//! for a lock while it holds the GIL (a lock held by a thread that has
+//! released the GIL is waited for with the GIL released too), and a
+//! [`MessageIter`]'s position moves without a lock, so no use from several
+//! threads can deadlock the interpreter, and each message is handed out
+//! once.
+//!
+//! Faults: a log changed under a [`Replay`] (truncated, rewritten) is the
+//! engine's "changed, replay it again" error, an `OSError`, from every call
+//! that reads the log again, never bytes read from a file that is gone; a
+//! buffer sized from the log that cannot be allocated is a `MemoryError`,
+//! never an abort.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use wmreplay::{
-    CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode, Replay as Core,
-    ReplayOptions,
+    AllocError, CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode,
+    Replay as Core, ReplayOptions,
 };
 
 /// How many skipped lines the stats list in detail.
@@ -56,15 +70,11 @@ fn to_py(e: wmreplay::Error) -> PyErr {
 }
 
 /// A plain `OSError` (no errno to pick a subclass by) whose `filename` is
-/// still the path.
+/// still the path, and whose `strerror` (what `str()` shows beside the
+/// path) is the engine's message. (An `OSError(message)` given a `filename`
+/// afterwards prints as "[Errno None] None: 'path'": the message lost.)
 fn os_error_without_errno(message: String, filename: String) -> PyErr {
-    Python::attach(|py| {
-        let err = PyOSError::new_err(message);
-        match err.value(py).setattr("filename", filename) {
-            Ok(()) => err,
-            Err(e) => e,
-        }
-    })
+    PyOSError::new_err((None::<i32>, message, filename))
 }
 
 fn record_mode(record: &str) -> PyResult<RecordMode> {
@@ -98,6 +108,23 @@ struct Replay {
     inner: Owned,
 }
 
+impl Replay {
+    /// `render` run on the replay, then the check that the log did not
+    /// change under it: a map of a file truncated since `replay()` reads
+    /// zero pages where the file's bytes were (the engine's SIGBUS guard),
+    /// so what was rendered from it is withheld ([`wmreplay::Error::Changed`]).
+    /// A buffer that cannot be allocated is [`wmreplay::Error::OutOfMemory`].
+    fn rendered<T>(
+        &self,
+        render: impl FnOnce(&Core<'_>) -> Result<T, AllocError>,
+    ) -> Result<T, wmreplay::Error> {
+        let log = self.inner.borrow_owner();
+        let out = render(self.inner.borrow_dependent()).map_err(|e| e.for_log(log.path()))?;
+        log.verify()?;
+        Ok(out)
+    }
+}
+
 #[pymethods]
 impl Replay {
     /// `{"total_lines", "parsed_entries", "skipped_invalid_json",
@@ -117,7 +144,9 @@ impl Replay {
     #[pyo3(signature = (format="anthropic"))]
     fn messages<'py>(&self, py: Python<'py>, format: &str) -> PyResult<Bound<'py, PyAny>> {
         let format = message_format(format)?;
-        let body = py.detach(|| self.inner.borrow_dependent().render_messages(format));
+        let body = py
+            .detach(|| self.rendered(|r| r.try_render_messages(format)))
+            .map_err(to_py)?;
         loads(py, &body)
     }
 
@@ -127,15 +156,13 @@ impl Replay {
     #[pyo3(signature = (format="anthropic"))]
     fn iter_messages(&self, py: Python<'_>, format: &str) -> PyResult<MessageIter> {
         let blocks = message_format(format)? == Format::Anthropic;
-        let body = py.detach(|| {
-            self.inner
-                .borrow_dependent()
-                .render_messages(Format::Ndjson)
-        });
+        let body = py
+            .detach(|| self.rendered(|r| r.try_render_messages(Format::Ndjson)))
+            .map_err(to_py)?;
         Ok(MessageIter {
             body,
             blocks,
-            at: Mutex::new(0),
+            at: AtomicUsize::new(0),
         })
     }
 
@@ -156,10 +183,17 @@ impl Replay {
         let current = CurrentRequest { text, session_id };
         let replayed = self.inner.borrow_dependent();
         let sized = py.detach(|| replayed.sized_request(format, &system, &current));
-        // Written straight into the `bytes` object: no copy of the body.
+        // Written straight into the `bytes` object: no copy of the body. A
+        // body Python cannot allocate is its MemoryError; one read from a
+        // log that changed is the engine's error, and the bytes are dropped.
         PyBytes::new_with(py, sized.len(), |buf| {
-            py.detach(|| sized.write_into(buf));
-            Ok(())
+            py.detach(|| {
+                self.rendered(|_| {
+                    sized.write_into(buf);
+                    Ok(())
+                })
+            })
+            .map_err(to_py)
         })
     }
 
@@ -178,7 +212,8 @@ impl Replay {
     }
 }
 
-/// The messages of a [`Replay`], decoded one at a time.
+/// The messages of a [`Replay`], decoded one at a time. Shared between
+/// threads, it hands each message to exactly one of them.
 #[pyclass(frozen, module = "wmreplay")]
 struct MessageIter {
     /// NDJSON: one `{"role","content"}` object per line.
@@ -186,7 +221,33 @@ struct MessageIter {
     /// Whether each message's text goes into a one-block content list
     /// (the Anthropic shape) instead of staying a string.
     blocks: bool,
-    at: Mutex<usize>,
+    /// Where the next message starts. Claimed with a compare-and-swap, not
+    /// under a lock: nothing here waits, whatever other threads do (with
+    /// or without the GIL), and a line is claimed by one thread only.
+    at: AtomicUsize,
+}
+
+impl MessageIter {
+    /// Claims the next line of the body, if any.
+    fn claim(&self) -> Option<&[u8]> {
+        let mut at = self.at.load(Ordering::Acquire);
+        loop {
+            if at >= self.body.len() {
+                return None;
+            }
+            let end = self.body[at..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(self.body.len(), |p| at + p);
+            match self
+                .at
+                .compare_exchange_weak(at, end + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(&self.body[at..end]),
+                Err(now) => at = now,
+            }
+        }
+    }
 }
 
 #[pymethods]
@@ -196,17 +257,9 @@ impl MessageIter {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let mut at = self.at.lock().unwrap_or_else(|p| p.into_inner());
-        if *at >= self.body.len() {
+        let Some(line) = self.claim() else {
             return Ok(None);
-        }
-        let end = self.body[*at..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(self.body.len(), |p| *at + p);
-        let line = &self.body[*at..end];
-        *at = end + 1;
-        drop(at);
+        };
         let message = loads(py, line)?;
         if self.blocks {
             let block = PyDict::new(py);
@@ -235,7 +288,9 @@ fn replay(
     let inner = py
         .detach(|| {
             let log = LogBytes::open(&path, ReadMode::Auto)?;
-            let owned = Owned::new(log, |log| wmreplay::replay(log.bytes(), &options));
+            let owned = Owned::try_new(log, |log| {
+                wmreplay::try_replay(log.bytes(), &options).map_err(|e| e.for_log(log.path()))
+            })?;
             owned.borrow_owner().verify()?;
             Ok(owned)
         })
@@ -286,12 +341,15 @@ impl LiveReplay {
     /// The stats of the bytes read so far.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let json = self
-            .live
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .stats()
-            .to_json(MAX_SKIPS);
+        // The lock is waited for with the GIL released: another thread may
+        // hold it through a long refresh, with the GIL released.
+        let json = py.detach(|| {
+            self.live
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .stats()
+                .to_json(MAX_SKIPS)
+        });
         loads(py, json.as_bytes())
     }
 

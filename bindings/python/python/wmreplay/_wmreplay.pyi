@@ -12,7 +12,15 @@ _Record = Literal["raw", "js"]
 
 @final
 class Replay:
-    """A replayed log: its stats, messages and request bodies."""
+    """A replayed log: its stats, messages and request bodies.
+
+    It keeps the log mapped: ``messages()``, ``iter_messages()`` and
+    ``request_body()`` read it again, then check it. A log truncated or
+    rewritten since ``replay()`` raises a plain ``OSError`` (no errno,
+    ``filename`` the path, "the file changed … replay it again") from them,
+    never bytes of a file that is gone; replay it again. A result that does
+    not fit in memory raises ``MemoryError``. Safe to share between threads.
+    """
 
     @property
     def stats(self) -> Stats: ...
@@ -49,7 +57,8 @@ _M = TypeVar("_M", AnthropicMessage, OpenAIMessage)
 
 @final
 class MessageIter(Iterator[_M]):
-    """The messages of a replay, decoded one at a time."""
+    """The messages of a replay, decoded one at a time. Shared between
+    threads, it hands each message to exactly one of them, without a lock."""
 
     def __iter__(self) -> "MessageIter[_M]": ...
     def __next__(self) -> _M: ...
@@ -60,8 +69,8 @@ def replay(path: Union[str, "PathLike[str]"], record: _Record = "raw", threads: 
     Raises ``OSError`` whose ``filename`` is the path when the log cannot be
     read: ``IsADirectoryError``, ``PermissionError``, … by errno, a plain
     ``OSError`` for a FIFO, device or socket (errno ``EINVAL``) or a file that
-    shrank or was replaced while being read (no errno); ``MemoryError`` if it
-    does not fit in memory; ``ValueError`` for an unknown ``record``.
+    shrank or was replaced while being read (no errno); ``MemoryError`` if its
+    records do not fit in memory; ``ValueError`` for an unknown ``record``.
     """
 
 @final
