@@ -3,13 +3,21 @@
 //! bodies come back as a `Buffer` built by the engine, without a JavaScript
 //! object per message. `index.js` wraps these functions with the package's
 //! documented names and turns errors into `Error`s with `code` and `path`.
+//!
+//! Faults: the buffers sized from the log that are built here (the records,
+//! the body, the messages' texts) are allocated fallibly, so a log too large
+//! for memory rejects with `ENOMEM` instead of aborting the process; every
+//! result read from a mapped log is checked against the file afterwards, so
+//! a log truncated or rewritten meanwhile rejects with `ECHANGED`, never
+//! with bytes of a file that is gone.
 
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wmreplay::{
-    CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode, ReplayOptions,
+    AllocError, CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode,
+    ReplayOptions,
 };
 
 /// An engine error for `index.js` to rebuild: `code`, `path` and message,
@@ -109,19 +117,31 @@ impl Parent {
     }
 }
 
+/// Room for `n` more elements in `v`, or the [`AllocError`] (the texts
+/// are as large as the log: they must not abort the process).
+fn try_grow<T>(v: &mut Vec<T>, n: usize) -> std::result::Result<(), AllocError> {
+    v.try_reserve(n).map_err(|_| AllocError {
+        bytes: (v.len().saturating_add(n) * std::mem::size_of::<T>()) as u64,
+    })
+}
+
 impl Messages {
     /// The texts of `replayed`'s records, a group of [`GROUP`] records per
-    /// parallel task.
-    fn of(replayed: &wmreplay::Replay<'_>, stats: Stats) -> Messages {
+    /// parallel task; an [`AllocError`] when they do not fit in memory.
+    fn of(
+        replayed: &wmreplay::Replay<'_>,
+        stats: Stats,
+    ) -> std::result::Result<Messages, AllocError> {
         use rayon::prelude::*;
         let records = replayed.records();
-        let groups: Vec<(Vec<Parent>, Vec<u32>)> = records
+        let groups = records
             .par_chunks(GROUP)
             .map(|group| {
                 let mut parents: Vec<Parent> = Vec::new();
                 // The parent being filled for ASCII texts, and for others.
                 let mut open: [Option<usize>; 2] = [None, None];
-                let mut spans = Vec::with_capacity(3 * group.len());
+                let mut spans = Vec::new();
+                try_grow(&mut spans, 3 * group.len())?;
                 let mut text = String::new();
                 for r in group {
                     text.clear();
@@ -142,22 +162,37 @@ impl Messages {
                     };
                     *slot = Some(parent);
                     let start = parents[parent].len();
+                    let too_big = |_| AllocError {
+                        bytes: (start + text.len()) as u64,
+                    };
                     match &mut parents[parent] {
-                        Parent::Ascii(s) => s.push_str(&text),
-                        Parent::Utf16(u) => u.extend(text.encode_utf16()),
+                        Parent::Ascii(s) => {
+                            s.try_reserve(text.len()).map_err(too_big)?;
+                            s.push_str(&text);
+                        }
+                        Parent::Utf16(u) => {
+                            // At most one UTF-16 unit per byte of UTF-8.
+                            u.try_reserve(text.len()).map_err(too_big)?;
+                            u.extend(text.encode_utf16());
+                        }
                     }
                     let end = parents[parent].len();
                     spans.extend([parent as u32, start as u32, end as u32]);
                 }
-                (parents, spans)
+                Ok((parents, spans))
             })
-            .collect();
+            .collect::<std::result::Result<Vec<(Vec<Parent>, Vec<u32>)>, AllocError>>()?;
+        let mut outputs = Vec::new();
+        try_grow(&mut outputs, records.len())?;
+        outputs.extend(records.iter().map(|r| u8::from(r.is_output())));
         let mut messages = Messages {
-            parents: Vec::with_capacity(2 * groups.len()),
-            spans: Vec::with_capacity(3 * records.len()),
-            outputs: records.iter().map(|r| u8::from(r.is_output())).collect(),
+            parents: Vec::new(),
+            spans: Vec::new(),
+            outputs,
             stats,
         };
+        try_grow(&mut messages.parents, 2 * groups.len())?;
+        try_grow(&mut messages.spans, 3 * records.len())?;
         for (parents, spans) in groups {
             let base = messages.parents.len() as u32;
             messages.parents.extend(parents);
@@ -165,7 +200,7 @@ impl Messages {
                 .spans
                 .extend(spans.chunks(3).flat_map(|s| [base + s[0], s[1], s[2]]));
         }
-        messages
+        Ok(messages)
     }
 }
 
@@ -216,7 +251,8 @@ impl Task for ReplayTask {
         let mut options = ReplayOptions::default();
         options.record = self.record;
         let log = LogBytes::open(&self.path, ReadMode::Auto).map_err(to_js)?;
-        let replayed = wmreplay::replay(log.bytes(), &options);
+        let out_of_memory = |e: AllocError| to_js(e.for_log(log.path()));
+        let replayed = wmreplay::try_replay(log.bytes(), &options).map_err(out_of_memory)?;
         let s = replayed.stats();
         let stats = Stats {
             total_lines: s.total_lines as i64,
@@ -226,8 +262,10 @@ impl Task for ReplayTask {
         };
         let messages = Messages::of(&replayed, stats);
         drop(replayed);
+        // A log that changed under the replay is reported as such, even when
+        // the texts read from it did not fit in memory either.
         log.verify().map_err(to_js)?;
-        Ok(messages)
+        messages.map_err(out_of_memory)
     }
 
     fn resolve(&mut self, _env: Env, output: Messages) -> Result<Replayed> {
@@ -274,16 +312,21 @@ impl Task for BodyTask {
         let mut options = ReplayOptions::default();
         options.record = self.record;
         let log = LogBytes::open(&self.path, ReadMode::Auto).map_err(to_js)?;
-        let body = wmreplay::replay(log.bytes(), &options).render_request(
-            self.format,
-            &self.system,
-            &CurrentRequest {
-                text: &self.text,
-                session_id: self.session_id.as_deref(),
-            },
-        );
+        let out_of_memory = |e: AllocError| to_js(e.for_log(log.path()));
+        let body = wmreplay::try_replay(log.bytes(), &options)
+            .map_err(out_of_memory)?
+            .try_render_request(
+                self.format,
+                &self.system,
+                &CurrentRequest {
+                    text: &self.text,
+                    session_id: self.session_id.as_deref(),
+                },
+            );
+        // Checked before the body is handed out: bytes rendered from a map
+        // of a file truncated meanwhile are the guard's zero pages.
         log.verify().map_err(to_js)?;
-        Ok(body)
+        body.map_err(out_of_memory)
     }
 
     fn resolve(&mut self, _env: Env, output: Vec<u8>) -> Result<Buffer> {
