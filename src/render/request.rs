@@ -174,16 +174,14 @@ fn envelope(
     Envelope { head, tail }
 }
 
-/// `n` zero bytes for a buffer sized from the log, or the [`AllocError`]
-/// when the allocator cannot give them (a body larger than memory, or than
-/// an address-space limit): never an abort.
+/// `n` zero bytes for a buffer sized from the log, or the [`AllocError`] when
+/// the allocator cannot give them (memory, or an address-space limit, is short).
 fn zeroed(n: usize) -> Result<Vec<u8>, AllocError> {
     crate::buffers::try_zeroed(n).ok_or(AllocError { bytes: n as u64 })
 }
 
-/// The whole request body in one exactly-sized buffer (aborts, as `vec!`
-/// does, when it cannot be allocated: [`try_render_request`] returns the
-/// error instead).
+/// The whole request body in one exactly-sized buffer (aborts, as `vec!` does,
+/// when it cannot be allocated: [`try_render_request`] returns the error).
 pub fn render_request(
     records: &[Record],
     log: &[u8],
@@ -415,8 +413,8 @@ fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
 
 /// The replayed messages alone: a JSON array (`anthropic`, `openai` message
 /// shapes), NDJSON, or an XML `<memory_context>` document, in one
-/// exactly-sized buffer (aborts, as `vec!` does, when it cannot be
-/// allocated: [`try_render_messages`] returns the error instead).
+/// exactly-sized buffer (aborts, as `vec!` does, when it cannot be allocated:
+/// [`try_render_messages`] returns the error).
 pub fn render_messages(records: &[Record], log: &[u8], format: Format) -> Vec<u8> {
     try_render_messages(records, log, format).unwrap_or_else(|e| e.abort())
 }
@@ -450,9 +448,8 @@ pub fn render_xml(records: &[Record], log: &[u8], doc: crate::render::xml::Docum
     try_render_xml(records, log, doc).unwrap_or_else(|e| e.abort())
 }
 
-/// [`render_xml`], allocated fallibly, in one exactly-sized buffer (the
-/// closing tag too: appended to a buffer of the other bytes, it made the
-/// buffer grow, to twice its size, at the end).
+/// [`render_xml`], allocated fallibly, in one exactly-sized buffer (the closing
+/// tag too: appended at the end, it made the buffer grow to twice its size).
 pub fn try_render_xml(
     records: &[Record],
     log: &[u8],
