@@ -184,9 +184,11 @@ impl Replay {
         let replayed = self.inner.borrow_dependent();
         let sized = py.detach(|| replayed.sized_request(format, &system, &current));
         // Written straight into the `bytes` object: no copy of the body. A
-        // body Python cannot allocate is its MemoryError; one read from a
-        // log that changed is the engine's error, and the bytes are dropped.
+        // body read from a log that changed is the engine's error (the bytes
+        // are dropped); one Python cannot allocate, the MemoryError of the log.
+        let mut allocated = false;
         PyBytes::new_with(py, sized.len(), |buf| {
+            allocated = true;
             py.detach(|| {
                 self.rendered(|_| {
                     sized.write_into(buf);
@@ -194,6 +196,15 @@ impl Replay {
                 })
             })
             .map_err(to_py)
+        })
+        .map_err(|e| {
+            if allocated {
+                return e;
+            }
+            let too_big = AllocError {
+                bytes: sized.len() as u64,
+            };
+            to_py(too_big.for_log(self.inner.borrow_owner().path()))
         })
     }
 
