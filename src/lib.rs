@@ -35,6 +35,8 @@
 //!   [`LogBytes::verify`] after use.
 //! - **Replay it**: [`replay`] with [`ReplayOptions`] gives a [`Replay`]:
 //!   its [`Record`]s in order, its [`ReplayStats`] and located [`Skip`]s.
+//!   [`try_replay`] (and the `try_render_*` methods) return an [`AllocError`]
+//!   instead of aborting when what they keep does not fit in memory.
 //! - **Select**: [`Selection`] (filters, `tail` and token windows,
 //!   cache-stable trimming, the pending mark) through [`Replay::select`].
 //! - **Render**: [`Replay::render_request`] / [`Replay::write_request`] in a
