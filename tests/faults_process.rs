@@ -15,6 +15,10 @@ use wmreplay::server::Provider;
 use mock::process::*;
 use mock::*;
 
+/// One test at a time: each measures a server's memory, threads and
+/// latency, which tests running beside it on the same cores would skew.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn sigterm(child: &Child) {
     // SAFETY: kill sends a signal to our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -100,6 +104,7 @@ async fn get(url: &str) -> (u16, String) {
 /// SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_stderr_loses_log_lines_never_requests() {
+    let _one = ONE_AT_A_TIME.lock().await;
     for full_disk in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let log = example_log(dir.path());
@@ -143,6 +148,7 @@ async fn a_broken_stderr_loses_log_lines_never_requests() {
 /// within `--shutdown-timeout`, and the turn is closed in the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_hanging_upstream_stops_within_the_timeout() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let (up, _mock) = start_mock(Provider::Anthropic, Mode::Slow(60_000)).await;
@@ -194,6 +200,7 @@ fn long_outputs(log: &std::path::Path, min: usize) -> usize {
 /// not read), and SIGTERM stops it within its timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_clients_that_never_read_slow_nothing_and_hold_little() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
@@ -279,6 +286,7 @@ async fn sixty_clients_that_never_read_slow_nothing_and_hold_little() {
 /// at debug level.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_in_the_query_string_is_never_logged() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let srv = Serving::start(&log, &["--no-fsync"], &[("RUST_LOG", "trace")], None);
@@ -351,6 +359,7 @@ async fn at_once(n: usize, url: String, body: std::sync::Arc<Vec<u8>>) -> Vec<u1
 /// budget (over what it held before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_work_stays_within_the_memory_budget() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let budget: u64 = 96 << 20;
     let slack: u64 = 48 << 20;
     // 16 bodies of 1 MiB of tiny records at once.
@@ -536,6 +545,7 @@ fn threads_of(pid: u32) -> u64 {
 /// replays keeps its thread count bounded and `/healthz` answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_thread_count_is_capped() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let t = Instant::now();
@@ -596,6 +606,7 @@ async fn a_huge_thread_count_is_capped() {
 /// the process stays under the limit with a few threads, not one per log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifteen_hundred_logs_under_a_thousand_open_files() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let args: Vec<String> = ["--log-dir", dir.path().to_str().unwrap(), "--no-fsync"]
         .iter()

@@ -258,7 +258,6 @@ async fn h2_preface_only(addr: &str) -> Option<tokio::net::TcpStream> {
     Some(s)
 }
 
-
 /// Hostile clients hold nothing for long: 1,100 HTTP/2 connections that
 /// send only their preface (more than --max-connections) and 20 streaming
 /// clients that never read, while /healthz and a normal turn keep

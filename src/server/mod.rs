@@ -21,8 +21,9 @@
 //!
 //! The replay is a [`LiveReplay`](crate::LiveReplay): each request parses only what was appended
 //! since the last one, and the response body reuses the rendered messages as
-//! `Bytes` without copying them. One thread owns the log and appends whole
-//! lines ([`writer`]). Errors are JSON, `{"error": {"code", "message"}}`.
+//! `Bytes` without copying them. One thread (of a small pool shared by every
+//! log) owns the log and appends whole lines ([`writer`]). A turn runs in a
+//! task of its own, whatever its client does. Errors are JSON, `{"error": {"code", "message"}}`.
 //!
 //! **Prompt caching** ([`Config::cache`], on by default): with Anthropic,
 //! every request carries up to 4 `cache_control` breakpoints placed for an

@@ -127,6 +127,10 @@ impl Serving {
     }
 
     pub fn stop(mut self) -> String {
+        self.stop_in_place()
+    }
+
+    fn stop_in_place(&mut self) -> String {
         // SAFETY: kill sends a signal to our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let status = self.child.wait().unwrap();
@@ -150,4 +154,14 @@ pub async fn non_reading_stream(addr: std::net::SocketAddr, text: &str) -> tokio
     );
     s.write_all(req.as_bytes()).await.unwrap();
     s
+}
+
+impl Drop for Serving {
+    /// A test that failed leaves no server running.
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }

@@ -3,8 +3,8 @@
 //! counted against one budget for the whole server (`--max-memory`) before
 //! it starts. Past the budget a request is answered 503 with `retry-after`
 //! at once, instead of every request slowing the machine into swap or the
-//! process into the OOM killer. A single request larger than the whole
-//! budget still runs, alone.
+//! process into the OOM killer. A request estimated above half the budget
+//! reserves half (so it can still run, beside little else).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,15 +53,15 @@ impl Budget {
     }
 
     /// Reserves `bytes` for `what`, or answers 503 with `retry-after` when
-    /// the budget is spent. A reservation larger than the whole budget
-    /// takes all of it.
+    /// the budget is spent. A reservation larger than half the budget takes
+    /// half.
     pub(crate) fn admit(&self, bytes: u64, what: &str) -> Result<Reserved, ApiError> {
         if bytes == 0 {
             return Ok(Reserved { _permit: None });
         }
         let units = u32::try_from(bytes.div_ceil(UNIT))
             .unwrap_or(u32::MAX)
-            .min(self.units);
+            .min(self.units.div_ceil(2));
         match self.free.clone().try_acquire_many_owned(units) {
             Ok(p) => Ok(Reserved { _permit: Some(p) }),
             Err(_) => {
@@ -99,19 +99,20 @@ mod tests {
     #[test]
     fn reservations_past_the_budget_are_refused_until_one_is_given_back() {
         let b = Budget::new(10 * UNIT);
-        let a = b.admit(6 * UNIT, "a").unwrap();
-        assert_eq!(b.in_use(), 6 * UNIT);
-        let e = b.admit(5 * UNIT, "b").err().expect("over the budget");
+        let a = b.admit(4 * UNIT, "a").unwrap();
+        let c = b.admit(5 * UNIT, "c").unwrap();
+        assert_eq!(b.in_use(), 9 * UNIT);
+        let e = b.admit(2 * UNIT, "d").err().expect("over the budget");
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(e.retry_after, Some(Duration::from_secs(1)));
-        drop(a);
-        let _b = b.admit(5 * UNIT, "b").unwrap();
-        // Larger than the whole budget: all of it, when it is free.
-        assert!(b.admit(100 * UNIT, "huge").is_err());
-        drop(_b);
+        drop(c);
+        // Larger than the whole budget: half of it, when that is free.
         let huge = b.admit(100 * UNIT, "huge").unwrap();
-        assert_eq!(b.in_use(), b.total());
+        assert_eq!(b.in_use(), 9 * UNIT);
+        assert!(b.admit(2 * UNIT, "more").is_err());
+        drop(a);
         drop(huge);
         assert_eq!(b.in_use(), 0);
+        assert_eq!(b.total(), 10 * UNIT);
     }
 }

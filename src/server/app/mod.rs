@@ -231,11 +231,14 @@ impl AppState {
 /// How a keyed turn ended: the answer's JSON, or the error answered.
 pub(crate) type Outcome = Result<Value, ApiError>;
 
+/// Where a running turn's outcome is announced.
+type OutcomeSender = watch::Sender<Option<Outcome>>;
+
 /// The turns the server runs, over every log: the keyed ones by log and
 /// key (a repeat waits on them, whichever log state it finds: the map
 /// outlives an evicted one), and the signal that cuts them all at shutdown.
 pub(crate) struct Turns {
-    keyed: Mutex<HashMap<(PathBuf, String), watch::Sender<Option<Outcome>>>>,
+    keyed: Mutex<HashMap<(PathBuf, String), OutcomeSender>>,
     cut: watch::Sender<bool>,
 }
 

@@ -50,7 +50,7 @@ pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Respons
             "answered": totals.turns,
             "usage": totals.usage.to_json(),
         },
-        "logging": { "dropped_lines": crate::server::dropped_log_lines() },
+        "logging": { "dropped_lines": crate::server::logging::dropped_log_lines() },
         "memory": {
             "budget_bytes": state.budget.total(),
             "reserved_bytes": state.budget.in_use(),

@@ -39,18 +39,15 @@
 //! The respond path replays the log up to a turn's own line between the
 //! two, so it never waits for a disk flush while it holds the replay.
 
-use futures_util::future::BoxFuture;
 use std::fs::File;
 use std::io::{Seek, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use tokio::sync::oneshot;
 
 use super::file::{Locked, byte_at, identity, moved, open_log};
 use super::journal::{self, journal_err, journal_lines};
 use super::line::render;
-use super::pool::{CloseOnDrop, Closer, Msg, pool};
-use super::{Appended, BatchKey, Durable, Line, LogIdentity, LogWriter};
+use super::{Appended, BatchKey, Line};
 use crate::state::{BatchLine, Store};
 
 /// Times a batch glued to another writer's half line is written again.
@@ -58,10 +55,10 @@ const MAX_REWRITES: usize = 3;
 
 /// One append, as the log's thread receives it.
 pub(super) struct Job {
-    lines: Vec<Line>,
-    key: Option<BatchKey>,
-    written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
-    durable: oneshot::Sender<std::io::Result<()>>,
+    pub(super) lines: Vec<Line>,
+    pub(super) key: Option<BatchKey>,
+    pub(super) written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
+    pub(super) durable: oneshot::Sender<std::io::Result<()>>,
 }
 
 impl Job {
@@ -76,167 +73,9 @@ impl Job {
 /// How to open a log's writer (again, after it was closed while idle).
 pub(super) struct Spec {
     pub(super) path: PathBuf,
-    fsync: bool,
-    journal: PathBuf,
-    follow: bool,
-}
-
-/// A handle to a log's writer; cloning it shares the one writer. The log
-/// is closed (after its queued appends) when the last handle is dropped.
-#[derive(Clone)]
-pub struct Writer {
-    tx: std::sync::mpsc::Sender<Msg>,
-    id: u64,
-    path: PathBuf,
-    _closer: Closer,
-}
-
-/// Says when a log's writer has finished, joined at shutdown so in-flight
-/// appends finish.
-pub struct WriterThread {
-    done: std::sync::mpsc::Receiver<()>,
-}
-
-impl WriterThread {
-    /// Waits until every queued append is done and the log is closed (once
-    /// all [`Writer`] handles are dropped).
-    pub fn join(self) {
-        let _ = self.done.recv();
-    }
-
-    /// Whether the log's writer has finished (every handle dropped, queue
-    /// done).
-    pub fn is_finished(&self) -> bool {
-        !matches!(
-            self.done.try_recv(),
-            Err(std::sync::mpsc::TryRecvError::Empty)
-        )
-    }
-}
-
-fn stopped() -> std::io::Error {
-    std::io::Error::other("the log writer has stopped")
-}
-
-impl Writer {
-    /// Starts the writer for `path` (created if missing, with its directory
-    /// entry synced). `fsync`: sync each append to disk before
-    /// acknowledging it as durable. `journal`: the state store that keeps
-    /// the batches begun (see the module docs); a batch a crash left in it
-    /// is settled here, before this returns. `follow`: whether the log and
-    /// the journal may be symbolic links (false: refused, with `ELOOP`, now
-    /// and at every reopen).
-    pub fn start(
-        path: &Path,
-        fsync: bool,
-        journal: &Path,
-        follow: bool,
-    ) -> std::io::Result<(Writer, WriterThread)> {
-        let spec = Spec {
-            path: path.to_path_buf(),
-            fsync,
-            journal: journal.to_path_buf(),
-            follow,
-        };
-        let appender = Appender::open(&spec)?;
-        let (id, tx) = pool().place();
-        let (done_tx, done) = std::sync::mpsc::channel();
-        tx.send(Msg::Adopt {
-            id,
-            spec,
-            appender: Box::new(appender),
-        })
-        .map_err(|_| stopped())?;
-        let closer = Arc::new(CloseOnDrop {
-            id,
-            queue: tx.clone(),
-            done: std::sync::Mutex::new(Some(done_tx)),
-        });
-        Ok((
-            Writer {
-                tx,
-                id,
-                path: path.to_path_buf(),
-                _closer: closer,
-            },
-            WriterThread { done },
-        ))
-    }
-
-    fn send(&self, job: Job) -> std::io::Result<()> {
-        self.tx
-            .send(Msg::Job { id: self.id, job })
-            .map_err(|_| stopped())
-    }
-
-    /// Appends `lines` as one batch; resolves once they are durable.
-    pub async fn append(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
-        self.append_keyed(lines, None).await
-    }
-
-    async fn append_keyed(
-        &self,
-        lines: Vec<Line>,
-        key: Option<BatchKey>,
-    ) -> std::io::Result<Vec<Appended>> {
-        let (written_tx, written) = oneshot::channel();
-        let (durable_tx, durable) = oneshot::channel();
-        self.send(Job {
-            lines,
-            key,
-            written: written_tx,
-            durable: durable_tx,
-        })?;
-        let appended = written.await.map_err(|_| stopped())??;
-        durable.await.map_err(|_| stopped())??;
-        Ok(appended)
-    }
-
-    /// Appends `lines` from a blocking thread; returns as soon as they are
-    /// written, with a [`Durable`] to wait on before acknowledging them.
-    pub fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
-        let (written_tx, written) = oneshot::channel();
-        let (durable_tx, durable) = oneshot::channel();
-        self.send(Job {
-            lines,
-            key: None,
-            written: written_tx,
-            durable: durable_tx,
-        })?;
-        let appended = written.blocking_recv().map_err(|_| stopped())??;
-        Ok((appended, durable))
-    }
-}
-
-impl LogWriter for Writer {
-    fn append_batch(
-        &self,
-        lines: Vec<Line>,
-        key: Option<BatchKey>,
-    ) -> BoxFuture<'_, std::io::Result<Vec<Appended>>> {
-        Box::pin(self.append_keyed(lines, key))
-    }
-
-    fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
-        Writer::append_blocking(self, lines)
-    }
-
-    fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        let file = File::open(&self.path)?;
-        let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset)?;
-        Ok(buf)
-    }
-
-    fn identity(&self) -> std::io::Result<LogIdentity> {
-        let (dev, inode) = identity(&std::fs::metadata(&self.path)?);
-        Ok(LogIdentity { dev, inode })
-    }
-}
-
-/// Waits for a [`Durable`].
-pub async fn durable(d: Durable) -> std::io::Result<()> {
-    d.await.map_err(|_| stopped())?
+    pub(super) fsync: bool,
+    pub(super) journal: PathBuf,
+    pub(super) follow: bool,
 }
 
 pub(super) struct Appender {
@@ -594,21 +433,5 @@ mod tests {
         assert!(lines[1].starts_with("{\"ts_ms\":"));
         assert!(appended.windows(2).all(|w| w[0].ts_ms <= w[1].ts_ms));
         assert_eq!(appended[1].offset, appended[0].offset + appended[0].len);
-    }
-
-    #[test]
-    fn what_was_appended_reads_back_from_the_log_it_names() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wm.log");
-        std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}").unwrap();
-        let (w, thread) = Writer::start(&path, false, &dir.path().join("wm.db"), true).unwrap();
-        let line = Line::verbatim(b"{\"type\":\"b\",\"ts_ms\":2}".to_vec());
-        let (appended, _durable) = w.append_blocking(vec![line]).unwrap();
-        let back = LogWriter::read_back(&w, appended[0].offset, appended[0].len).unwrap();
-        assert_eq!(back, b"{\"type\":\"b\",\"ts_ms\":2}\n");
-        let (dev, inode) = identity(&std::fs::metadata(&path).unwrap());
-        assert_eq!(w.identity().unwrap(), LogIdentity { dev, inode });
-        drop(w);
-        thread.join();
     }
 }

@@ -8,6 +8,7 @@
 //! acknowledged only once it is durable.
 
 mod file;
+mod handle;
 mod journal;
 mod line;
 mod local;
@@ -18,8 +19,8 @@ use std::io;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
+pub use handle::{Writer, WriterThread, durable};
 pub use line::Line;
-pub use local::{Writer, WriterThread, durable};
 
 /// Where one appended line went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
