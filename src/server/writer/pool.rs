@@ -41,11 +41,13 @@ pub(super) struct Pool {
     next: AtomicU64,
 }
 
-/// Threads in the pool: two per core, at least 2 and at most 16 (appends
-/// wait on the disk, so a few more than the cores keep it busy).
+/// Threads in the pool: four per core, at least 16 and at most 64. Appends
+/// mostly wait on the disk (each log's round ends with its `fsync`), so
+/// many more threads than cores keep the disk busy with many logs' syncs
+/// at once.
 fn size() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores * 2).clamp(2, 16)
+    (cores * 4).clamp(16, 64)
 }
 
 /// The process's pool, started on first use.
