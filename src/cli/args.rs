@@ -247,11 +247,10 @@ pub fn replay_options(engine: &EngineArgs, max_skips: usize) -> ReplayOptions {
         o.max_skips = max_skips;
         o.validator = engine.validator;
         o.record = engine.record;
-        o.// The commands stream the replay (or only count it): the late
-        // records are read merged as they render = // The commands stream the replay (or only count it): the late
-        // records are read merged as they render; o.never moved into place
+        // The commands stream the replay (or only count it): the late
+        // records are read merged as they render, never moved into place
         // unless a selection asks for one list.
-        defer_merge = true;
+        o.defer_merge = true;
         o
     }
 }
