@@ -350,8 +350,9 @@ async fn a_state_store_linked_out_of_the_directory_is_refused() {
 }
 
 /// 8. A log swapped for a link out of the directory while clients write to
-/// it: no record ever lands in the file outside (each write either goes to
-/// the log or fails).
+/// it and read it: no record ever lands in the file outside (each write
+/// either goes to the log or fails), and nothing of the file outside is
+/// ever read into an answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_swapped_for_a_link_mid_write_never_writes_outside() {
     let root = tempfile::tempdir().unwrap();
@@ -396,9 +397,36 @@ async fn a_log_swapped_for_a_link_mid_write_never_writes_outside() {
             ok
         }));
     }
+    let mut readers = Vec::new();
+    for r in 0..2 {
+        let url = srv.url.clone();
+        readers.push(tokio::spawn(async move {
+            let mut answered = 0;
+            for i in 0..150 {
+                let (s, body) = if (i + r) % 2 == 0 {
+                    post(&format!("{url}/v1/logs/s/context"), r#"{"text":"q"}"#).await
+                } else {
+                    post(
+                        &format!("{url}/v1/logs/s/turn/prepare"),
+                        format!(r#"{{"session_key":"k{r}-{i}"}}"#),
+                    )
+                    .await
+                };
+                assert!(
+                    !body.contains("secret"),
+                    "the file outside was read: {body}"
+                );
+                answered += usize::from(s == 200);
+            }
+            answered
+        }));
+    }
     let mut ok = 0;
     for c in clients {
         ok += c.await.unwrap();
+    }
+    for r in readers {
+        assert!(r.await.unwrap() > 0, "some reads went through");
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let swaps = swapper.join().unwrap();

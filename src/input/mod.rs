@@ -114,8 +114,17 @@ impl LogBytes {
     /// writer. A file read with `read()` is checked as it is read: if it
     /// shrinks or is replaced meanwhile, the result is [`Error::Changed`].
     pub fn open(path: impl AsRef<Path>, mode: ReadMode) -> Result<LogBytes, Error> {
-        let path = path.as_ref();
-        let Some((file, meta)) = open_regular(path)? else {
+        LogBytes::open_with(path.as_ref(), mode, false)
+    }
+
+    /// [`open`](Self::open), refusing a symbolic link when `refuse_links`
+    /// ([`ReplayOptions::refuse_links`](crate::ReplayOptions::refuse_links)).
+    pub(crate) fn open_with(
+        path: &Path,
+        mode: ReadMode,
+        refuse_links: bool,
+    ) -> Result<LogBytes, Error> {
+        let Some((file, meta)) = open_regular(path, refuse_links)? else {
             return Ok(LogBytes {
                 path: path.to_path_buf(),
                 bytes: Bytes::Empty,
@@ -294,21 +303,26 @@ fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
 /// Opens `path` for reading without blocking on a FIFO that has no writer
 /// (the file is then refused as not regular); `O_NONBLOCK` changes nothing
 /// for regular files.
-fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+fn open_nonblocking(path: &Path, refuse_links: bool) -> std::io::Result<File> {
     let mut o = std::fs::OpenOptions::new();
     o.read(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        o.custom_flags(libc::O_NONBLOCK);
+        let nofollow = if refuse_links { libc::O_NOFOLLOW } else { 0 };
+        o.custom_flags(libc::O_NONBLOCK | nofollow);
     }
     o.open(path)
 }
 
 /// Opens a log for reading: `None` if it does not exist, an error naming
-/// the path if it is not a regular file (refused without blocking).
-pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, std::fs::Metadata)>, Error> {
-    let file = match open_nonblocking(path) {
+/// the path if it is not a regular file (refused without blocking), or if
+/// it is a symbolic link and `refuse_links` is set.
+pub(crate) fn open_regular(
+    path: &Path,
+    refuse_links: bool,
+) -> Result<Option<(File, std::fs::Metadata)>, Error> {
+    let file = match open_nonblocking(path, refuse_links) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
@@ -474,7 +488,7 @@ mod tests {
     /// Reads `path` as `LogBytes::open` does with `ReadMode::Read`, with
     /// `hook` run between the first and second 4 KiB.
     fn read_with_hook(path: &Path, hook: impl FnOnce() + 'static) -> LogBytes {
-        let (file, meta) = open_regular(path).unwrap().unwrap();
+        let (file, meta) = open_regular(path, false).unwrap().unwrap();
         let bytes = read_to_end(
             Hooked {
                 file: &file,

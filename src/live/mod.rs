@@ -290,7 +290,8 @@ impl LiveReplay {
     /// after it. A state already committed past `limit` stays as it is.
     pub fn refresh_to(&mut self, limit: u64) -> Result<Refresh, Error> {
         let mut report = Refresh::default();
-        let Some((file, meta)) = crate::input::open_regular(&self.path)? else {
+        let Some((file, meta)) = crate::input::open_regular(&self.path, self.options.refuse_links)?
+        else {
             if self.identity.is_some() || self.committed > 0 {
                 self.reset();
                 report.rebuilt = true;
@@ -359,7 +360,7 @@ impl LiveReplay {
 
     /// A first (or fresh) build: the whole file, mapped.
     fn build(&mut self, mut report: Refresh, limit: u64) -> Result<Refresh, Error> {
-        let log = LogBytes::open(&self.path, ReadMode::Auto)?;
+        let log = LogBytes::open_with(&self.path, ReadMode::Auto, self.options.refuse_links)?;
         let all = log.bytes();
         let bytes = &all[..all.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
         if let Some(FileIdentity { dev, inode, .. }) = log.identity() {

@@ -5,7 +5,6 @@ use bytes::{Bytes, BytesMut};
 
 use super::segments::{INPUT, NOT_COUNTED, OUTPUT, entry_offset};
 use super::{LiveReplay, read_from};
-use std::fs::File;
 
 use crate::error::Error;
 use crate::order;
@@ -250,7 +249,15 @@ impl LiveReplay {
     /// The 1-based line number of a committed offset: committed lines minus
     /// the newlines from there to the committed end (read from the file).
     pub(super) fn line_of(&self, offset: u64) -> Result<u64, Error> {
-        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, "cannot open", e))?;
+        let file = crate::input::open_regular(&self.path, self.options.refuse_links)?
+            .map(|(f, _)| f)
+            .ok_or_else(|| {
+                Error::io(
+                    &self.path,
+                    "cannot open",
+                    std::io::Error::from(std::io::ErrorKind::NotFound),
+                )
+            })?;
         let mut newlines = 0u64;
         let mut at = offset;
         let mut buf = Vec::with_capacity(1 << 20);

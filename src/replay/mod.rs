@@ -71,6 +71,10 @@ pub struct ReplayOptions {
     /// first, in place; [`Replay::records`] and the `render_*` methods read a
     /// merged copy, made once. Default false.
     pub defer_merge: bool,
+    /// Refuse a log that is a symbolic link: it is opened with `O_NOFOLLOW`,
+    /// so a link swapped in at any moment is an error, never read through
+    /// (for logs in a directory others can write to). Default false.
+    pub refuse_links: bool,
 }
 
 /// What a message's `WM_JSON: <record>` holds.
@@ -119,6 +123,7 @@ impl Default for ReplayOptions {
             validator: Validator::default(),
             record: RecordMode::Raw,
             defer_merge: false,
+            refuse_links: false,
         }
     }
 }

@@ -286,7 +286,7 @@ pub struct PrepareRequest<'a> {
 pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepared, Error> {
     let lock = || store.lock().unwrap_or_else(|p| p.into_inner());
     let path = req.log;
-    let opened = crate::input::open_regular(path)?;
+    let opened = crate::input::open_regular(path, req.options.refuse_links)?;
     let (id, len) = match &opened {
         Some((_, m)) => (crate::input::identity_of(m).into(), m.len()),
         None => (LogId { dev: 0, inode: 0 }, 0),
@@ -366,7 +366,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
         None => {
             // The whole log (a position of 0 too: the file's start is where a
             // byte-order mark is dropped, which only a full replay does).
-            let log = LogBytes::open(path, ReadMode::Auto)?;
+            let log = LogBytes::open_with(path, ReadMode::Auto, req.options.refuse_links)?;
             let all = log.bytes();
             let commit = memchr::memrchr(b'\n', all).map_or(0, |k| k + 1);
             let mut r = crate::replay::try_replay(&all[..commit], req.options)

@@ -48,8 +48,10 @@ impl Shared {
         let mut cfg = self.cfg.clone();
         cfg.log = log;
         if id.is_some() {
-            // Each log keeps its state store next to itself.
+            // Each log keeps its state store next to itself, and no file
+            // of the directory is read through a link.
             cfg.state = None;
+            cfg.replay.refuse_links = true;
         }
         let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone())
             .with_selection(cfg.selection.clone());

@@ -70,6 +70,16 @@ pub(crate) fn snapshot_of(
 }
 
 pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
+    if let crate::Error::Io { source, .. } = &e
+        && source.raw_os_error() == Some(libc::ELOOP)
+    {
+        // Under --log-dir, a log swapped for a link after the request's check.
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "log_is_a_link",
+            "the log is a symbolic link; under --log-dir none is followed",
+        );
+    }
     tracing::error!(error = %e, "replay failed");
     match e {
         // The server keeps serving; this log needs more memory than there is.

@@ -3,7 +3,6 @@
 //! [`WriterThread`], which says when the log is closed. The appending
 //! itself is `local.rs`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -22,6 +21,8 @@ pub struct Writer {
     tx: std::sync::mpsc::Sender<Msg>,
     id: u64,
     path: PathBuf,
+    /// Whether the log may be a symbolic link (see [`Writer::start`]).
+    follow: bool,
     _closer: Closer,
 }
 
@@ -91,6 +92,7 @@ impl Writer {
                 tx,
                 id,
                 path: path.to_path_buf(),
+                follow,
                 _closer: closer,
             },
             WriterThread { done },
@@ -156,14 +158,23 @@ impl LogWriter for Writer {
     }
 
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        let file = File::open(&self.path)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        if !self.follow {
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+        }
+        let file = options.open(&self.path)?;
         let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset)?;
         Ok(buf)
     }
 
     fn identity(&self) -> std::io::Result<LogIdentity> {
-        let (dev, inode) = identity(&std::fs::metadata(&self.path)?);
+        let meta = match self.follow {
+            true => std::fs::metadata(&self.path)?,
+            false => std::fs::symlink_metadata(&self.path)?,
+        };
+        let (dev, inode) = identity(&meta);
         Ok(LogIdentity { dev, inode })
     }
 }
