@@ -218,7 +218,7 @@ fn probe_healthz(
     })
 }
 
-/// 5. Sixty clients ask for 2 MiB streamed answers and never read them:
+/// 5. Sixty clients ask for 4 MiB streamed answers and never read them:
 /// every answer is recorded at the upstream's pace (within seconds, not
 /// after the 30 s write timeout), `/healthz` answers within a second all
 /// along, the server's memory stays within the documented bound (each
@@ -231,7 +231,7 @@ async fn sixty_clients_that_never_read_slow_nothing_and_hold_little() {
     let log = example_log(dir.path());
     let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
     let n = 60;
-    let kib = 2048;
+    let kib = 4096;
     mock.then((0..n).map(|_| Mode::Big(kib)));
     let srv = Serving::start(
         &log,
