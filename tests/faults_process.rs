@@ -334,23 +334,37 @@ async fn a_token_in_the_query_string_is_never_logged() {
 
 /// Resident memory of `pid` now, in bytes (VmRSS).
 fn rss_now(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    proc_status(pid, "VmRSS") * 1024
 }
 
-/// Sends `n` requests at once; their statuses.
-async fn at_once(n: usize, url: String, body: std::sync::Arc<Vec<u8>>) -> Vec<u16> {
+/// A log of `wm_event` records of about 200 bytes, at least `bytes` long.
+fn events_log(bytes: usize) -> Vec<u8> {
+    let mut text = Vec::with_capacity(bytes + 256);
+    let mut n = 0u64;
+    while text.len() < bytes {
+        text.extend_from_slice(
+            format!(
+                "{{\"type\":\"wm_event\",\"ts_ms\":{},\"text\":\"event {n} {}\"}}\n",
+                1_763_700_000_000u64 + n,
+                "z".repeat(150)
+            )
+            .as_bytes(),
+        );
+        n += 1;
+    }
+    text
+}
+
+/// Sends every `(url, body)` at once; their statuses, each a 200 or a 503
+/// with `retry-after`.
+async fn at_once(requests: Vec<(String, Vec<u8>)>) -> Vec<u16> {
     let mut all = Vec::new();
-    for _ in 0..n {
-        let (url, body) = (url.clone(), body.clone());
+    for (url, body) in requests {
         all.push(tokio::spawn(async move {
             let r = client()
                 .post(&url)
                 .header("content-type", "application/json")
-                .body(body.to_vec())
+                .body(body)
                 .send()
                 .await
                 .unwrap();
@@ -414,7 +428,8 @@ async fn concurrent_work_stays_within_the_memory_budget() {
             i += 1;
         }
         body.push(b']');
-        let statuses = at_once(16, format!("{}/v1/records", srv.url), body.into()).await;
+        let url = format!("{}/v1/records", srv.url);
+        let statuses = at_once((0..16).map(|_| (url.clone(), body.clone())).collect()).await;
         assert!(statuses.contains(&200));
         let peak = peak_rss(srv.child.id());
         eprintln!(
@@ -428,19 +443,7 @@ async fn concurrent_work_stays_within_the_memory_budget() {
     // 40 distinct logs of 2 MB replayed at once under --log-dir.
     {
         let dir = tempfile::tempdir().unwrap();
-        let mut text = Vec::new();
-        let mut n = 0u64;
-        while text.len() < 2 << 20 {
-            text.extend_from_slice(
-                format!(
-                    "{{\"type\":\"wm_event\",\"ts_ms\":{},\"text\":\"event {n} {}\"}}\n",
-                    1_763_700_000_000u64 + n,
-                    "z".repeat(150)
-                )
-                .as_bytes(),
-            );
-            n += 1;
-        }
+        let text = events_log(2 << 20);
         for i in 0..40 {
             std::fs::write(dir.path().join(format!("l{i}.log")), &text).unwrap();
         }
@@ -458,29 +461,15 @@ async fn concurrent_work_stays_within_the_memory_budget() {
         .collect();
         let srv = Serving::launch(&args, &[], None);
         let before = rss_now(srv.child.id());
-        let mut all = Vec::new();
-        for i in 0..40 {
-            let url = format!("{}/v1/logs/l{i}/context", srv.url);
-            all.push(tokio::spawn(async move {
-                let r = client()
-                    .post(&url)
-                    .body(r#"{"text":"q"}"#)
-                    .send()
-                    .await
-                    .unwrap();
-                let status = r.status().as_u16();
-                let _ = r.bytes().await;
-                status
-            }));
-        }
-        let mut statuses = Vec::new();
-        for t in all {
-            statuses.push(t.await.unwrap());
-        }
-        assert!(
-            statuses.iter().all(|s| matches!(s, 200 | 503)),
-            "{statuses:?}"
-        );
+        let statuses = at_once(
+            (0..40)
+                .map(|i| {
+                    let url = format!("{}/v1/logs/l{i}/context", srv.url);
+                    (url, br#"{"text":"q"}"#.to_vec())
+                })
+                .collect(),
+        )
+        .await;
         assert!(statuses.contains(&200));
         let peak = peak_rss(srv.child.id());
         eprintln!(
@@ -500,46 +489,21 @@ async fn concurrent_work_stays_within_the_memory_budget() {
     {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("wm.log");
-        let mut text = Vec::with_capacity(101 << 20);
-        let mut n = 0u64;
-        while text.len() < 100 << 20 {
-            text.extend_from_slice(
-                format!(
-                    "{{\"type\":\"wm_event\",\"ts_ms\":{},\"text\":\"event {n} {}\"}}\n",
-                    1_763_700_000_000u64 + n,
-                    "z".repeat(150)
-                )
-                .as_bytes(),
-            );
-            n += 1;
-        }
+        let text = events_log(100 << 20);
         std::fs::write(&log, &text).unwrap();
         drop(text);
         let srv = Serving::start(&log, &["--no-fsync", "--max-memory", "512MiB"], &[], None);
         let before = rss_now(srv.child.id());
-        let mut all = Vec::new();
-        for s in 0..8 {
-            let url = format!("{}/v1/turn/prepare", srv.url);
-            all.push(tokio::spawn(async move {
-                let r = client()
-                    .post(&url)
-                    .body(json!({"session_key": format!("s{s}")}).to_string())
-                    .send()
-                    .await
-                    .unwrap();
-                let status = r.status().as_u16();
-                let _ = r.bytes().await;
-                status
-            }));
-        }
-        let mut statuses = Vec::new();
-        for t in all {
-            statuses.push(t.await.unwrap());
-        }
-        assert!(
-            statuses.iter().all(|s| matches!(s, 200 | 503)),
-            "{statuses:?}"
-        );
+        let url = format!("{}/v1/turn/prepare", srv.url);
+        let statuses = at_once(
+            (0..8)
+                .map(|k| {
+                    let body = json!({ "session_key": format!("s{k}") });
+                    (url.clone(), body.to_string().into_bytes())
+                })
+                .collect(),
+        )
+        .await;
         assert!(statuses.contains(&200));
         let peak = peak_rss(srv.child.id());
         eprintln!(
@@ -558,11 +522,7 @@ async fn concurrent_work_stays_within_the_memory_budget() {
 
 /// Threads of `pid` now.
 fn threads_of(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+    proc_status(pid, "Threads")
 }
 
 /// 7. `--threads` is capped at a few per core: `stats --threads 100000`

@@ -27,13 +27,19 @@ pub fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
-/// Peak resident memory of process `pid` so far, in bytes (VmHWM).
-pub fn peak_rss(pid: u32) -> u64 {
+/// A number from `/proc/PID/status` (`VmRSS`, `VmHWM` in kB, `Threads`);
+/// 0 when the process is gone.
+pub fn proc_status(pid: u32, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .filter_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .find_map(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Peak resident memory of process `pid` so far, in bytes (VmHWM).
+pub fn peak_rss(pid: u32) -> u64 {
+    proc_status(pid, "VmHWM") * 1024
 }
 
 /// A server process and what it printed on stderr so far.
