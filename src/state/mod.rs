@@ -95,15 +95,19 @@ impl Store {
         Store::open_with(path.into(), rusqlite::OpenFlags::default())
     }
 
-    /// Opens the store at `path` like [`open`](Self::open), refusing a
-    /// `path` that is a symbolic link (its journal and shared-memory files
-    /// are never followed either): for stores in a directory that others
-    /// can write to.
-    pub fn open_no_follow(path: impl Into<PathBuf>) -> Result<Store, Error> {
-        Store::open_with(
-            path.into(),
-            rusqlite::OpenFlags::default() | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
+    /// Opens the store at `path` like [`open`](Self::open); with
+    /// `refuse_links`, a `path` that is a symbolic link is refused (its
+    /// journal and shared-memory files are never followed either): for
+    /// stores in a directory that others can write to.
+    pub fn open_refusing_links(
+        path: impl Into<PathBuf>,
+        refuse_links: bool,
+    ) -> Result<Store, Error> {
+        let mut flags = rusqlite::OpenFlags::default();
+        if refuse_links {
+            flags |= rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
+        }
+        Store::open_with(path.into(), flags)
     }
 
     fn open_with(path: PathBuf, flags: rusqlite::OpenFlags) -> Result<Store, Error> {

@@ -96,11 +96,8 @@ impl AppState {
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
         }
-        let s = match self.follows_links() {
-            true => Store::open(self.store_path()),
-            false => Store::open_no_follow(self.store_path()),
-        };
-        let s = Arc::new(Mutex::new(s?));
+        let s = Store::open_refusing_links(self.store_path(), !self.follows_links())?;
+        let s = Arc::new(Mutex::new(s));
         *slot = Some(s.clone());
         Ok(s)
     }

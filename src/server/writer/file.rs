@@ -10,8 +10,20 @@ pub(super) fn identity(m: &std::fs::Metadata) -> (u64, u64) {
     (m.dev(), m.ino())
 }
 
+/// Options that read a file, and refuse it (`ELOOP`) if it is a symbolic
+/// link unless `follow`.
+pub(super) fn options(follow: bool) -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    if !follow {
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    options
+}
+
 /// Opens (creating if needed) the log for appending. A log that is there
 /// must be a regular file: a FIFO or a device would block or never end.
+/// Unless `follow`, a log that is a symbolic link is refused.
 pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Result<File> {
     let meta = if follow {
         std::fs::metadata(path)
@@ -29,14 +41,9 @@ pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Re
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(e),
     };
-    let mut options = OpenOptions::new();
-    options.read(true).create(true).append(true);
-    if !follow {
-        // A link swapped in after the check above is refused here (ELOOP),
-        // so no write ever lands outside.
-        options.custom_flags(libc::O_NOFOLLOW);
-    }
-    let file = options.open(path)?;
+    // A link swapped in after the check above is refused here (ELOOP), so
+    // no write ever lands outside.
+    let file = options(follow).create(true).append(true).open(path)?;
     if !existed && sync_dir {
         // The new file's directory entry is on disk before any append is
         // acknowledged.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::file::identity;
+use super::file::{identity, options};
 use super::local::{Appender, Job, Spec};
 use super::pool::{CloseOnDrop, Closer, Msg, pool};
 use super::{Appended, BatchKey, Durable, Line, LogIdentity, LogWriter};
@@ -158,12 +158,7 @@ impl LogWriter for Writer {
     }
 
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true);
-        if !self.follow {
-            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
-        }
-        let file = options.open(&self.path)?;
+        let file = options(self.follow).open(&self.path)?;
         let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset)?;
         Ok(buf)

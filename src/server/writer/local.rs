@@ -96,11 +96,7 @@ impl Appender {
     /// journal.
     pub(super) fn open(spec: &Spec) -> std::io::Result<Appender> {
         let file = open_log(&spec.path, spec.fsync, spec.follow)?;
-        let store = match spec.follow {
-            true => Store::open(&spec.journal),
-            false => Store::open_no_follow(&spec.journal),
-        }
-        .map_err(journal_err)?;
+        let store = Store::open_refusing_links(&spec.journal, !spec.follow).map_err(journal_err)?;
         let mut appender = Appender {
             file,
             path: spec.path.clone(),
