@@ -348,6 +348,11 @@ fn item7_current_user_request_text() {
         current_user_request_text("x", None),
         "CURRENT_USER_REQUEST\nsession_id: none\nuser_text: x"
     );
+    // The original writes `sessionId ?? "none"`: an empty id stays empty.
+    assert_eq!(
+        current_user_request_text("x", Some("")),
+        "CURRENT_USER_REQUEST\nsession_id: \nuser_text: x"
+    );
 }
 
 #[test]

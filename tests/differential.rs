@@ -77,6 +77,8 @@ fn respond_body_is_byte_identical_to_the_node_oracle() {
     for seed in 0..60 {
         check_seed(seed, 150, Format::Anthropic, Some("s-1"));
     }
+    // An empty session id is written as it is (`sessionId ?? "none"`).
+    check_seed(60, 50, Format::Anthropic, Some(""));
 }
 
 #[test]

@@ -17,14 +17,16 @@ pub const SYSTEM_RULE: &str = "Messages prefixed with `WM_KIND=` are working-mem
 pub struct CurrentRequest<'a> {
     /// What the user said.
     pub text: &'a str,
-    /// The session, if any (`none` is written when absent or empty).
+    /// The session, if any (`none` is written when absent; an empty id is
+    /// written as it is, empty, as the original's `sessionId ?? "none"`).
     pub session_id: Option<&'a str>,
 }
 
 /// The `CURRENT_USER_REQUEST` message text (contract item 7):
 /// `CURRENT_USER_REQUEST\nsession_id: <id or none>\nuser_text: <text>`.
+/// `none` stands for an absent id only: `Some("")` writes an empty id.
 pub fn current_user_request_text(text: &str, session_id: Option<&str>) -> String {
-    let sid = session_id.filter(|s| !s.is_empty()).unwrap_or("none");
+    let sid = session_id.unwrap_or("none");
     format!("CURRENT_USER_REQUEST\nsession_id: {sid}\nuser_text: {text}")
 }
 

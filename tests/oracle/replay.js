@@ -141,7 +141,7 @@ async function replayWorkingMemoryLog(options) {
 function buildCurrentUserRequestMessage(options, positionalSessionId) {
   const { text, sessionId } =
     typeof options === 'string' ? { text: options, sessionId: positionalSessionId } : options;
-  return `CURRENT_USER_REQUEST\nsession_id: ${sessionId ? sessionId : 'none'}\nuser_text: ${text}`;
+  return `CURRENT_USER_REQUEST\nsession_id: ${sessionId ?? 'none'}\nuser_text: ${text}`;
 }
 
 // A message of the replay in a request body's format: Anthropic's is the message
