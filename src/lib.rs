@@ -55,6 +55,7 @@
 
 #![warn(missing_docs)]
 
+mod append;
 mod buffers;
 mod corpus;
 mod error;
@@ -72,6 +73,7 @@ mod simd;
 #[cfg(feature = "state")]
 pub mod state;
 
+pub use append::{AppendError, AppendReport, AppendedRecord, append};
 pub use error::{AllocError, Error};
 pub use input::{FileIdentity, LogBytes, ReadMode};
 pub use live::{LiveInfo, LiveReplay, Refresh};
