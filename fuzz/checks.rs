@@ -574,7 +574,7 @@ pub fn check_settings(data: &[u8]) {
         4 => {
             if let Ok((k, v)) = settings::parse_field(&text) {
                 assert!(!k.is_empty());
-                assert!(!wmreplay::server::upstream::RESERVED_FIELDS.contains(&k.as_str()));
+                assert!(!wmreplay::RESERVED_PARAMS.contains(&k.as_str()));
                 let again: serde_json::Value = serde_json::from_str(&v.to_string()).unwrap();
                 assert_eq!(again, v);
             }

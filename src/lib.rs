@@ -81,6 +81,9 @@ pub use parse::json::JsonErrorKind;
 pub use parse::{DEFAULT_MAX_DEPTH, Record, SkipReason, Validator};
 pub use render::Format;
 pub use render::cache::{CacheMemory, CachePolicy, CacheTtl};
+pub use render::fields::{
+    ParamError, RESERVED_PARAMS, RequestSpec, check_params, parse_params, request_fields,
+};
 pub use render::request::{
     CurrentRequest, SYSTEM_RULE, SizedRequest, current_user_request_text, request_envelope,
     system_prompt,

@@ -116,6 +116,7 @@ async fn a_broken_stderr_loses_log_lines_never_requests() {
             .args(["--addr", &format!("127.0.0.1:{port}"), "--upstream", &up])
             .args(["--no-fsync"])
             .env("ANTHROPIC_API_KEY", "k")
+            .env("WMREPLAY_MODEL", "test-model")
             .env("RUST_LOG", "debug")
             .stdout(Stdio::null());
         let mut child = if full_disk {

@@ -33,7 +33,14 @@ async fn redirects_are_never_followed_so_the_key_never_leaves() {
             "{status} was followed"
         );
         assert_eq!(target.requests(), 0);
-        assert!(turns(&log, "text_output").is_empty(), "nothing appended");
+        // No answer: the turn is closed by an error record only.
+        let out = turns(&log, "text_output");
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0]["text"].as_str(), out[0]["stop_reason"].as_str()),
+            (Some(""), Some("error"))
+        );
+        assert_eq!(out[0]["error"]["status"], status);
         assert!(!body.contains(KEY));
         srv.stop().await;
     }

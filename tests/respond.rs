@@ -455,7 +455,7 @@ async fn requests_carry_each_providers_fields_and_the_extra_ones() {
     let log = example_log(dir.path());
     let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
     let mut cfg = config(&log, Some(&up), Provider::OpenAi);
-    cfg.max_tokens = 50;
+    cfg.max_output_tokens = 50;
     cfg.upstream_fields = vec![
         ("temperature".into(), json!(0.2)),
         ("user".into(), json!("agent-7")),

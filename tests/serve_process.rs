@@ -15,13 +15,24 @@ use mock::*;
 /// Runs `serve` with `args` and expects it to refuse them: exit 2 with a
 /// message containing `says`.
 fn refused(args: &[&str], says: &str) {
+    refused_with(args, &[], says);
+}
+
+/// [`refused`] with these environment variables set (and the key and model
+/// variables cleared unless given).
+fn refused_with(args: &[&str], envs: &[(&str, &str)], says: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let out = wmreplay()
-        .args(["serve", "--log"])
+    let mut cmd = wmreplay();
+    cmd.args(["serve", "--log"])
         .arg(dir.path().join("wm.log"))
         .args(args)
-        .output()
-        .unwrap();
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("WMREPLAY_MODEL");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
     assert!(err.contains(says), "{args:?}: {err}");
@@ -44,7 +55,52 @@ fn settings_are_checked_at_start_up() {
     refused(&["--upstream-field", "user=bob"], "quote");
     refused(&["--upstream-field", "messages=[]"], "messages");
     refused(&["--upstream-retries", "1000"], "1000");
-    refused(&["--max-tokens", "0"], "0");
+    refused(&["--max-output-tokens", "0"], "0");
+    // The old, ambiguous name is refused with both new ones named.
+    refused(&["--max-tokens", "500"], "--max-output-tokens");
+    refused_with(
+        &[],
+        &[("WMREPLAY_MAX_TOKENS", "500")],
+        "--max-tokens-window",
+    );
+    // An upstream needs its key (named) and a model (no built-in default).
+    let up = ["--upstream", "https://api.anthropic.com"];
+    refused(&up, "ANTHROPIC_API_KEY");
+    refused(
+        &[&up[..], &["--provider", "openai"]].concat(),
+        "OPENAI_API_KEY",
+    );
+    refused_with(&up, &[("ANTHROPIC_API_KEY", "k")], "WMREPLAY_MODEL");
+    refused_with(&[&up[..], &["--api-key-env", ""]].concat(), &[], "--model");
+    // Fields are checked against the provider's table at start-up.
+    let model = [
+        ("ANTHROPIC_API_KEY", "k"),
+        ("WMREPLAY_MODEL", "claude-sonnet-4-5"),
+    ];
+    refused_with(
+        &[&up[..], &["--upstream-field", "frequency_penalty=1"]].concat(),
+        &model,
+        "frequency_penalty",
+    );
+    refused_with(
+        &[
+            &up[..],
+            &[
+                "--upstream-field",
+                "temperature=0.5",
+                "--upstream-field",
+                "top_p=0.9",
+            ],
+        ]
+        .concat(),
+        &model,
+        "top_p",
+    );
+    refused_with(
+        &[&up[..], &["--upstream-header", "x-api-key=abc"]].concat(),
+        &model,
+        "x-api-key",
+    );
     refused(&["--addr", "no-port"], "--addr");
     refused(&["--log-format", "xml"], "xml");
     // Beyond loopback, a token (or an explicit opt-out) is required.

@@ -71,15 +71,33 @@ pub struct ServeArgs {
     #[arg(long, env = "WMREPLAY_UPSTREAM", value_name = "URL", value_parser = parse_upstream)]
     upstream: Option<String>,
     /// An extra request field sent upstream, NAME=JSON (repeatable):
-    /// --upstream-field temperature=0.2 --upstream-field 'stop=["END"]'.
-    /// A request's own "params" object adds to and overrides these; neither
-    /// may set messages, system, model or stream.
+    /// --upstream-field temperature=0.2 --upstream-field
+    /// 'stop_sequences=["END"]' (OpenAI: 'stop=["END"]'; either name is
+    /// mapped to the provider's). A request's own "params" object adds to
+    /// and overrides these. Both are checked against the provider's
+    /// documented parameters at start-up and per request (400
+    /// invalid_params naming the field); neither may set messages, system,
+    /// model or stream.
     #[arg(long = "upstream-field", value_name = "NAME=JSON", value_parser = parse_field)]
     upstream_fields: Vec<(String, serde_json::Value)>,
-    /// Times a failed upstream call is tried again (429, 503, 529 and other
-    /// overload or gateway errors, connection failures), with exponential
-    /// backoff and jitter, honouring the upstream's retry-after, within
-    /// --upstream-timeout.
+    /// A request parameter passed upstream although this version's table of
+    /// the provider's parameters does not list it (repeatable): for a
+    /// parameter the provider added since.
+    #[arg(long = "allow-param", value_name = "NAME")]
+    allow_params: Vec<String>,
+    /// An extra header sent with every upstream call, NAME=VALUE
+    /// (repeatable), e.g. --upstream-header anthropic-beta=context-1m-2025-08-07
+    /// or --upstream-header anthropic-version=2023-06-01 (replaces the
+    /// built-in one). The API key's header is set from --api-key-env only.
+    #[arg(long = "upstream-header", value_name = "NAME=VALUE", value_parser = parse_header)]
+    upstream_headers: Vec<(String, String)>,
+    /// Times a failed upstream call is tried again, as the providers' SDKs
+    /// do: the upstream's x-should-retry first, else 408, 409, 429 and 5xx
+    /// (and connection failures, and a stream overloaded before any text),
+    /// with exponential backoff and jitter, honouring retry-after-ms, then
+    /// retry-after, within --upstream-timeout. A 429 that says the quota or
+    /// spend limit is used up (insufficient_quota) is not retried: waiting
+    /// does not clear it.
     #[arg(long, env = "WMREPLAY_UPSTREAM_RETRIES", default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
     upstream_retries: u32,
     /// How long an idempotency key (Idempotency-Key header or "request_id")
@@ -93,16 +111,24 @@ pub struct ServeArgs {
     /// The API the upstream speaks: anthropic (Messages) or openai (Chat Completions).
     #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
     provider: wmreplay::server::Provider,
-    /// Model name sent upstream [default: claude-sonnet-4-5, or gpt-4o-mini for openai].
+    /// Model name sent upstream; required with --upstream (there is no
+    /// built-in default), e.g. --model claude-sonnet-4-5.
     #[arg(long, env = "WMREPLAY_MODEL")]
     model: Option<String>,
     /// The answer's token limit sent upstream (max_tokens for Anthropic,
-    /// max_completion_tokens for OpenAI).
-    #[arg(long, env = "WMREPLAY_MAX_TOKENS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    max_tokens: u32,
+    /// max_completion_tokens for OpenAI). Not the replay window's budget,
+    /// which is --max-tokens-window.
+    #[arg(long, env = "WMREPLAY_MAX_OUTPUT_TOKENS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    max_output_tokens: u32,
+    /// Renamed: the answer's limit is --max-output-tokens, the window's
+    /// budget --max-tokens-window (`respond --max-tokens` is the window's).
+    #[arg(long = "max-tokens", hide = true, value_name = "N")]
+    old_max_tokens: Option<String>,
     /// Name of the environment variable holding the API key [default:
-    /// ANTHROPIC_API_KEY, or OPENAI_API_KEY for openai]. The key is never
-    /// logged or echoed.
+    /// ANTHROPIC_API_KEY, or OPENAI_API_KEY for openai]. With --upstream,
+    /// a missing or empty key refuses to start; --api-key-env '' runs
+    /// without one (an upstream that needs none). The key is never logged
+    /// or echoed.
     #[arg(long, env = "WMREPLAY_API_KEY_ENV", value_name = "VAR")]
     api_key_env: Option<String>,
     /// Text placed before the system rule in the system prompt.
@@ -238,15 +264,29 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
     let provider = args.provider;
+    if args.old_max_tokens.is_some() || std::env::var_os("WMREPLAY_MAX_TOKENS").is_some() {
+        return Err(Failure::Usage(
+            "serve's --max-tokens (WMREPLAY_MAX_TOKENS) was renamed: the answer's token limit \
+             is --max-output-tokens (WMREPLAY_MAX_OUTPUT_TOKENS), the replay window's budget \
+             --max-tokens-window"
+                .into(),
+        ));
+    }
     let key_env = args
         .api_key_env
         .unwrap_or_else(|| provider.default_key_env().to_string());
-    let api_key = std::env::var(&key_env)
-        .ok()
-        .filter(|k| !k.is_empty())
-        .map(ApiKey);
-    if args.upstream.is_some() && api_key.is_none() {
-        tracing::warn!(var = %key_env, "no API key in the environment; calling the upstream without one");
+    let api_key = match key_env.as_str() {
+        "" => None,
+        var => std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(ApiKey),
+    };
+    if args.upstream.is_some() && api_key.is_none() && !key_env.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--upstream needs an API key: {key_env} is not set or empty (name another variable \
+             with --api-key-env VAR, or pass --api-key-env '' for an upstream that needs none)"
+        )));
     }
     let auth_token = match &args.auth_token_env {
         None => None,
@@ -280,10 +320,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.auth_token = auth_token;
     cfg.upstream = args.upstream;
     cfg.provider = provider;
-    cfg.model = args
-        .model
-        .unwrap_or_else(|| provider.default_model().to_string());
-    cfg.max_tokens = args.max_tokens;
+    cfg.model = args.model.filter(|m| !m.trim().is_empty());
+    cfg.max_output_tokens = args.max_output_tokens;
     cfg.api_key = api_key;
     cfg.system = args.system;
     cfg.fsync = !args.no_fsync;
@@ -298,6 +336,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.shutdown_timeout = args.shutdown_timeout;
     cfg.upstream_retries = args.upstream_retries;
     cfg.upstream_fields = args.upstream_fields;
+    cfg.allow_params = args.allow_params;
+    cfg.upstream_headers = args.upstream_headers;
     cfg.idempotency_ttl = args.idempotency_ttl;
     cfg.replay = {
         let mut o = ReplayOptions::default();

@@ -17,6 +17,7 @@ use crate::escape::{self, JsNumber, put};
 use crate::parse::Record;
 
 pub(crate) mod cache;
+pub(crate) mod fields;
 pub(crate) mod request;
 mod stream;
 pub(crate) mod xml;

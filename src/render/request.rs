@@ -188,10 +188,11 @@ pub fn render_request(
     records: &[Record],
     log: &[u8],
     format: Format,
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Vec<u8> {
-    try_render_request(records, log, format, system, current).unwrap_or_else(|e| e.abort())
+    try_render_request(records, log, format, fields, system, current).unwrap_or_else(|e| e.abort())
 }
 
 /// [`render_request`], allocated fallibly.
@@ -199,10 +200,11 @@ pub fn try_render_request(
     records: &[Record],
     log: &[u8],
     format: Format,
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
 ) -> Result<Vec<u8>, AllocError> {
-    let sized = SizedRequest::new(records, log, format, system, current);
+    let sized = SizedRequest::new(records, log, format, fields, system, current);
     let mut out = zeroed(sized.len())?;
     sized.write_into(&mut out);
     Ok(out)
@@ -226,10 +228,11 @@ impl<'r> SizedRequest<'r> {
         records: &'r [Record],
         log: &'r [u8],
         format: Format,
+        fields: &str,
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Self {
-        let env = envelope(format, "", system, current, None);
+        let env = envelope(format, fields, system, current, None);
         let lens = render::message_lens(records, log, format);
         let body = lens.iter().sum::<u64>() as usize;
         SizedRequest {
@@ -278,6 +281,7 @@ impl<'r> SizedRequest<'r> {
 fn cache_plan(
     n: usize,
     id_of: impl Fn(usize) -> (u64, u64),
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
     policy: &super::cache::CachePolicy,
@@ -290,7 +294,7 @@ fn cache_plan(
     } else {
         b""
     };
-    let (head, tail) = cached_envelope("", system, current, system_member);
+    let (head, tail) = cached_envelope(fields, system, current, system_member);
     (marks, member, head, tail)
 }
 
@@ -299,18 +303,27 @@ fn cache_plan(
 /// the messages [`place`](super::cache::place) picks (and on the system
 /// block when a breakpoint is left over). Without its markers, and with the
 /// system prompt as a plain string again, the body is [`render_request`]'s.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn render_request_cached(
     records: &[Record],
     log: &[u8],
     id_of: impl Fn(usize) -> (u64, u64),
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
     policy: &super::cache::CachePolicy,
     memory: &mut super::cache::CacheMemory,
 ) -> Vec<u8> {
     let format = Format::Anthropic;
-    let (marks, member, head, tail) =
-        cache_plan(records.len(), id_of, system, current, policy, memory);
+    let (marks, member, head, tail) = cache_plan(
+        records.len(),
+        id_of,
+        fields,
+        system,
+        current,
+        policy,
+        memory,
+    );
     let lens = render::message_lens(records, log, format);
     let body = lens.iter().sum::<u64>() as usize;
     let mut out = vec![0u8; head.len() + body + marks.len() * member.len() + tail.len()];
@@ -351,6 +364,7 @@ pub(crate) fn write_request_cached(
     records: &[Record],
     log: &[u8],
     id_of: impl Fn(usize) -> (u64, u64),
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
     policy: &super::cache::CachePolicy,
@@ -358,8 +372,15 @@ pub(crate) fn write_request_cached(
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
     let format = Format::Anthropic;
-    let (marks, member, head, tail) =
-        cache_plan(records.len(), id_of, system, current, policy, memory);
+    let (marks, member, head, tail) = cache_plan(
+        records.len(),
+        id_of,
+        fields,
+        system,
+        current,
+        policy,
+        memory,
+    );
     w.write_all(&head)?;
     let (mut from, mut one) = (0, Vec::new());
     for &m in &marks {
@@ -395,11 +416,12 @@ pub fn write_request<'r>(
     records: impl Into<Sequence<'r>>,
     log: &[u8],
     format: Format,
+    fields: &str,
     system: &str,
     current: &CurrentRequest<'_>,
     w: &mut dyn Write,
 ) -> std::io::Result<()> {
-    let env = envelope(format, "", system, current, None);
+    let env = envelope(format, fields, system, current, None);
     w.write_all(&env.head)?;
     render::stream_messages(records, log, format, false, render::STREAM_BATCH, w)?;
     w.write_all(&env.tail)

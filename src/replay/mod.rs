@@ -12,6 +12,7 @@ use crate::input::lines::{self};
 use crate::order;
 use crate::parse::{DEFAULT_MAX_DEPTH, Record, Validator};
 use crate::render::cache::{CacheMemory, CachePolicy};
+use crate::render::fields::RequestSpec;
 use crate::render::request::{self, CurrentRequest};
 use crate::render::{Format, Sequence};
 use crate::select::{self, SelectReport, Selection, WindowStart};
@@ -293,7 +294,7 @@ impl<'a> Replay<'a> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Vec<u8> {
-        request::render_request(self.records(), self.data(), format, system, current)
+        request::render_request(self.records(), self.data(), format, "", system, current)
     }
 
     /// [`render_request`](Self::render_request), with the [`AllocError`]
@@ -314,7 +315,7 @@ impl<'a> Replay<'a> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Result<Vec<u8>, AllocError> {
-        request::try_render_request(self.records(), self.data(), format, system, current)
+        request::try_render_request(self.records(), self.data(), format, "", system, current)
     }
 
     /// The request body in Anthropic's format with prompt-cache breakpoints
@@ -352,6 +353,7 @@ impl<'a> Replay<'a> {
             records,
             self.data(),
             self.cache_id(records),
+            "",
             system,
             current,
             policy,
@@ -388,6 +390,7 @@ impl<'a> Replay<'a> {
             records,
             self.data(),
             self.cache_id(records),
+            "",
             system,
             current,
             policy,
@@ -425,7 +428,7 @@ impl<'a> Replay<'a> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> request::SizedRequest<'_> {
-        request::SizedRequest::new(self.records(), self.data(), format, system, current)
+        request::SizedRequest::new(self.records(), self.data(), format, "", system, current)
     }
 
     /// Streams the request body to `w` with bounded memory.
@@ -436,7 +439,87 @@ impl<'a> Replay<'a> {
         current: &CurrentRequest<'_>,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        request::write_request(self.sequence(), self.data(), format, system, current, w)
+        request::write_request(self.sequence(), self.data(), format, "", system, current, w)
+    }
+
+    /// The request a [`RequestSpec`] describes: its leading fields, the
+    /// system prompt, the messages (with prompt-cache breakpoints when
+    /// `spec.cache` is set: Anthropic only), the current request. What
+    /// `wmreplay respond --model …` writes.
+    ///
+    /// ```
+    /// use wmreplay::{CurrentRequest, Format, ReplayOptions, RequestSpec, SYSTEM_RULE, replay, request_fields};
+    ///
+    /// let replayed = replay(b"{\"type\":\"wm_event\",\"ts_ms\":1}\n", &ReplayOptions::default());
+    /// let fields = request_fields(Format::Anthropic, "claude-opus-4-5", 512, false, &[], &[])?;
+    /// let spec = RequestSpec::new(Format::Anthropic, SYSTEM_RULE, CurrentRequest { text: "hi", session_id: None })
+    ///     .with_fields(&fields);
+    /// let body = String::from_utf8(replayed.render_request_with(&spec)).unwrap();
+    /// assert!(body.starts_with(r#"{"model":"claude-opus-4-5","max_tokens":512,"system":"#));
+    /// # Ok::<(), wmreplay::ParamError>(())
+    /// ```
+    pub fn render_request_with(&self, spec: &RequestSpec<'_>) -> Vec<u8> {
+        self.try_render_request_with(spec)
+            .unwrap_or_else(|e| e.abort())
+    }
+
+    /// [`render_request_with`](Self::render_request_with), with the
+    /// [`AllocError`] instead of an abort when the body does not fit in
+    /// memory (the cached form is allocated infallibly for now).
+    pub fn try_render_request_with(&self, spec: &RequestSpec<'_>) -> Result<Vec<u8>, AllocError> {
+        let records = self.records();
+        match &spec.cache {
+            Some(policy) if spec.format == Format::Anthropic => Ok(request::render_request_cached(
+                records,
+                self.data(),
+                self.cache_id(records),
+                spec.fields,
+                spec.system,
+                &spec.current,
+                policy,
+                &mut CacheMemory::default(),
+            )),
+            _ => request::try_render_request(
+                records,
+                self.data(),
+                spec.format,
+                spec.fields,
+                spec.system,
+                &spec.current,
+            ),
+        }
+    }
+
+    /// [`render_request_with`](Self::render_request_with) streamed to `w`
+    /// with bounded memory.
+    pub fn write_request_with(
+        &self,
+        spec: &RequestSpec<'_>,
+        w: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let records = self.records();
+        match &spec.cache {
+            Some(policy) if spec.format == Format::Anthropic => request::write_request_cached(
+                records,
+                self.data(),
+                self.cache_id(records),
+                spec.fields,
+                spec.system,
+                &spec.current,
+                policy,
+                &mut CacheMemory::default(),
+                w,
+            ),
+            _ => request::write_request(
+                self.sequence(),
+                self.data(),
+                spec.format,
+                spec.fields,
+                spec.system,
+                &spec.current,
+                w,
+            ),
+        }
     }
 
     /// The replayed messages alone (JSON array or NDJSON).

@@ -20,10 +20,13 @@ pub struct Config {
     pub upstream: Option<String>,
     /// The API the upstream speaks.
     pub provider: Provider,
-    /// Model name sent upstream.
-    pub model: String,
-    /// `max_tokens` sent upstream (Anthropic requires it).
-    pub max_tokens: u32,
+    /// Model name sent upstream: required with an upstream (there is no
+    /// built-in default: a model name retires under its users). Without
+    /// one, bodies carry no leading fields.
+    pub model: Option<String>,
+    /// The answer's token limit sent upstream (`max_tokens` for Anthropic,
+    /// which requires it; `max_completion_tokens` for OpenAI).
+    pub max_output_tokens: u32,
     /// The API key, if any.
     pub api_key: Option<ApiKey>,
     /// Text placed before the system rule.
@@ -52,6 +55,14 @@ pub struct Config {
     /// Extra request fields sent upstream (`--upstream-field`), after the
     /// defaults and before a request's own `params`.
     pub upstream_fields: Vec<(String, Value)>,
+    /// Parameter names passed upstream although the provider's table does
+    /// not list them (`--allow-param`): for a parameter newer than this
+    /// version.
+    pub allow_params: Vec<String>,
+    /// Extra headers sent with every upstream call (`--upstream-header`),
+    /// e.g. `anthropic-beta`; they replace the provider's own of the same
+    /// name (`anthropic-version`).
+    pub upstream_headers: Vec<(String, String)>,
     /// How long an idempotency key is remembered.
     pub idempotency_ttl: Duration,
     /// A client that reads nothing of a response for this long is let go
@@ -115,8 +126,8 @@ impl Config {
             log: log.into(),
             upstream: None,
             provider: Provider::Anthropic,
-            model: Provider::Anthropic.default_model().to_string(),
-            max_tokens: 1024,
+            model: None,
+            max_output_tokens: 1024,
             api_key: None,
             system: None,
             fsync: true,
@@ -129,6 +140,8 @@ impl Config {
             upstream_retries: 2,
             retry_min_delay: Duration::from_millis(500),
             upstream_fields: Vec::new(),
+            allow_params: Vec::new(),
+            upstream_headers: Vec::new(),
             idempotency_ttl: Duration::from_secs(24 * 3600),
             write_timeout: Duration::from_secs(30),
             keep_alive_timeout: Duration::from_secs(60),
@@ -150,15 +163,85 @@ impl Config {
     }
 }
 
-/// A quarter of the machine's memory (from `/proc/meminfo`), or 1 GiB where
-/// that cannot be read.
+/// A quarter of the memory this process may use: the machine's
+/// (`/proc/meminfo`), or its container's limit when lower (cgroup v2
+/// `memory.max`, v1 `memory.limit_in_bytes`); 1 GiB where neither can be
+/// read.
 fn default_max_live_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
+    let machine = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {
             m.lines()
                 .find_map(|l| l.strip_prefix("MemTotal:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
-        .map_or(1 << 30, |kb| kb * 1024 / 4)
+        .map(|kb| kb * 1024);
+    let limit = match (machine, cgroup_memory_limit()) {
+        (Some(m), Some(c)) => Some(m.min(c)),
+        (m, c) => m.or(c),
+    };
+    limit.map_or(1 << 30, |b| b / 4)
+}
+
+/// The memory limit of this process's cgroup, if it has one.
+fn cgroup_memory_limit() -> Option<u64> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_limit_in(&cgroups, |p| std::fs::read_to_string(p).ok())
+}
+
+/// The limit named by `/proc/self/cgroup`'s text, reading files through
+/// `read` (v2's unified hierarchy first, then v1's memory controller). A
+/// limit of `max`, or v1's "unlimited" (a page-rounded `i64::MAX`), is none.
+fn cgroup_limit_in(cgroups: &str, read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    let parse = |s: String| {
+        let s = s.trim();
+        s.parse::<u64>().ok().filter(|&b| b < 1 << 60)
+    };
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let path = path.trim_end_matches('/');
+        if controllers.is_empty() {
+            if let Some(b) = read(&format!("/sys/fs/cgroup{path}/memory.max")).and_then(parse) {
+                return Some(b);
+            }
+        } else if controllers.split(',').any(|c| c == "memory") {
+            let file = format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes");
+            if let Some(b) = read(&file).and_then(parse) {
+                return Some(b);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cgroup_limit_in;
+
+    #[test]
+    fn a_containers_memory_limit_is_read_from_its_cgroup() {
+        let files = |p: &str| match p {
+            "/sys/fs/cgroup/kubepods/pod1/memory.max" => Some("536870912\n".to_string()),
+            "/sys/fs/cgroup/unlimited/memory.max" => Some("max\n".to_string()),
+            "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes" => {
+                Some("268435456\n".to_string())
+            }
+            "/sys/fs/cgroup/memory/free/memory.limit_in_bytes" => {
+                Some("9223372036854771712\n".to_string())
+            }
+            _ => None,
+        };
+        assert_eq!(
+            cgroup_limit_in("0::/kubepods/pod1\n", files),
+            Some(512 << 20)
+        );
+        assert_eq!(cgroup_limit_in("0::/unlimited\n", files), None);
+        assert_eq!(
+            cgroup_limit_in("12:cpu:/x\n4:memory:/docker/abc\n", files),
+            Some(256 << 20)
+        );
+        assert_eq!(cgroup_limit_in("4:memory:/free\n", files), None);
+        assert_eq!(cgroup_limit_in("", files), None);
+    }
 }

@@ -127,6 +127,7 @@ pub async fn serve(
     .map(|u| cfg.provider.endpoint(&u));
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("wmreplay/", env!("CARGO_PKG_VERSION")))
         // The key goes to the configured upstream only: a redirect is an
         // upstream error, never followed.
         .redirect(reqwest::redirect::Policy::none())
@@ -137,6 +138,9 @@ pub async fn serve(
             client,
             endpoint,
             provider: cfg.provider,
+            headers: cfg
+                .provider
+                .headers(cfg.api_key.as_ref(), &cfg.upstream_headers),
             key: cfg.api_key.clone(),
             retries: cfg.upstream_retries,
             retry_min_delay: cfg.retry_min_delay,

@@ -103,7 +103,7 @@ pub fn parse_field(s: &str) -> Result<(String, Value), String> {
     if k.is_empty() {
         return Err(format!("--upstream-field {s:?}: the name is empty"));
     }
-    if crate::server::upstream::RESERVED_FIELDS.contains(&k) {
+    if crate::RESERVED_PARAMS.contains(&k) {
         return Err(format!(
             "--upstream-field {k}: the server sets `{k}` (use --model for the model)"
         ));
@@ -112,6 +112,43 @@ pub fn parse_field(s: &str) -> Result<(String, Value), String> {
         format!("--upstream-field {k}: {v:?} is not JSON ({e}); quote a string: {k}='\"text\"'")
     })?;
     Ok((k.to_string(), v))
+}
+
+/// `NAME=VALUE` (from `--upstream-header`), checked: a valid header name
+/// and value, and not one the server writes (the API key's, the body's).
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        format!("--upstream-header {s:?}: expected NAME=VALUE, e.g. anthropic-beta=context-1m-2025-08-07")
+    })?;
+    let k = k.trim().to_ascii_lowercase();
+    let v = v.trim();
+    if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() || k.is_empty() {
+        return Err(format!(
+            "--upstream-header {s:?}: {k:?} is not a header name"
+        ));
+    }
+    if reqwest::header::HeaderValue::from_str(v).is_err() {
+        return Err(format!(
+            "--upstream-header {k}: the value is not a valid header value"
+        ));
+    }
+    const WRITTEN: &[&str] = &[
+        "x-api-key",
+        "authorization",
+        "content-type",
+        "content-length",
+        "host",
+        "transfer-encoding",
+        "connection",
+        "idempotency-key",
+    ];
+    if WRITTEN.contains(&k.as_str()) {
+        return Err(format!(
+            "--upstream-header {k}: the server writes this header (the API key comes from \
+             --api-key-env)"
+        ));
+    }
+    Ok((k, v.to_string()))
 }
 
 impl Config {
@@ -164,16 +201,39 @@ impl Config {
         if self.upstream_retries > MAX_RETRIES {
             return Err(format!("--upstream-retries must be at most {MAX_RETRIES}"));
         }
-        if self.max_tokens == 0 {
-            return Err("--max-tokens must be at least 1".into());
+        if self.max_output_tokens == 0 {
+            return Err("--max-output-tokens must be at least 1".into());
         }
         if let Some(u) = &self.upstream {
             parse_upstream(u)?;
-        }
-        for (k, _) in &self.upstream_fields {
-            if crate::server::upstream::RESERVED_FIELDS.contains(&k.as_str()) {
-                return Err(format!("--upstream-field may not set `{k}`"));
+            if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
+                return Err(
+                    "--upstream needs a model: pass --model NAME or set WMREPLAY_MODEL (there \
+                     is no built-in default; e.g. --model claude-sonnet-4-5 for Anthropic)"
+                        .into(),
+                );
             }
+        }
+        for (name, value) in &self.upstream_headers {
+            parse_header(&format!("{name}={value}"))?;
+        }
+        match &self.model {
+            Some(model) => {
+                // Checked as a streamed request would be: `stream_options`
+                // is then allowed, and a plain request refuses it per turn.
+                crate::check_params(
+                    self.provider.format(),
+                    model,
+                    true,
+                    &self.upstream_fields,
+                    &self.allow_params,
+                )
+                .map_err(|e| format!("--upstream-field {}: {}", e.field, e.message))?;
+            }
+            None if !self.upstream_fields.is_empty() => {
+                return Err("--upstream-field needs --model (the fields go with it)".into());
+            }
+            None => {}
         }
         self.selection.validate()
     }
@@ -257,5 +317,39 @@ mod tests {
         assert!(parse_field("messages=[]").is_err());
         assert!(parse_field("model=\"x\"").is_err());
         assert!(parse_field("noequals").is_err());
+    }
+
+    #[test]
+    fn upstream_headers_are_checked_and_the_key_header_is_refused() {
+        assert_eq!(
+            parse_header("Anthropic-Beta=context-1m-2025-08-07").unwrap(),
+            ("anthropic-beta".into(), "context-1m-2025-08-07".into())
+        );
+        assert!(parse_header("x-api-key=abc").is_err());
+        assert!(parse_header("Authorization=Bearer x").is_err());
+        assert!(parse_header("bad name=x").is_err());
+        assert!(parse_header("noequals").is_err());
+        assert!(parse_header("x-a=line\nbreak").is_err());
+    }
+
+    #[test]
+    fn an_upstream_needs_a_model_and_fields_follow_the_providers_rules() {
+        let mut c = Config::new("wm.log");
+        c.upstream = Some("https://api.anthropic.com".into());
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--model") && e.contains("WMREPLAY_MODEL"), "{e}");
+        c.model = Some("claude-sonnet-4-5".into());
+        assert_eq!(c.validate(), Ok(()));
+        c.upstream_fields = vec![("stop".into(), json!(["END"]))];
+        assert_eq!(c.validate(), Ok(()), "stop is mapped to stop_sequences");
+        c.upstream_fields = vec![
+            ("temperature".into(), json!(0.2)),
+            ("top_p".into(), json!(0.9)),
+        ];
+        assert!(c.validate().unwrap_err().contains("top_p"));
+        c.upstream_fields = vec![("frequency_penalty".into(), json!(1))];
+        assert!(c.validate().unwrap_err().contains("frequency_penalty"));
+        c.allow_params = vec!["frequency_penalty".into()];
+        assert_eq!(c.validate(), Ok(()));
     }
 }

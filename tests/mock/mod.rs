@@ -469,7 +469,7 @@ pub fn config(log: &Path, upstream: Option<&str>, provider: Provider) -> Config 
     let mut c = Config::new(log);
     c.upstream = upstream.map(str::to_string);
     c.provider = provider;
-    c.model = "test-model".into();
+    c.model = Some("test-model".into());
     c.api_key = Some(ApiKey(KEY.into()));
     c.fsync = false;
     c

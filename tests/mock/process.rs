@@ -70,6 +70,8 @@ impl Serving {
             .args(["--addr", "localhost:0"])
             .args(args)
             .env_remove("RUST_LOG")
+            // There is no built-in model: an upstream needs one.
+            .env("WMREPLAY_MODEL", "test-model")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         for (k, v) in envs {

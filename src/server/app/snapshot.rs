@@ -127,23 +127,57 @@ pub(crate) fn stats_json(stats: &ReplayStats, max_skips: usize) -> Value {
 }
 
 impl AppState {
-    /// The request body's pieces: head, the rendered messages, tail.
-    pub(crate) fn body_parts(
+    /// The request's leading fields for `input`: the model, the answer's
+    /// limit, streaming, the operator's `--upstream-field`s, the client's
+    /// `params` (checked against the provider's rules: a 400
+    /// `invalid_params` naming the field), the prompt cache key. Empty
+    /// without a model (no upstream): the contract's body.
+    pub(crate) fn fields_for(
         &self,
-        snap: &Snapshot,
-        current: &CurrentRequest<'_>,
         params: &[(String, Value)],
         stream: bool,
-    ) -> Vec<Bytes> {
+    ) -> Result<String, ApiError> {
+        let Some(model) = &self.cfg.model else {
+            if let Some((k, _)) = params.first() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_params",
+                    format!("`params` ({k}) need a model: the server runs without --model"),
+                ));
+            }
+            return Ok(String::new());
+        };
         let p = self.cfg.provider;
         let mut extra = self.cfg.upstream_fields.clone();
-        extra.extend(params.iter().cloned());
+        // The client's own replace the operator's of the same name.
+        for (k, v) in params {
+            extra.retain(|(name, _)| name != k);
+            extra.push((k.clone(), v.clone()));
+        }
         if let Some(key) = &self.cache_key
             && !extra.iter().any(|(k, _)| k == "prompt_cache_key")
         {
             extra.push(("prompt_cache_key".into(), Value::String(key.clone())));
         }
-        let fields = p.fields(&self.cfg.model, self.cfg.max_tokens, stream, &extra);
+        crate::request_fields(
+            p.format(),
+            model,
+            self.cfg.max_output_tokens,
+            stream,
+            &extra,
+            &self.cfg.allow_params,
+        )
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_params", e.message))
+    }
+
+    /// The request body's pieces: head, the rendered messages, tail.
+    pub(crate) fn body_parts(
+        &self,
+        snap: &Snapshot,
+        current: &CurrentRequest<'_>,
+        fields: &str,
+    ) -> Vec<Bytes> {
+        let p = self.cfg.provider;
         let (head, tail) = match snap.cache_marks {
             // The system prompt as a block, marked when a breakpoint is left.
             Some(marks) => {
@@ -153,9 +187,9 @@ impl AppState {
                 } else {
                     b""
                 };
-                crate::render::request::cached_envelope(&fields, &self.system, current, member)
+                crate::render::request::cached_envelope(fields, &self.system, current, member)
             }
-            None => crate::request_envelope(p.format(), &fields, &self.system, current),
+            None => crate::request_envelope(p.format(), fields, &self.system, current),
         };
         let mut parts = Vec::with_capacity(snap.chunks.len() + 2);
         parts.push(Bytes::from(head));

@@ -18,15 +18,15 @@ use crate::server::turn::{self, parse_input, stream_body};
 pub(crate) async fn respond(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let (body, _held) = state.read_body(req).await?;
-    let input = parse_input(&headers, &body)?;
+    let input = parse_input(&state, &headers, &body)?;
     if state.upstream.is_some() {
         return turn::respond(state, input).await;
     }
     let _permit = state.permit()?;
     let snap = snapshot(&state, false).await?;
     let mut parts = vec![Bytes::from_static(b"{\"request\":")];
-    parts.extend(state.body_parts(&snap, &input.current(), &input.params, input.stream));
-    let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
+    parts.extend(state.body_parts(&snap, &input.current(), &input.fields));
+    let stats = stats_json(&snap.stats, input.max_skips(&state));
     parts.push(Bytes::from(format!(",\"stats\":{stats}}}")));
     Ok(json_response(StatusCode::OK, stream_body(parts)))
 }
@@ -35,9 +35,9 @@ pub(crate) async fn respond(state: Arc<AppState>, req: Request) -> Result<Respon
 pub(crate) async fn context(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     let headers = req.headers().clone();
     let (body, _held) = state.read_body(req).await?;
-    let input = parse_input(&headers, &body)?;
+    let input = parse_input(&state, &headers, &body)?;
     let _permit = state.permit()?;
     let snap = snapshot(&state, false).await?;
-    let parts = state.body_parts(&snap, &input.current(), &input.params, input.stream);
+    let parts = state.body_parts(&snap, &input.current(), &input.fields);
     Ok(json_response(StatusCode::OK, stream_body(parts)))
 }

@@ -5,18 +5,24 @@ use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use crate::CurrentRequest;
+use crate::server::app::AppState;
 use crate::server::errors::{ApiError, idempotency_key, string_field};
-use crate::server::upstream::RESERVED_FIELDS;
 
 /// A client's `/respond` or `/v1/context` input.
 pub(crate) struct Input {
     pub text: String,
     pub session_id: Option<String>,
     pub stream: bool,
-    /// Request fields for the upstream (`"params"`), checked.
+    /// Request fields for the upstream (`"params"`), as the client gave them.
     pub params: Vec<(String, Value)>,
+    /// The request's leading fields, `params` checked against the
+    /// provider's rules ([`AppState::fields_for`]).
+    pub fields: String,
     /// The idempotency key, from the header or `"request_id"`.
     pub key: Option<String>,
+    /// Whether the answer's `stats` list the skipped lines (`"skips":
+    /// true`); without it they carry the counts only.
+    pub skips: bool,
 }
 
 impl Input {
@@ -34,7 +40,13 @@ impl Input {
     }
 }
 
-pub(crate) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, ApiError> {
+/// The client's input, its `params` checked against the provider's rules
+/// before anything is appended or sent.
+pub(crate) fn parse_input(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Input, ApiError> {
     let bad = |code, msg: String| ApiError::new(StatusCode::BAD_REQUEST, code, msg);
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| bad("invalid_json", format!("the body is not valid JSON: {e}")))?;
@@ -54,33 +66,38 @@ pub(crate) fn parse_input(headers: &HeaderMap, body: &[u8]) -> Result<Input, Api
     };
     let params = match obj.get("params") {
         None | Some(Value::Null) => Vec::new(),
-        Some(Value::Object(p)) => {
-            let mut out = Vec::with_capacity(p.len());
-            for (k, v) in p {
-                if RESERVED_FIELDS.contains(&k.as_str()) {
-                    return Err(bad(
-                        "invalid_params",
-                        format!("`params` may not set `{k}`: the server writes it"),
-                    ));
-                }
-                out.push((k.clone(), v.clone()));
-            }
-            out
-        }
+        Some(Value::Object(p)) => p.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         Some(_) => return Err(bad("invalid_params", "`params` must be an object".into())),
+    };
+    let skips = match obj.get("skips") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("invalid_skips", "`skips` must be a boolean".into())),
     };
     let from_body = string_field(obj, "request_id", "invalid_request_id")?.map(str::to_string);
     let key = idempotency_key(headers, from_body)?;
+    let fields = state.fields_for(&params, stream)?;
     Ok(Input {
         text,
         session_id,
         stream,
         params,
+        fields,
         key,
+        skips,
     })
 }
 
 impl Input {
+    /// How many skipped lines the answer's `stats` list.
+    pub(crate) fn max_skips(&self, state: &AppState) -> usize {
+        if self.skips {
+            state.cfg.replay.max_skips
+        } else {
+            0
+        }
+    }
+
     /// The `CURRENT_USER_REQUEST` of this input.
     pub(crate) fn current(&self) -> CurrentRequest<'_> {
         CurrentRequest {

@@ -154,8 +154,8 @@ async fn run_owned(
             return;
         }
     };
-    let parts = state.body_parts(&snap, &input.current(), &input.params, input.stream);
-    let stats = stats_json(&snap.stats, state.cfg.replay.max_skips);
+    let parts = state.body_parts(&snap, &input.current(), &input.fields);
+    let stats = stats_json(&snap.stats, input.max_skips(&state));
     drop(snap);
     let stream = input.stream;
     let (relay, mut body) = match stream {

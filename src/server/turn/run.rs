@@ -15,7 +15,7 @@ use crate::server::app::{AppState, Outcome};
 use crate::server::errors::ApiError;
 use crate::server::sse::sse;
 use crate::server::upstream::Answer;
-use crate::server::upstream::call::INTERRUPTED;
+use crate::server::upstream::call::{Failure, INTERRUPTED};
 use crate::server::upstream::relay::Relay;
 use crate::server::writer::Line;
 
@@ -42,40 +42,68 @@ pub(super) async fn run_turn(
     let mut cut = state.turns.cut_signal();
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let began = Instant::now();
-    let called = tokio::select! {
-        r = upstream.call(&parts, deadline) => Some(r),
-        _ = cut.wait_for(|c| *c) => None,
-    };
-    let answer = match called {
-        None => {
-            drop(started);
-            Ok(interrupted())
-        }
-        Some(Err(e)) => {
-            let e = upstream.call_error(e);
-            tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
-            let _ = started.send(Err(e.clone()));
-            return Err(e);
-        }
-        Some(Ok(resp)) if relay.is_some() => {
-            let _ = started.send(Ok(()));
-            upstream.read_stream(resp, &mut relay, &mut cut).await
-        }
-        Some(Ok(resp)) => {
-            drop(started);
-            tokio::select! {
-                r = upstream.read_whole(resp, deadline) => r,
-                _ = cut.wait_for(|c| *c) => Ok(interrupted()),
+    let mut started = Some(started);
+    let mut stream_retries = 0;
+    let answer = loop {
+        let called = tokio::select! {
+            r = upstream.call(&parts, deadline) => Some(r),
+            _ = cut.wait_for(|c| *c) => None,
+        };
+        match called {
+            None => break Ok(interrupted()),
+            Some(Err(e)) => break Err(upstream.call_error(e)),
+            Some(Ok(resp)) if relay.is_some() => {
+                if let Some(s) = started.take() {
+                    let _ = s.send(Ok(()));
+                }
+                match upstream.read_stream(resp, &mut relay, &mut cut).await {
+                    Ok(a) => break Ok(a),
+                    // Overloaded before any text: nothing was relayed, so
+                    // the call is made again, as a failed call would be.
+                    Err(Failure::Early(e)) => {
+                        let wait = upstream.backoff(stream_retries);
+                        if stream_retries >= upstream.retries
+                            || tokio::time::Instant::now() + wait >= deadline
+                        {
+                            break Err(e);
+                        }
+                        stream_retries += 1;
+                        tracing::warn!(
+                            code = e.code,
+                            wait_ms = wait.as_millis() as u64,
+                            "the upstream's stream failed before any text; retrying"
+                        );
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = cut.wait_for(|c| *c) => break Ok(interrupted()),
+                        }
+                    }
+                    Err(Failure::Late(e)) => break Err(e),
+                }
+            }
+            Some(Ok(resp)) => {
+                break tokio::select! {
+                    r = upstream.read_whole(resp, deadline) => r,
+                    _ = cut.wait_for(|c| *c) => Ok(interrupted()),
+                };
             }
         }
     };
     let answer = match answer {
         Ok(a) => a,
         Err(e) => {
-            tracing::warn!(code = e.code, message = %e.message, "turn failed");
-            if let Some(tx) = &relay {
-                tx.send(sse("error", &e.json()));
+            tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
+            match started.take() {
+                Some(s) => {
+                    let _ = s.send(Err(e.clone()));
+                }
+                None => {
+                    if let Some(tx) = &relay {
+                        tx.send(sse("error", &e.json()));
+                    }
+                }
             }
+            close_failed(state, input, &e).await;
             return Err(e);
         }
     };
@@ -117,6 +145,41 @@ pub(super) async fn run_turn(
     }
     Ok(out)
 }
+
+/// Closes a turn whose upstream call failed, so its `text_input` is not
+/// left unanswered in the log: a `text_output` with no text, the stop
+/// reason `error`, and the error (status, code, message) as the client got
+/// it. Later replays show the model that the request failed. A keyed turn
+/// may still be retried: its retry replays the log before its `text_input`,
+/// which this record follows, and appends its answer after it.
+async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError) {
+    let mut record = serde_json::Map::new();
+    record.insert("type".into(), json!("text_output"));
+    if let Some(id) = &input.session_id {
+        record.insert("session_id".into(), json!(id));
+    }
+    record.insert("text".into(), json!(""));
+    record.insert("stop_reason".into(), json!(ERROR_STOP));
+    record.insert(
+        "error".into(),
+        json!({
+            "status": e.upstream_status.unwrap_or(e.status.as_u16()),
+            "code": e.upstream_code.as_deref().unwrap_or(e.code),
+            "message": e.message,
+        }),
+    );
+    let line = Line::stamped_object(Value::Object(record).to_string().as_bytes());
+    let appended = match state.writer() {
+        Ok(w) => w.append(vec![line]).await,
+        Err(e) => Err(e),
+    };
+    if let Err(err) = appended {
+        tracing::error!(error = %err, "could not close a failed turn in the log");
+    }
+}
+
+/// The stop reason recorded for a turn whose upstream call failed.
+pub(crate) const ERROR_STOP: &str = "error";
 
 /// What a client is answered for `answer`.
 pub(super) fn answer_json(answer: &Answer, stats: Value) -> Value {

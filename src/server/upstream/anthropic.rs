@@ -29,11 +29,19 @@ pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
 
 pub(super) fn usage(u: &Value) -> Usage {
     let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    // The write split by lifetime: `cache_creation.ephemeral_5m_…`/`_1h_…`.
+    let split = |k: &str| {
+        u.get("cache_creation")
+            .and_then(|c| c.get(k))
+            .and_then(Value::as_u64)
+    };
     Usage {
         input_tokens: n("input_tokens"),
         output_tokens: n("output_tokens"),
         cache_read_input_tokens: n("cache_read_input_tokens"),
         cache_creation_input_tokens: n("cache_creation_input_tokens"),
+        cache_creation_5m_input_tokens: split("ephemeral_5m_input_tokens"),
+        cache_creation_1h_input_tokens: split("ephemeral_1h_input_tokens"),
     }
 }
 
@@ -221,6 +229,7 @@ mod tests {
                 output_tokens: Some(15),
                 cache_read_input_tokens: Some(2000),
                 cache_creation_input_tokens: Some(100),
+                ..Usage::default()
             }
         );
         assert_eq!(a.provider_usage.unwrap()["output_tokens"], 15);
@@ -253,5 +262,21 @@ mod tests {
         assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
         assert_eq!(a.usage.input_tokens, Some(3));
         assert_eq!(a.usage.cache_read_input_tokens, None);
+    }
+
+    #[test]
+    fn cache_writes_are_split_by_lifetime() {
+        let u: Value = serde_json::from_str(
+            r#"{"input_tokens":10,"output_tokens":3,"cache_read_input_tokens":100,
+                "cache_creation_input_tokens":70,
+                "cache_creation":{"ephemeral_5m_input_tokens":50,"ephemeral_1h_input_tokens":20}}"#,
+        )
+        .unwrap();
+        let u = usage(&u);
+        assert_eq!(u.cache_creation_input_tokens, Some(70));
+        assert_eq!(u.cache_creation_5m_input_tokens, Some(50));
+        assert_eq!(u.cache_creation_1h_input_tokens, Some(20));
+        let j = u.to_json();
+        assert_eq!(j["cache_creation_1h_input_tokens"], 20);
     }
 }

@@ -29,6 +29,8 @@ pub(crate) struct Upstream {
     /// The endpoint, checked at start.
     pub(crate) endpoint: reqwest::Url,
     pub(crate) provider: Provider,
+    /// Every call's headers: the provider's, the key, `--upstream-header`s.
+    pub(crate) headers: reqwest::header::HeaderMap,
     pub(crate) key: Option<ApiKey>,
     /// Retries after the first try.
     pub(crate) retries: u32,
@@ -128,7 +130,6 @@ impl Upstream {
         deadline: tokio::time::Instant,
     ) -> Result<reqwest::Response, CallError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-        let provider = self.provider;
         let endpoint = self.endpoint.clone();
         let once = || async {
             let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
@@ -137,7 +138,7 @@ impl Upstream {
             let request = self
                 .client
                 .post(endpoint.clone())
-                .headers(provider.headers(self.key.as_ref()))
+                .headers(self.headers.clone())
                 .header(header::CONTENT_LENGTH, len)
                 .body(body);
             let resp = match tokio::time::timeout_at(deadline, request.send()).await {
@@ -235,6 +236,18 @@ impl Upstream {
             })
     }
 
+    /// The wait before retry `n` (0 for the first) of a stream that
+    /// failed before any text: the calls' exponential backoff, with jitter.
+    pub(crate) fn backoff(&self, n: u32) -> Duration {
+        let base = self.retry_min_delay.saturating_mul(1 << n.min(16));
+        let base = base.min(Duration::from_secs(30));
+        // Up to a quarter more, from the clock's low bits (no RNG needed).
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        base + base.mul_f64((nanos % 1000) as f64 / 4000.0)
+    }
+
     /// A streamed answer, read at the upstream's pace and relayed to the
     /// client while it keeps up (a client gone or too far behind is let go:
     /// `relay` becomes `None`). Once `cut` turns true (shutdown), the answer
@@ -244,7 +257,7 @@ impl Upstream {
         resp: reqwest::Response,
         relay: &mut Option<Relay>,
         cut: &mut watch::Receiver<bool>,
-    ) -> Result<Answer, ApiError> {
+    ) -> Result<Answer, Failure> {
         use eventsource_stream::Eventsource;
         let mut events = resp.bytes_stream().eventsource();
         let mut decoder = self.provider.stream();
@@ -259,23 +272,23 @@ impl Upstream {
                 }
             };
             let event = match next {
-                Err(_) => return Err(self.timeout_error()),
+                Err(_) => return Err(Failure::Late(self.timeout_error())),
                 Ok(None) => {
-                    return Err(ApiError::new(
+                    return Err(Failure::Late(ApiError::new(
                         StatusCode::BAD_GATEWAY,
                         "upstream_incomplete",
                         "the upstream's stream ended before the answer was complete",
-                    ));
+                    )));
                 }
                 Ok(Some(Err(e))) => {
-                    return Err(ApiError::new(
+                    return Err(Failure::Late(ApiError::new(
                         StatusCode::BAD_GATEWAY,
                         "upstream_error",
                         format!(
                             "reading the upstream's stream: {}",
                             redact(&e.to_string(), self.key.as_ref())
                         ),
-                    ));
+                    )));
                 }
                 Ok(Some(Ok(ev))) => ev,
             };
@@ -292,12 +305,29 @@ impl Upstream {
                 }
                 Step::Done => return Ok(decoder.into_answer()),
                 Step::Error(e) => {
-                    return Err(upstream_error(e.redacted(self.key.as_ref())));
+                    let early = decoder.answer().text.is_empty()
+                        && e.code.as_deref() == Some("overloaded_error");
+                    let e = upstream_error(e.redacted(self.key.as_ref()));
+                    return Err(if early {
+                        Failure::Early(e)
+                    } else {
+                        Failure::Late(e)
+                    });
                 }
                 Step::Nothing => {}
             }
         }
     }
+}
+
+/// How a streamed answer failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Before any text (an overloaded model's first event): nothing was
+    /// relayed, so the call may be made again.
+    Early(ApiError),
+    /// Anything else: the turn fails.
+    Late(ApiError),
 }
 
 /// The stop reason of an answer cut by shutdown.

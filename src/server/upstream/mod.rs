@@ -38,23 +38,12 @@ impl std::str::FromStr for Provider {
     }
 }
 
-/// Request fields a client or operator may not set: the server writes them.
-pub const RESERVED_FIELDS: &[&str] = &["messages", "system", "model", "stream"];
-
 impl Provider {
     /// The body format of this provider's requests.
     pub fn format(self) -> crate::Format {
         match self {
             Provider::Anthropic => crate::Format::Anthropic,
             Provider::OpenAi => crate::Format::OpenAi,
-        }
-    }
-
-    /// The model used when none is given.
-    pub fn default_model(self) -> &'static str {
-        match self {
-            Provider::Anthropic => "claude-sonnet-4-5",
-            Provider::OpenAi => "gpt-4o-mini",
         }
     }
 
@@ -79,46 +68,6 @@ impl Provider {
             Provider::OpenAi => "/v1/chat/completions",
         });
         u
-    }
-
-    /// JSON members written first in the request body: the model, the token
-    /// limit (`max_tokens` for Anthropic, `max_completion_tokens` for
-    /// OpenAI), streaming (with usage asked for, for OpenAI), then `extra`
-    /// in order; an extra member replaces a default of the same name.
-    pub fn fields(
-        self,
-        model: &str,
-        max_tokens: u32,
-        stream: bool,
-        extra: &[(String, Value)],
-    ) -> String {
-        let mut members: Vec<(String, Value)> = vec![("model".into(), json!(model))];
-        match self {
-            Provider::Anthropic => members.push(("max_tokens".into(), json!(max_tokens))),
-            Provider::OpenAi => members.push(("max_completion_tokens".into(), json!(max_tokens))),
-        }
-        if stream {
-            members.push(("stream".into(), json!(true)));
-            if self == Provider::OpenAi {
-                members.push(("stream_options".into(), json!({"include_usage": true})));
-            }
-        }
-        for (k, v) in extra {
-            match members.iter_mut().find(|(name, _)| name == k) {
-                Some(m) => m.1 = v.clone(),
-                None => members.push((k.clone(), v.clone())),
-            }
-        }
-        let mut s = String::new();
-        for (i, (k, v)) in members.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            s.push_str(&serde_json::to_string(k).expect("a string serialises"));
-            s.push(':');
-            s.push_str(&v.to_string());
-        }
-        s
     }
 
     /// A fresh decoder of this provider's streamed events.
@@ -149,8 +98,13 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     /// Input tokens read from the prompt cache.
     pub cache_read_input_tokens: Option<u64>,
-    /// Input tokens written to the prompt cache (Anthropic).
+    /// Input tokens written to the prompt cache (Anthropic's
+    /// `cache_creation_input_tokens`, OpenAI's `cache_write_tokens`).
     pub cache_creation_input_tokens: Option<u64>,
+    /// Of those, written for 5 minutes (billed 1.25× input; Anthropic).
+    pub cache_creation_5m_input_tokens: Option<u64>,
+    /// Of those, written for 1 hour (billed 2× input; Anthropic).
+    pub cache_creation_1h_input_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -164,6 +118,12 @@ impl Usage {
         self.cache_creation_input_tokens = other
             .cache_creation_input_tokens
             .or(self.cache_creation_input_tokens);
+        self.cache_creation_5m_input_tokens = other
+            .cache_creation_5m_input_tokens
+            .or(self.cache_creation_5m_input_tokens);
+        self.cache_creation_1h_input_tokens = other
+            .cache_creation_1h_input_tokens
+            .or(self.cache_creation_1h_input_tokens);
     }
 
     /// Adds `other`'s counts (for totals).
@@ -183,6 +143,14 @@ impl Usage {
             &mut self.cache_creation_input_tokens,
             other.cache_creation_input_tokens,
         );
+        sum(
+            &mut self.cache_creation_5m_input_tokens,
+            other.cache_creation_5m_input_tokens,
+        );
+        sum(
+            &mut self.cache_creation_1h_input_tokens,
+            other.cache_creation_1h_input_tokens,
+        );
     }
 
     /// The counts reported, as a JSON object.
@@ -199,6 +167,14 @@ impl Usage {
         put(
             "cache_creation_input_tokens",
             self.cache_creation_input_tokens,
+        );
+        put(
+            "cache_creation_5m_input_tokens",
+            self.cache_creation_5m_input_tokens,
+        );
+        put(
+            "cache_creation_1h_input_tokens",
+            self.cache_creation_1h_input_tokens,
         );
         Value::Object(m)
     }
@@ -275,10 +251,53 @@ pub struct UpstreamError {
     pub retryable: bool,
 }
 
-/// Statuses worth trying again: timeouts, rate limits, overload and the
-/// gateway errors of proxies in between.
+/// Statuses worth trying again, as the providers' SDKs decide: request
+/// timeouts (408), lock conflicts (409), rate limits (429) and every server
+/// error (5xx, Anthropic's 529 overload among them).
 pub fn retryable_status(status: u16) -> bool {
-    matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
+    matches!(status, 408 | 409 | 429) || (500..600).contains(&status)
+}
+
+/// Whether an error says a quota or spend limit is used up: a 429 that
+/// waiting does not clear (OpenAI's `insufficient_quota`; a workspace's
+/// spend limit), so it is never retried.
+fn quota_exhausted(code: Option<&str>, message: &str) -> bool {
+    if code == Some("insufficient_quota") {
+        return true;
+    }
+    let m = message.to_ascii_lowercase();
+    [
+        "exceeded your current quota",
+        "spend limit",
+        "credit balance",
+        "billing",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// Whether to try again after an error answer: the upstream's
+/// `x-should-retry` first (`true` or `false`, as the SDKs obey it), then a
+/// quota used up (never), then the status.
+fn should_retry(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    code: Option<&str>,
+    message: &str,
+) -> bool {
+    match headers
+        .get("x-should-retry")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    {
+        Some("true") => return true,
+        Some("false") => return false,
+        _ => {}
+    }
+    if status == 429 && quota_exhausted(code, message) {
+        return false;
+    }
+    retryable_status(status)
 }
 
 /// The longest upstream message relayed to a client or logged.
@@ -293,13 +312,14 @@ impl UpstreamError {
         key: Option<&ApiKey>,
     ) -> UpstreamError {
         let (code, message) = error_body(body);
+        let retryable = should_retry(status, headers, code.as_deref(), &message);
         UpstreamError {
             status: Some(status),
             // Some gateways put the key in the error's type too.
             code: code.map(|c| redact(&c, key)),
             message: redact(&message, key),
             retry_after: retry_after(headers),
-            retryable: retryable_status(status),
+            retryable,
         }
     }
 
@@ -348,8 +368,17 @@ fn error_body(body: &[u8]) -> (Option<String>, String) {
     }
 }
 
-/// `retry-after` as seconds or an HTTP date.
+/// How long the upstream asked to wait: `retry-after-ms` (milliseconds,
+/// the SDKs' first choice), else `retry-after` as seconds or an HTTP date.
 pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms.min(86_400_000.0) / 1000.0));
+    }
     let v = headers
         .get(reqwest::header::RETRY_AFTER)?
         .to_str()
@@ -366,11 +395,16 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     )
 }
 
+/// Keys shorter than this are not redacted (see [`redact`]).
+const MIN_REDACTED_KEY: usize = 8;
+
 /// `s` with the key (and any long piece of it) replaced, bounded in length.
 pub fn redact(s: &str, key: Option<&ApiKey>) -> String {
     let mut out = s.to_string();
+    // A key shorter than any real one (`k`) is not searched for: replacing
+    // it would mangle ordinary words of the message.
     if let Some(k) = key
-        && !k.0.is_empty()
+        && k.0.chars().count() >= MIN_REDACTED_KEY
     {
         out = out.replace(&k.0, "<redacted>");
         // A key cut short (an upstream that echoes a prefix of it) is still
@@ -448,16 +482,19 @@ mod tests {
 
     #[test]
     fn fields_of_each_provider() {
+        let f = |p: Provider, stream, extra: &[(String, Value)]| {
+            crate::request_fields(p.format(), "m", 50, stream, extra, &[]).unwrap()
+        };
         assert_eq!(
-            Provider::Anthropic.fields("m", 50, true, &[]),
+            f(Provider::Anthropic, true, &[]),
             r#""model":"m","max_tokens":50,"stream":true"#
         );
         assert_eq!(
-            Provider::OpenAi.fields("m", 50, false, &[]),
+            f(Provider::OpenAi, false, &[]),
             r#""model":"m","max_completion_tokens":50"#
         );
         assert_eq!(
-            Provider::OpenAi.fields("m", 50, true, &[]),
+            f(Provider::OpenAi, true, &[]),
             r#""model":"m","max_completion_tokens":50,"stream":true,"stream_options":{"include_usage":true}"#
         );
         let extra = vec![
@@ -465,7 +502,7 @@ mod tests {
             ("max_tokens".to_string(), json!(7)),
         ];
         assert_eq!(
-            Provider::Anthropic.fields("m", 50, false, &extra),
+            f(Provider::Anthropic, false, &extra),
             r#""model":"m","max_tokens":7,"temperature":0.2"#
         );
     }
@@ -509,6 +546,57 @@ mod tests {
         let long = "x".repeat(10_000);
         assert!(redact(&long, None).len() < 1100);
         assert!(!format!("{k:?} {k}").contains("sk-ant"));
+    }
+
+    #[test]
+    fn a_very_short_key_does_not_mangle_messages() {
+        let k = ApiKey("k".into());
+        assert_eq!(
+            redact("max_tokens: 1024 is too many", Some(&k)),
+            "max_tokens: 1024 is too many"
+        );
+        let k = ApiKey("sk-12345678".into());
+        assert_eq!(
+            redact("bad key sk-12345678", Some(&k)),
+            "bad key <redacted>"
+        );
+    }
+
+    #[test]
+    fn retries_follow_the_sdks_and_a_used_up_quota_is_final() {
+        let mut h = reqwest::header::HeaderMap::new();
+        let err = |status, h: &reqwest::header::HeaderMap, body: &str| {
+            UpstreamError::from_response(status, h, body.as_bytes(), None)
+        };
+        for s in [408, 409, 429, 500, 502, 503, 504, 529, 520] {
+            assert!(err(s, &h, "{}").retryable, "{s}");
+        }
+        for s in [400, 401, 403, 404, 413, 422] {
+            assert!(!err(s, &h, "{}").retryable, "{s}");
+        }
+        let quota = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        assert!(!err(429, &h, quota).retryable);
+        let spend = r#"{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your specified workspace API spend limit"}}"#;
+        assert!(!err(429, &h, spend).retryable);
+        let rate = r#"{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}"#;
+        assert!(err(429, &h, rate).retryable);
+        // The upstream's own word comes first.
+        h.insert("x-should-retry", "false".parse().unwrap());
+        assert!(!err(503, &h, "{}").retryable);
+        h.insert("x-should-retry", "true".parse().unwrap());
+        assert!(err(400, &h, "{}").retryable);
+        assert!(err(429, &h, quota).retryable);
+    }
+
+    #[test]
+    fn retry_after_ms_comes_before_retry_after() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert("retry-after-ms", "250".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        h.insert("retry-after-ms", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
     }
 
     #[test]

@@ -22,15 +22,21 @@ pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
 
 pub(super) fn usage(u: &Value) -> Usage {
     let n = |k: &str| u.get(k).and_then(Value::as_u64);
-    let cached = u
-        .get("prompt_tokens_details")
-        .and_then(|d| d.get("cached_tokens"))
-        .and_then(Value::as_u64);
+    let detail = |k: &str| {
+        u.get("prompt_tokens_details")
+            .and_then(|d| d.get(k))
+            .and_then(Value::as_u64)
+    };
+    let cached = detail("cached_tokens");
+    // Newer models bill writes to the cache (1.25× input) and report them.
+    let written = detail("cache_write_tokens");
     Usage {
-        input_tokens: n("prompt_tokens").map(|p| p.saturating_sub(cached.unwrap_or(0))),
+        input_tokens: n("prompt_tokens")
+            .map(|p| p.saturating_sub(cached.unwrap_or(0) + written.unwrap_or(0))),
         output_tokens: n("completion_tokens"),
         cache_read_input_tokens: cached,
-        cache_creation_input_tokens: None,
+        cache_creation_input_tokens: written,
+        ..Usage::default()
     }
 }
 
@@ -124,6 +130,7 @@ mod tests {
                 output_tokens: Some(300),
                 cache_read_input_tokens: Some(1920),
                 cache_creation_input_tokens: None,
+                ..Usage::default()
             }
         );
     }
@@ -146,5 +153,18 @@ mod tests {
             d.event("", r#"{"error":{"message":"boom","type":"server_error"}}"#),
             Step::Error(_)
         ));
+    }
+
+    #[test]
+    fn cache_reads_and_writes_are_normalised() {
+        let u: Value = serde_json::from_str(
+            r#"{"prompt_tokens":1000,"completion_tokens":5,
+                "prompt_tokens_details":{"cached_tokens":600,"cache_write_tokens":300}}"#,
+        )
+        .unwrap();
+        let u = usage(&u);
+        assert_eq!(u.input_tokens, Some(100));
+        assert_eq!(u.cache_read_input_tokens, Some(600));
+        assert_eq!(u.cache_creation_input_tokens, Some(300));
     }
 }

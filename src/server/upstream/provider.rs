@@ -8,14 +8,29 @@ use super::{Answer, ApiKey, Provider, Step, StreamDecoder, anthropic, openai};
 
 impl Provider {
     /// The provider's headers (the key marked sensitive, so it is never
-    /// printed by the HTTP stack's debug output).
-    pub fn headers(self, key: Option<&ApiKey>) -> reqwest::header::HeaderMap {
-        use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
+    /// printed by the HTTP stack's debug output), then `extra` (checked
+    /// names and values, see
+    /// [`parse_header`](crate::server::settings::parse_header)), each
+    /// replacing the provider's header of the same name.
+    pub fn headers(
+        self,
+        key: Option<&ApiKey>,
+        extra: &[(String, String)],
+    ) -> reqwest::header::HeaderMap {
+        use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
         let mut h = HeaderMap::new();
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         match self {
             Provider::Anthropic => anthropic::headers(&mut h, key),
             Provider::OpenAi => openai::headers(&mut h, key),
+        }
+        for (name, value) in extra {
+            if let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                h.insert(n, v);
+            }
         }
         h
     }
