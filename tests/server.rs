@@ -194,7 +194,7 @@ async fn streaming_relays_events_and_appends_the_whole_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_errors_map_to_503_502_and_504_and_append_no_answer() {
+async fn upstream_errors_map_to_503_502_and_504_and_close_the_turn_without_an_answer() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let (up, _) = start_mock(Provider::Anthropic, Mode::fail(529)).await;
@@ -222,7 +222,18 @@ async fn upstream_errors_map_to_503_502_and_504_and_append_no_answer() {
     .await;
     assert_eq!(status, 503);
     assert_eq!(turns(&log, "text_input").len(), 2);
-    assert_eq!(turns(&log, "text_output").len(), 0, "no answer appended");
+    // No answer: each turn is closed by a record of its error, so no
+    // text_input is left unanswered.
+    let outs = turns(&log, "text_output");
+    assert_eq!(outs.len(), 2);
+    for o in &outs {
+        assert_eq!(
+            (o["text"].as_str(), o["stop_reason"].as_str()),
+            (Some(""), Some("error"))
+        );
+        assert_eq!(o["error"]["status"], 529);
+        assert_eq!(o["error"]["code"], "overloaded_error");
+    }
     srv.stop().await;
 
     let (up, _) = start_mock(Provider::OpenAi, Mode::Slow(2_000)).await;
@@ -232,7 +243,10 @@ async fn upstream_errors_map_to_503_502_and_504_and_append_no_answer() {
     let (status, body) = post(&format!("{}/respond", srv.url), r#"{"text":"z"}"#).await;
     assert_eq!(status, 504, "{body}");
     assert!(body.contains("upstream_timeout"));
-    assert_eq!(turns(&log, "text_output").len(), 0);
+    let outs = turns(&log, "text_output");
+    assert_eq!(outs.len(), 3);
+    assert_eq!(outs[2]["error"]["code"], "upstream_timeout");
+    assert_eq!(outs[2]["stop_reason"], "error");
     srv.stop().await;
 
     // Nothing listening: 502.
@@ -622,6 +636,7 @@ async fn kill_9_during_appends_then_restart_loses_no_acknowledged_turn() {
                 "512",
             ])
             .env("ANTHROPIC_API_KEY", KEY)
+            .env("WMREPLAY_MODEL", "test-model")
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

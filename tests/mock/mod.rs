@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod process;
+pub mod strict;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -52,6 +53,15 @@ pub enum Mode {
     /// A long answer: the usual one, then this many KiB, streamed in
     /// pieces of 1 KiB.
     Big(usize),
+    /// An error status with this body and these headers, as given.
+    Error {
+        status: u16,
+        body: String,
+        headers: Vec<(&'static str, &'static str)>,
+    },
+    /// A 200 stream (a non-streamed request: a 200 body) whose first event
+    /// is an error of this type, before any text.
+    StreamError(&'static str),
 }
 
 impl Mode {
@@ -70,6 +80,7 @@ pub struct Seen {
     pub raw: Vec<u8>,
     pub json: Value,
     pub key: String,
+    pub headers: HeaderMap,
     /// The input usage the mock answered, from its prompt-cache simulator.
     pub usage: CacheUsage,
 }
@@ -95,6 +106,8 @@ pub struct Mock {
     pub seen: Arc<Mutex<Vec<Seen>>>,
     /// Requests that reached the redirect target.
     pub redirected: Arc<Mutex<Vec<HeaderMap>>>,
+    /// Why each request the provider would refuse was refused (400).
+    pub rejected: Arc<Mutex<Vec<String>>>,
     /// The provider's prompt cache, simulated by its documented rules
     /// (bench/cache/sim.rs) with a 1-token minimum so small logs cache.
     pub cache: Arc<Mutex<sim::Cache>>,
@@ -223,6 +236,13 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         }),
     }
     .unwrap_or_default();
+    // What the provider documents as a 400 is a 400 here too, before
+    // anything is recorded.
+    if let Err(message) = strict::check(m.provider, &v, &headers) {
+        m.rejected.lock().unwrap().push(message.clone());
+        let body = json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+        return (StatusCode::BAD_REQUEST, body.to_string()).into_response();
+    }
     let rules = sim::Rules {
         min_tokens: 1,
         max_breakpoints: match m.provider {
@@ -252,6 +272,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         raw: body.to_vec(),
         json: v.clone(),
         key: key.clone(),
+        headers: headers.clone(),
         usage,
     });
     let mode = m
@@ -298,6 +319,36 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             let body =
                 json!({"type": "error", "error": {"type": "api_error", "message": "e".repeat(n)}});
             return (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
+        }
+        Mode::Error {
+            status,
+            body,
+            headers,
+        } => {
+            let mut r = (StatusCode::from_u16(status).unwrap(), body).into_response();
+            for (k, v) in headers {
+                r.headers_mut().insert(k, v.parse().unwrap());
+            }
+            return r;
+        }
+        Mode::StreamError(kind) => {
+            let error = json!({"type": "error", "error": {"type": kind, "message": "Overloaded"}});
+            let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+            return match (stream, m.provider) {
+                (false, _) => {
+                    ([("content-type", "application/json")], error.to_string()).into_response()
+                }
+                (true, Provider::Anthropic) => (
+                    [("content-type", "text/event-stream")],
+                    format!("event: error\ndata: {error}\n\n"),
+                )
+                    .into_response(),
+                (true, Provider::OpenAi) => (
+                    [("content-type", "text/event-stream")],
+                    format!("data: {}\n\n", json!({"error": error["error"]})),
+                )
+                    .into_response(),
+            };
         }
         Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Mode::SlowStream(ms) => pause = ms,
@@ -408,6 +459,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         script: Arc::default(),
         seen: Arc::default(),
         redirected: Arc::default(),
+        rejected: Arc::default(),
         cache: Arc::default(),
         started: std::time::Instant::now(),
     };

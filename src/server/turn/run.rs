@@ -93,6 +93,8 @@ pub(super) async fn run_turn(
         Ok(a) => a,
         Err(e) => {
             tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
+            // Closed in the log before the client hears of it.
+            close_failed(state, input, &e).await;
             match started.take() {
                 Some(s) => {
                     let _ = s.send(Err(e.clone()));
@@ -103,7 +105,6 @@ pub(super) async fn run_turn(
                     }
                 }
             }
-            close_failed(state, input, &e).await;
             return Err(e);
         }
     };
