@@ -126,6 +126,10 @@ pub fn parse_field(s: &str) -> Result<(String, serde_json::Value), String> {
     wmreplay::server::settings::parse_field(s)
 }
 
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    wmreplay::server::settings::parse_header(s)
+}
+
 pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
     wmreplay::server::settings::parse_timeout(s)
 }
