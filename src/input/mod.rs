@@ -94,10 +94,6 @@ impl ReadFile {
 /// assert_eq!(replayed.stats().parsed_entries, 1);
 /// // Whether the file was rewritten under the replay (a map can change).
 /// log.verify()?;
-///
-/// // A missing file is an empty log, not an error.
-/// let missing = LogBytes::open(dir.join("none.log"), ReadMode::Auto)?;
-/// assert!(missing.bytes().is_empty());
 /// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -216,6 +212,19 @@ impl LogBytes {
     /// The file's identity when opened; `None` for a missing file.
     pub fn identity(&self) -> Option<FileIdentity> {
         self.identity
+    }
+
+    /// Whether the file did not exist when opened: a missing file is an
+    /// empty log, not an error, and this tells it from an empty file (a
+    /// typo in the path). Always `false` for [`from_vec`](Self::from_vec)
+    /// and [`from_reader`](Self::from_reader).
+    /// ```
+    /// let missing = wmreplay::LogBytes::open("/no/such/wm.log", wmreplay::ReadMode::Auto)?;
+    /// assert!(missing.bytes().is_empty() && missing.is_missing());
+    /// # Ok::<(), wmreplay::Error>(())
+    /// ```
+    pub fn is_missing(&self) -> bool {
+        matches!(self.bytes, Bytes::Empty)
     }
 
     /// Whether the bytes are memory-mapped (as opposed to read).
