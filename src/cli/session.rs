@@ -82,7 +82,14 @@ pub fn ack(args: AckArgs) -> Result<(), Failure> {
         state,
     } = args;
     let path = state.unwrap_or_else(|| wmreplay::state::Store::path_for(&log));
-    let mut store = wmreplay::state::Store::open(path)?;
+    // A store is never made here: where there is none (a log never
+    // prepared, a mistyped path), no prepare_id is known.
+    let Some(mut store) = wmreplay::state::Store::open_existing(&path)? else {
+        return Err(Failure::NotFound(format!(
+            "unknown prepare_id {prepare_id:?}: there is no state store at {} (prepare makes it)",
+            path.display()
+        )));
+    };
     let acked = store.ack(&prepare_id, status == "success")?;
     let position = acked
         .position

@@ -95,6 +95,35 @@ impl Store {
         Store::open_with(path.into(), rusqlite::OpenFlags::default())
     }
 
+    /// Opens the store at `path` if there is one, creating nothing: `None`
+    /// when no file is there. For readers that have nothing to do with an
+    /// empty store, such as an ack (a store never made holds no prepare),
+    /// so that a mistyped log path leaves no `.wmreplay.db` behind.
+    ///
+    /// ```
+    /// use wmreplay::state::Store;
+    ///
+    /// let dir = std::env::temp_dir().join(format!("wmreplay-doc-existing-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = Store::path_for(&dir.join("no-such.log"));
+    /// assert!(Store::open_existing(&path)?.is_none());
+    /// assert!(!path.exists());
+    /// Store::open(&path)?;
+    /// assert!(Store::open_existing(&path)?.is_some());
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_existing(path: impl Into<PathBuf>) -> Result<Option<Store>, Error> {
+        let path = path.into();
+        // A link to nowhere is no store either.
+        if !path.try_exists().unwrap_or(true) {
+            return Ok(None);
+        }
+        let mut flags = rusqlite::OpenFlags::default();
+        flags.remove(rusqlite::OpenFlags::SQLITE_OPEN_CREATE);
+        Store::open_with(path, flags).map(Some)
+    }
+
     /// Opens the store at `path` like [`open`](Self::open); with
     /// `refuse_links`, a `path` that is a symbolic link is refused (its
     /// journal and shared-memory files are never followed either): for
