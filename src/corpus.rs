@@ -92,30 +92,14 @@ pub fn generate(
     Ok(summary)
 }
 
-/// Parses a size such as `100MiB`, `1GiB`, `64k`, `1500000` (units: B, K/KB/KiB,
-/// M/MB/MiB, G/GB/GiB, T/TB/TiB; the decimal ones are powers of 1000).
+/// Parses a size such as `100MiB`, `1GiB`, `64KB`, `1500000` with the
+/// `parse-size` crate: `KiB`/`Ki` and the other IEC units are powers of
+/// 1024, `KB`/`K`, `MB`/`M`… powers of 1000; case-insensitive, the `B`
+/// optional, fractions rounded.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid size {s:?} (expected e.g. 100MiB, 1GiB, 5000000)"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "kb" => 1e3,
-        "m" | "mib" => 1024.0 * 1024.0,
-        "mb" => 1e6,
-        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "gb" => 1e9,
-        "t" | "tib" => 1024.0f64.powi(4),
-        "tb" => 1e12,
-        other => return Err(format!("unknown size unit {other:?} in {s:?}")),
-    };
-    Ok((value * mult).round() as u64)
+    parse_size::parse_size(s.trim()).map_err(|e| {
+        format!("invalid size {s:?}: {e} (expected e.g. 100MiB, 1GiB, 64KB, 5000000)")
+    })
 }
 
 /// SplitMix64: a fast, well-mixed stream per block.
@@ -387,7 +371,8 @@ mod tests {
     fn sizes_parse() {
         assert_eq!(parse_size("100MiB").unwrap(), 100 << 20);
         assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_size("1.5k").unwrap(), 1536);
+        assert_eq!(parse_size("1.5Ki").unwrap(), 1536);
+        assert_eq!(parse_size("1.5k").unwrap(), 1500);
         assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
         assert_eq!(parse_size("42").unwrap(), 42);
         assert!(parse_size("12 parsecs").is_err());
