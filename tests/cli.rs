@@ -51,7 +51,13 @@ fn missing_log_is_an_empty_replay_not_an_error() {
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+    // Not silently: one warning line names the path (tests/loud.rs has the
+    // rest, and --require-log).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(p.to_str().unwrap()), "{err}");
     let out = bin().args(["stats", p.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["total_lines"], 0);
 }

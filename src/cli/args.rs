@@ -2,12 +2,99 @@
 //! value parsers, opening and replaying a log, and writing to stdout.
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use wmreplay::{Format, LogBytes, ReadMode, Replay, ReplayOptions};
+use wmreplay::{Format, LogBytes, ReadMode, Replay, ReplayOptions, ReplayStats};
 
 use super::Failure;
+
+/// The log a command replays, and what a missing one means.
+#[derive(Args, Debug, Clone)]
+pub struct LogArgs {
+    /// The working-memory log (JSONL). A file that does not exist is
+    /// replayed as an empty log, with a warning on stderr.
+    pub log: PathBuf,
+    /// Exit with status 1 when LOG does not exist, instead of warning and
+    /// replaying it as an empty log (for scripts, where a typo in the path
+    /// must not pass for an empty memory).
+    #[arg(long)]
+    pub require_log: bool,
+}
+
+impl LogArgs {
+    /// Opens LOG; a missing one is a warning, or with --require-log an
+    /// error (exit status 1).
+    pub fn open(&self, engine: &EngineArgs) -> Result<LogBytes, Failure> {
+        let bytes = open(&self.log, engine)?;
+        if bytes.is_missing() {
+            self.missing()?;
+        }
+        Ok(bytes)
+    }
+
+    /// The same warning or error, for a command that opens LOG itself
+    /// (`prepare`): called before anything is created beside it.
+    pub fn check(&self) -> Result<(), Failure> {
+        match std::fs::metadata(&self.log) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.missing(),
+            // Any other failure is the replay's to report, naming the path.
+            _ => Ok(()),
+        }
+    }
+
+    fn missing(&self) -> Result<(), Failure> {
+        let path = self.log.display();
+        if self.require_log {
+            return Err(Failure::Io(format!(
+                "{path}: the log does not exist (--require-log)"
+            )));
+        }
+        warn(&format!(
+            "{path} does not exist; replaying it as an empty log (--require-log makes this an error)"
+        ));
+        Ok(())
+    }
+}
+
+/// One line on stderr, `wmreplay: warning: …`. Best effort: a stderr that
+/// cannot be written to does not fail the command.
+pub fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "wmreplay: warning: {message}");
+}
+
+/// Warns (one line) when more than half of the log's lines were skipped as
+/// not valid records: the file is most likely not a working-memory log (a
+/// wrong path, a pretty-printed JSON file) or was written by a broken
+/// writer. Names the count and the first skip's line, byte offset and
+/// reason, which the replay keeps when asked for at least one skip
+/// (`replay(…, 1)`); a log with a few bad lines replays silently, as ever.
+pub fn warn_skipped(path: &Path, stats: &ReplayStats) {
+    let skipped = stats.skipped_invalid_json + stats.skipped_invalid_shape;
+    let total = stats.total_lines;
+    if skipped == 0 || skipped * 2 <= total {
+        return;
+    }
+    let lines = |n: u64| if n == 1 { "line" } else { "lines" };
+    let what = if stats.parsed_entries == 0 {
+        format!("none of its {total} {} is a valid record", lines(total))
+    } else {
+        format!(
+            "{skipped} of its {total} {} are not valid records",
+            lines(total)
+        )
+    };
+    let first = stats.skips.first().map_or_else(String::new, |s| {
+        format!(
+            "; the first skipped is line {} (byte {}): {}",
+            s.line, s.offset, s.reason
+        )
+    });
+    warn(&format!(
+        "{}: {what}{first} (`wmreplay stats LOG --skips N` lists the skipped lines)",
+        path.display()
+    ));
+}
 
 /// Which records to replay: filters, then windows (applied after ordering).
 #[derive(Args, Debug, Clone)]
@@ -214,26 +301,35 @@ pub fn apply_selection(
     replayed: &mut Replay<'_>,
     sel: &wmreplay::Selection,
     args: &SelectArgs,
-    log: &std::path::Path,
+    bytes: &LogBytes,
 ) -> Result<(), Failure> {
     if !sel.is_everything() {
-        select_with_state(replayed, sel, args, log)?;
+        select_with_state(replayed, sel, args, bytes)?;
     }
     Ok(())
 }
 
 /// Applies the selection; with --trim-to, the window start comes from and
-/// goes back to the state store.
+/// goes back to the state store. A log that does not exist gets no store
+/// made for it (an empty replay has no window start to remember).
 pub fn select_with_state(
     replayed: &mut Replay<'_>,
     sel: &wmreplay::Selection,
     args: &SelectArgs,
-    log: &std::path::Path,
+    bytes: &LogBytes,
 ) -> Result<wmreplay::SelectReport, Failure> {
+    let log = bytes.path();
     if sel.trim_to.is_none() {
         return Ok(replayed.select(sel, None));
     }
-    let store = wmreplay::state::Store::open(args.store_path(log))?;
+    let store = if bytes.is_missing() {
+        match wmreplay::state::Store::open_existing(args.store_path(log))? {
+            Some(store) => store,
+            None => return Ok(replayed.select(sel, None)),
+        }
+    } else {
+        wmreplay::state::Store::open(args.store_path(log))?
+    };
     let spec = sel.window_key();
     let prev = store.window_start(log, &spec)?;
     let report = replayed.select(sel, prev);

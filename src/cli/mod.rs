@@ -3,8 +3,10 @@
 //!
 //! Exit codes: 0 success (also when the reader of stdout goes away early),
 //! 1 an I/O error (one line on stderr naming the path; also when the log was
-//! truncated or replaced while it was read, or the state store failed),
-//! 2 bad usage, 3 an unknown prepare_id given to `ack`.
+//! truncated or replaced while it was read, the state store failed, or the
+//! log does not exist and `--require-log` was given), 2 bad usage, 3 an
+//! unknown prepare_id given to `ack`. Warnings (a missing log, a log most of
+//! whose lines are not records) are one line on stderr each, and exit 0.
 
 mod args;
 mod generate;
@@ -20,10 +22,13 @@ use clap::{Parser, Subcommand};
 /// LLM request: every record with a string `type` and a number `ts_ms`, in
 /// `ts_ms` order, as a `WM_KIND=…` message, then the live request as
 /// `CURRENT_USER_REQUEST`. Lines that are not valid records are skipped and
-/// counted, never fatal. A missing log is an empty log.
+/// counted, never fatal. A missing log is replayed as an empty log, with a
+/// warning on stderr (--require-log makes it an error); a log most of whose
+/// lines are skipped is replayed with a warning naming the first of them.
 ///
-/// Exit status: 0 success, 1 I/O error (the message names the file), 2 bad
-/// usage, 3 `ack` of an unknown prepare_id.
+/// Exit status: 0 success (also after a warning), 1 I/O error (the message
+/// names the file; also a missing log with --require-log), 2 bad usage, 3
+/// `ack` of an unknown prepare_id.
 #[derive(Parser, Debug)]
 #[command(name = "wmreplay", version, about, long_about)]
 struct Cli {
@@ -34,9 +39,24 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print the request body (system rule, replayed log, CURRENT_USER_REQUEST) to stdout.
+    ///
+    /// A LOG that does not exist is replayed as an empty log, with one
+    /// warning line on stderr and exit status 0; --require-log makes it exit
+    /// 1 instead. When more than half of LOG's lines are not valid records
+    /// (e.g. LOG is not a working-memory log at all), one warning line gives
+    /// their count and the first one's line number and reason; the body is
+    /// still printed and the exit status is 0.
+    ///
+    /// Example: wmreplay respond wm.log --text "What next?" --require-log
     Respond(replay::RespondArgs),
     /// Print the replayed messages alone: a JSON array, NDJSON, or an XML
     /// <memory_context> document.
+    ///
+    /// A missing LOG and a log of mostly invalid lines are warned about on
+    /// stderr as in `respond` (exit status 0); --require-log makes a missing
+    /// LOG exit 1.
+    ///
+    /// Example: wmreplay replay wm.log --format ndjson --tail 200 --require-log
     Replay(replay::ReplayArgs),
     /// Prepare a turn for a session key (full or delta injection): prints
     /// {"prepare_id","mode","from","to","records","body"}. The first prepare
@@ -44,11 +64,23 @@ enum Command {
     /// later ones are "delta", only the records appended since the key's last
     /// acknowledged position, or "none" with an empty body. Acknowledge it
     /// with `wmreplay ack`; until then the same delta comes back.
+    ///
+    /// A LOG that does not exist is prepared as an empty log ("full", no
+    /// records), with a warning on stderr; its state store is still made,
+    /// so that the prepare can be acknowledged. With --require-log a missing
+    /// LOG exits 1 and nothing is created.
+    ///
+    /// Example: wmreplay prepare wm.log --session-key chat-1 --require-log
     Prepare(session::PrepareArgs),
     /// Acknowledge a prepared turn: with --status success the session key's
     /// position moves past that prepare's records; with failed it stays, so
     /// the next prepare returns the same delta. Prints {"ok":true,...}. An
     /// unknown prepare_id exits with status 3.
+    ///
+    /// It never creates a state store: where there is none (a log never
+    /// prepared, a mistyped path), every prepare_id is unknown (status 3).
+    ///
+    /// Example: wmreplay ack wm.log df41... --status success
     Ack(session::AckArgs),
     /// Write a deterministic, realistic working-memory log (for benchmarks and tests).
     Gen(generate::GenArgs),
@@ -64,6 +96,13 @@ enum Command {
     /// localhost:8787/respond
     Serve(Box<serve::ServeArgs>),
     /// Print the replay stats as one JSON object.
+    ///
+    /// A LOG that does not exist gives all-zero stats, with a warning on
+    /// stderr (exit status 0); --require-log makes it exit 1. Skipped lines
+    /// are counted in the output (and listed with --skips N), not warned
+    /// about.
+    ///
+    /// Example: wmreplay stats wm.log --skips 5 --require-log
     Stats(replay::StatsArgs),
 }
 

@@ -1,8 +1,6 @@
 //! `wmreplay respond`, `replay` and `stats`: one replay of a log, written
 //! as a request body, as the messages alone, or as stats.
 
-use std::path::PathBuf;
-
 use clap::Args;
 use wmreplay::{CurrentRequest, Format};
 
@@ -12,8 +10,8 @@ use super::args::*;
 /// Arguments of `wmreplay respond`.
 #[derive(Args, Debug)]
 pub struct RespondArgs {
-    /// The working-memory log (JSONL). A missing file is an empty log.
-    pub log: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// The user's request text.
     #[arg(long)]
     pub text: String,
@@ -54,8 +52,8 @@ pub struct RespondArgs {
 /// Arguments of `wmreplay replay`.
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
-    /// The working-memory log (JSONL). A missing file is an empty log.
-    pub log: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// Message shape: anthropic or openai (a JSON array), ndjson, or xml.
     #[arg(long, default_value = "anthropic", value_parser = parse_format)]
     pub format: Format,
@@ -71,8 +69,8 @@ pub struct ReplayArgs {
 /// Arguments of `wmreplay stats`.
 #[derive(Args, Debug)]
 pub struct StatsArgs {
-    /// The working-memory log (JSONL). A missing file is an empty log.
-    pub log: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// Also list the first N skipped lines (line number, byte offset, reason).
     #[arg(long, value_name = "N")]
     pub skips: Option<usize>,
@@ -109,10 +107,12 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     }
     let filter = if session_only { session.clone() } else { None };
     let sel = select.selection(filter)?;
-    let bytes = open(&log, &engine)?;
-    let mut replayed = replay(&bytes, &engine, 0)?;
+    let bytes = log.open(&engine)?;
+    // One skip kept: the first bad line, for the warning.
+    let mut replayed = replay(&bytes, &engine, 1)?;
     bytes.verify()?;
-    apply_selection(&mut replayed, &sel, &select, &log)?;
+    warn_skipped(bytes.path(), replayed.stats());
+    apply_selection(&mut replayed, &sel, &select, &bytes)?;
     let system = wmreplay::system_prompt(system.as_deref());
     let current = CurrentRequest {
         text: &text,
@@ -147,10 +147,12 @@ pub fn replay_messages(args: ReplayArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
-    let bytes = open(&log, &engine)?;
-    let mut replayed = replay(&bytes, &engine, 0)?;
+    let bytes = log.open(&engine)?;
+    // One skip kept: the first bad line, for the warning.
+    let mut replayed = replay(&bytes, &engine, 1)?;
     bytes.verify()?;
-    apply_selection(&mut replayed, &sel, &select, &log)?;
+    warn_skipped(bytes.path(), replayed.stats());
+    apply_selection(&mut replayed, &sel, &select, &bytes)?;
     let t = std::time::Instant::now();
     write_stdout(|w| replayed.write_messages(format, w))?;
     bytes.verify()?;
@@ -171,11 +173,12 @@ pub fn stats(args: StatsArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
-    let bytes = open(&log, &engine)?;
+    let bytes = log.open(&engine)?;
     let n = skips.unwrap_or(0);
+    // No warning about skipped lines: the stats are the report of them.
     let mut replayed = replay(&bytes, &engine, n)?;
     bytes.verify()?;
-    let report = select_with_state(&mut replayed, &sel, &select, &log)?;
+    let report = select_with_state(&mut replayed, &sel, &select, &bytes)?;
     let mut json = replayed.stats().to_json(n);
     json.pop();
     json.push(',');

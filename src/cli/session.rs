@@ -11,8 +11,8 @@ use super::args::*;
 /// Arguments of `wmreplay prepare`.
 #[derive(Args, Debug)]
 pub struct PrepareArgs {
-    /// The working-memory log (JSONL). A missing file is an empty log.
-    pub log: PathBuf,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// The conversation whose position is used.
     #[arg(long, value_name = "K")]
     pub session_key: String,
@@ -55,6 +55,11 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
+    // Before the store is made: with --require-log a missing log leaves
+    // nothing behind. Without it, the store is made (the prepare of the
+    // empty log must be there for its ack).
+    log.check()?;
+    let log = log.log;
     let store = std::sync::Mutex::new(wmreplay::state::Store::open(select.store_path(&log))?);
     let options = replay_options(&engine, 0);
     let prepared = wmreplay::state::prepare(
