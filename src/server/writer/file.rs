@@ -70,22 +70,19 @@ pub(super) fn moved(file: &File, path: &Path) -> bool {
     }
 }
 
-/// The advisory lock on the log, released when dropped.
+/// The advisory lock on the log (`File::lock`: `flock(LOCK_EX)` on Linux,
+/// the lock `wmreplay::append` and other cooperating writers take),
+/// released when dropped.
 pub(super) struct Locked<'f>(&'f File);
 
 impl<'f> Locked<'f> {
     pub(super) fn take(file: &'f File) -> std::io::Result<Locked<'f>> {
-        use std::os::fd::AsRawFd;
         loop {
-            // SAFETY: flock takes a file descriptor, which `file` keeps
-            // open for as long as the returned guard borrows it.
-            let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if r == 0 {
-                return Ok(Locked(file));
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
+            match file.lock() {
+                Ok(()) => return Ok(Locked(file)),
+                // A signal arrived while waiting: wait again.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }
@@ -93,9 +90,7 @@ impl<'f> Locked<'f> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: as in `take`; unlocking an fd we locked.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+        let _ = self.0.unlock();
     }
 }
 
