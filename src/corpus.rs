@@ -97,9 +97,8 @@ pub fn generate(
 /// 1024, `KB`/`K`, `MB`/`M`… powers of 1000; case-insensitive, the `B`
 /// optional, fractions rounded.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    parse_size::parse_size(s.trim()).map_err(|e| {
-        format!("invalid size {s:?}: {e} (expected e.g. 100MiB, 1GiB, 64KB, 5000000)")
-    })
+    parse_size::parse_size(s.trim())
+        .map_err(|e| format!("invalid size {s:?}: {e} (expected e.g. 100MiB, 1GiB, 64KB, 5000000)"))
 }
 
 /// SplitMix64: a fast, well-mixed stream per block.

@@ -106,10 +106,10 @@ pub fn check(provider: Provider, v: &Value, headers: &HeaderMap) -> Result<(), S
     if !obj.get("model").is_some_and(Value::is_string) {
         return Err("model: Field required".into());
     }
-    if !obj
+    if obj
         .get("messages")
         .and_then(Value::as_array)
-        .is_some_and(|m| !m.is_empty())
+        .is_none_or(|m| m.is_empty())
     {
         return Err("messages: Field required".into());
     }
@@ -133,10 +133,10 @@ fn anthropic(obj: &serde_json::Map<String, Value>, headers: &HeaderMap) -> Resul
             return Err(format!("{k}: Extra inputs are not permitted"));
         }
     }
-    if !obj
+    if obj
         .get("max_tokens")
         .and_then(Value::as_u64)
-        .is_some_and(|n| n >= 1)
+        .is_none_or(|n| n == 0)
     {
         return Err("max_tokens: Field required (an integer of at least 1)".into());
     }

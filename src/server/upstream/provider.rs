@@ -8,10 +8,9 @@ use super::{Answer, ApiKey, Provider, Step, StreamDecoder, anthropic, openai};
 
 impl Provider {
     /// The provider's headers (the key marked sensitive, so it is never
-    /// printed by the HTTP stack's debug output), then `extra` (checked
-    /// names and values, see
-    /// [`parse_header`](crate::server::settings::parse_header)), each
-    /// replacing the provider's header of the same name.
+    /// printed by the HTTP stack's debug output), then `extra` (names and
+    /// values checked at start-up), each replacing the provider's header of
+    /// the same name.
     pub fn headers(
         self,
         key: Option<&ApiKey>,
