@@ -363,6 +363,16 @@ async fn every_documented_example_is_accepted_by_the_strict_mock() {
     )
     .unwrap();
     let server_md = read("docs/server.md");
+    for named in [
+        "--log-dir",
+        "/v1/records",
+        "/v1/logs",
+        "--model",
+        "--max-output-tokens",
+        "--upstream-header",
+    ] {
+        assert!(help.contains(named), "serve --help does not name {named}");
+    }
     let readme = read("README.md");
     // (where it is shown, its text there, provider, fields, params)
     type Example = (
@@ -445,6 +455,80 @@ async fn every_documented_example_is_accepted_by_the_strict_mock() {
             srv.stop().await;
         }
     }
+}
+
+fn respond(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg("respond")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/working_memory.log"))
+        .args(["--text", "What next?"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn respond_with_a_model_writes_a_request_the_provider_accepts() {
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("anthropic-version", "2023-06-01".parse().unwrap());
+    headers.insert("authorization", "Bearer k".parse().unwrap());
+    let out = respond(&[
+        "--model",
+        "claude-opus-4-5",
+        "--max-output-tokens",
+        "300",
+        "--param",
+        "temperature=0.2",
+        "--param",
+        "stop=[\"END\"]",
+        "--cache",
+        "auto",
+        "--tail",
+        "4",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(r#"{"model":"claude-opus-4-5","max_tokens":300,"temperature":0.2,"stop_sequences":["END"],"system":[{"#),
+        "{text}"
+    );
+    let body: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().len(), 5);
+    strict::check(Provider::Anthropic, &body, &headers).unwrap();
+    let out = respond(&[
+        "--format",
+        "openai",
+        "--model",
+        "gpt-5",
+        "--param",
+        "max_tokens=50",
+    ]);
+    let body: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(body["max_completion_tokens"], 50);
+    strict::check(Provider::OpenAi, &body, &headers).unwrap();
+    // Refused before anything is written, naming the field.
+    let out = respond(&[
+        "--model",
+        "claude-sonnet-4-5",
+        "--param",
+        "temperature=0.5",
+        "--param",
+        "top_p=0.9",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("top_p"));
+    let out = respond(&["--param", "temperature=0.5"]);
+    assert_eq!(out.status.code(), Some(2), "--param needs --model");
+    let out = respond(&["--format", "ndjson", "--model", "m"]);
+    assert_eq!(out.status.code(), Some(2));
+    // Without --model, the contract's body, as before.
+    let out = respond(&[]);
+    assert!(out.stdout.starts_with(br#"{"system":""#));
 }
 
 fn value() -> impl Strategy<Value = Value> {

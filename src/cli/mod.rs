@@ -84,16 +84,20 @@ enum Command {
     Ack(session::AckArgs),
     /// Write a deterministic, realistic working-memory log (for benchmarks and tests).
     Gen(generate::GenArgs),
-    /// Run the respond server over one log (POST /respond, POST /v1/context,
-    /// POST /v1/turn/prepare, POST /v1/turn/ack, GET /v1/stats, GET /healthz).
-    /// Every flag can also be set through the environment variable shown.
-    /// Stops on SIGINT or SIGTERM once open requests and their appends
-    /// finish (at most --shutdown-timeout). Logs go to stderr (RUST_LOG
-    /// filters them, default "info").
+    /// Run the respond server over one log (--log) or every DIR/<id>.log
+    /// (--log-dir). Routes: POST /respond (a turn), POST /v1/context (the
+    /// request a turn would send), POST /v1/records (append events,
+    /// insights, tool results), POST /v1/turn/prepare and /v1/turn/ack,
+    /// GET /v1/stats, GET /healthz; under --log-dir the same under
+    /// /v1/logs/{id}/…, and GET /v1/logs. Every flag can also be set
+    /// through the environment variable shown. Stops on SIGINT or SIGTERM
+    /// once open requests and their appends finish (at most
+    /// --shutdown-timeout). Logs go to stderr (RUST_LOG filters them,
+    /// default "info").
     ///
     /// Example: ANTHROPIC_API_KEY=... wmreplay serve --log wm.log --upstream
-    /// https://api.anthropic.com, then curl -d '{"text":"hi"}'
-    /// localhost:8787/respond
+    /// https://api.anthropic.com --model claude-sonnet-4-5, then curl -d
+    /// '{"text":"hi"}' localhost:8787/respond
     Serve(Box<serve::ServeArgs>),
     /// Print the replay stats as one JSON object.
     ///

@@ -43,6 +43,26 @@ pub struct RespondArgs {
     /// 1.25× input) or 1h (2×).
     #[arg(long, value_name = "5m|1h", default_value = "5m", value_parser = parse_cache_ttl)]
     pub cache_ttl: wmreplay::CacheTtl,
+    /// Write a request ready to POST: the model first, then the answer's
+    /// token limit (--max-output-tokens) and the --param fields, checked
+    /// against the provider's rules (anthropic and openai formats). Without
+    /// it the body is the contract's, with no leading fields.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The answer's token limit written with --model (max_tokens for
+    /// Anthropic, max_completion_tokens for OpenAI). Not the window's
+    /// budget, which is --max-tokens.
+    #[arg(long, value_name = "N", default_value_t = 1024, requires = "model", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_output_tokens: u32,
+    /// An extra request field, NAME=JSON (repeatable), e.g. --param
+    /// temperature=0.2 --param 'stop_sequences=["END"]'; the other
+    /// provider's name is mapped (stop ↔ stop_sequences). Needs --model.
+    #[arg(long = "param", value_name = "NAME=JSON", requires = "model", value_parser = parse_field)]
+    pub params: Vec<(String, serde_json::Value)>,
+    /// A --param name the provider's table does not list, let through
+    /// (repeatable): for a parameter newer than this version.
+    #[arg(long = "allow-param", value_name = "NAME")]
+    pub allow_params: Vec<String>,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -94,10 +114,27 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         format,
         cache,
         cache_ttl,
+        model,
+        max_output_tokens,
+        params,
+        allow_params,
         select,
         engine,
     } = args;
     let cached = cache == "auto";
+    if model.is_some() && !matches!(format, Format::Anthropic | Format::OpenAi) {
+        return Err(Failure::Usage(format!(
+            "--model writes a provider's request: it needs --format anthropic or openai (got {})",
+            format.name()
+        )));
+    }
+    let fields = match &model {
+        None => String::new(),
+        Some(m) => {
+            wmreplay::request_fields(format, m, max_output_tokens, false, &params, &allow_params)
+                .map_err(|e| Failure::Usage(format!("--param {}: {}", e.field, e.message)))?
+        }
+    };
     if cached && format != Format::Anthropic {
         return Err(Failure::Usage(format!(
             "--cache auto places Anthropic's cache_control markers: it needs --format anthropic \
@@ -119,16 +156,13 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         session_id: session.as_deref(),
     };
     let t = std::time::Instant::now();
+    let mut spec = wmreplay::RequestSpec::new(format, &system, current).with_fields(&fields);
     if cached {
         let mut policy = wmreplay::CachePolicy::default();
         policy.ttl = cache_ttl;
-        let mut memory = wmreplay::CacheMemory::default();
-        write_stdout(|w| {
-            replayed.write_request_cached(&system, &current, &policy, &mut memory, w)
-        })?;
-    } else {
-        write_stdout(|w| replayed.write_request(format, &system, &current, w))?;
+        spec = spec.with_cache(policy);
     }
+    write_stdout(|w| replayed.write_request_with(&spec, w))?;
     bytes.verify()?;
     report_timings(&engine, &bytes, &replayed, t.elapsed());
     // Done with the log: its pages go back in parallel, not in one

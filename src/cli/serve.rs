@@ -32,13 +32,13 @@ pub struct ServeArgs {
     create_logs: bool,
     /// Under --log-dir: rendered bytes the live replays may hold together
     /// (the least recently used are dropped, and rebuilt from their file
-    /// when asked for again) [default: a quarter of the machine's memory].
+    /// when asked for again) [default: a quarter of the memory the process may use: the machine's, or its container's cgroup limit when lower].
     #[arg(long, env = "WMREPLAY_MAX_LIVE_BYTES", value_name = "SIZE", value_parser = parse_live_bytes)]
     max_live_bytes: Option<u64>,
     /// Memory the requests' work may hold at once — bodies being parsed,
     /// replays being brought up to date, deltas being prepared — estimated
     /// before each starts; past it a request gets 503 with retry-after
-    /// [default: a quarter of the machine's memory].
+    /// [default: a quarter of the memory the process may use: the machine's, or its container's cgroup limit when lower].
     #[arg(long, env = "WMREPLAY_MAX_MEMORY", value_name = "SIZE", value_parser = parse_live_bytes)]
     max_memory: Option<u64>,
     /// Under --log-dir: a live replay unused this long is dropped.

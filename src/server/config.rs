@@ -98,7 +98,8 @@ pub struct Config {
     pub create_logs: bool,
     /// Under `log_dir`: rendered bytes the live replays may hold together;
     /// the least recently used are dropped beyond it (and rebuilt from their
-    /// file when asked for again). Default a quarter of the machine's memory.
+    /// file when asked for again). Default a quarter of the memory the
+    /// process may use (the machine's, or its cgroup limit when lower).
     pub max_live_bytes: u64,
     /// Under `log_dir`: a live replay unused this long is dropped. Default
     /// 10 minutes.
@@ -110,7 +111,7 @@ pub struct Config {
     /// Memory the requests' work may hold at once (bodies being parsed,
     /// replays being brought up to date, deltas being prepared), estimated
     /// before each starts; past it a request is answered 503 with
-    /// `retry-after`. Default a quarter of the machine's memory.
+    /// `retry-after`. Default as `max_live_bytes`.
     pub max_memory: u64,
 }
 
