@@ -144,6 +144,23 @@ async fn the_other_providers_names_are_mapped_with_the_callers_values() {
     );
     assert!(mock.rejected.lock().unwrap().is_empty());
     srv.stop().await;
+    // The operator's stream_options go with streamed requests only.
+    let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let mut cfg = model_config(&log, &up, Provider::OpenAi, "gpt-5");
+    cfg.upstream_fields = vec![(
+        "stream_options".into(),
+        json!({"include_obfuscation": false}),
+    )];
+    let srv = start(cfg).await;
+    for stream in [false, true] {
+        let body = json!({"text": "c", "stream": stream}).to_string();
+        let (status, answer) = post(&format!("{}/respond", srv.url), body).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let sent = mock.bodies();
+    assert!(sent[0].get("stream_options").is_none());
+    assert_eq!(sent[1]["stream_options"]["include_obfuscation"], false);
+    srv.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

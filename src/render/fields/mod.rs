@@ -100,7 +100,8 @@ enum Kind {
     Object,
     Array,
     Strings,
-    StringOrStrings,
+    /// A string, or an array of at most 4 strings (OpenAI's `stop`).
+    UpToFourStrings,
     Any,
 }
 
@@ -115,7 +116,9 @@ impl Kind {
             Kind::Object => v.is_object(),
             Kind::Array => v.is_array(),
             Kind::Strings => strings(v),
-            Kind::StringOrStrings => v.is_string() || strings(v),
+            Kind::UpToFourStrings => {
+                v.is_string() || strings(v) && v.as_array().is_some_and(|a| a.len() <= 4)
+            }
             Kind::Any => true,
         }
     }
@@ -129,7 +132,7 @@ impl Kind {
             Kind::Object => "an object",
             Kind::Array => "an array",
             Kind::Strings => "an array of strings",
-            Kind::StringOrStrings => "a string or an array of strings",
+            Kind::UpToFourStrings => "a string or an array of at most 4 strings",
             Kind::Any => "any JSON value",
         }
     }
@@ -197,7 +200,7 @@ const OPENAI: Rules = Rules {
         ("safety_identifier", Kind::String),
         ("seed", Kind::Integer),
         ("service_tier", Kind::String),
-        ("stop", Kind::StringOrStrings),
+        ("stop", Kind::UpToFourStrings),
         ("store", Kind::Bool),
         ("stream_options", Kind::Object),
         ("temperature", Kind::Number),

@@ -126,6 +126,14 @@ fn unknown_reserved_and_mistyped_fields_are_refused_by_name() {
     assert_eq!(e.field, "model");
     let e = check(Format::OpenAi, "m", false, r#"{"temperature":"hot"}"#).unwrap_err();
     assert!(e.message.contains("must be a number"), "{e}");
+    let e = check(
+        Format::OpenAi,
+        "m",
+        false,
+        r#"{"stop":["a","b","c","d","e"]}"#,
+    )
+    .unwrap_err();
+    assert!(e.message.contains("at most 4"), "{e}");
     let e = check(Format::Anthropic, "m", false, r#"{"stop":"END"}"#).unwrap_err();
     assert_eq!(e.field, "stop");
     assert!(e.message.contains("stop_sequences"), "{e}");

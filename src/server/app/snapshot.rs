@@ -149,6 +149,10 @@ impl AppState {
         };
         let p = self.cfg.provider;
         let mut extra = self.cfg.upstream_fields.clone();
+        // The operator's stream options go with streamed requests only.
+        if !stream {
+            extra.retain(|(k, _)| k != "stream_options");
+        }
         // The client's own replace the operator's of the same name.
         for (k, v) in params {
             extra.retain(|(name, _)| name != k);
