@@ -198,7 +198,12 @@ async fn a_retry_with_the_same_idempotency_key_appends_one_text_input_in_all() {
         serde_json::from_str::<Value>(&first).unwrap()
     );
     assert_eq!(turns(&log, "text_input").len(), 1, "one text_input in all");
-    assert_eq!(turns(&log, "text_output").len(), 1);
+    // The failed attempt closed the turn with its error; the retry's answer
+    // follows it.
+    let outs = turns(&log, "text_output");
+    assert_eq!(outs.len(), 2);
+    assert_eq!(outs[0]["stop_reason"], "error");
+    assert_eq!(outs[1]["text"], answer_to("keyed"));
     // Both attempts sent the same request: the log before the input.
     let seen = mock.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
