@@ -38,7 +38,7 @@ step "napi build --release --platform"
 step "napi create-npm-dirs, artifacts, pre-publish (in target/npm/stage)"
 rm -rf "$OUT"
 mkdir -p "$STAGE/artifacts"
-(cd "$NODE_DIR" && cp package.json index.js index.d.ts README.md LICENSE-MIT LICENSE-APACHE "$STAGE/")
+(cd "$NODE_DIR" && cp package.json index.js index.mjs index.d.ts index.d.mts README.md LICENSE-MIT LICENSE-APACHE "$STAGE/")
 cp "$NODE_DIR"/wmreplay.*.node "$STAGE/artifacts/"
 cd "$STAGE"
 "$NAPI" create-npm-dirs
@@ -101,7 +101,9 @@ step "install the tarballs in a fresh npm project and run the tests there, witho
   npm install --offline --no-audit --no-fund "$OUT"/*.tgz
   npm ls --all
   # The tests as shipped in the repository, but requiring the installed
-  # package (by name, from the project's node_modules).
+  # package (by name, from the project's node_modules; the ES module and the
+  # types are checked through that name too, TypeScript taken from
+  # bindings/node/node_modules).
   cp -r "$NODE_DIR/test" "$PROJECT/test"
   WMREPLAY_PACKAGE=wmreplay WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$WMREPLAY_BIN node --test test/
 )

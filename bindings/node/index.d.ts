@@ -25,37 +25,103 @@ export interface Stats {
 export type Format = 'anthropic' | 'openai' | 'ndjson' | 'xml';
 /** `js`: WM_JSON is `JSON.stringify(JSON.parse(line))`; `raw`: the line as written (byte-stable). */
 export type RecordMode = 'js' | 'raw';
+/** How `maxTokens` counts tokens: tiktoken's (built in) or bytes/4. */
+export type Tokenizer = 'o200k_base' | 'cl100k_base' | 'bytes';
 
 /**
  * An error of the engine: `code` (`ENOENT`, `EACCES`, `EISDIR`, `EINVAL`, `EIO`, `ECHANGED`,
- * `ENOMEM`, `EWMREPLAY`) and the log's `path`. Invalid arguments are `TypeError`s
- * (`code` `EINVALIDARG` when the engine refused them).
+ * `ENOMEM`, `ESTATE`, `EWMREPLAY`) and the log's `path`. Invalid arguments are `TypeError`s
+ * with `code` `EINVALIDARG` and the option's name in `field`.
  */
 export interface WmreplayError extends Error {
   code: string;
   path?: string;
+  field?: string;
+}
+
+/** Options every call that reads a log takes. */
+export interface LogOptions {
+  /** A log that does not exist rejects with `ENOENT` instead of replaying as an empty log. */
+  requireLog?: boolean;
+  /**
+   * `false`: no process warning (code `WMREPLAY_SKIPPED_LINES`) when more than half of the
+   * log's lines are not records.
+   */
+  warn?: boolean;
 }
 
 /**
- * Replays the log (a missing file is an empty replay) into
+ * Replays the log (a missing file is an empty replay, unless `requireLog`) into
  * `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`, off the
  * JavaScript thread: a drop-in for the original TypeScript function. `record`
- * defaults to `"js"`.
+ * defaults to `"js"`, the original's `WM_JSON`.
  */
 export function replayWorkingMemoryLog(
-  options: { logPath: string; record?: RecordMode } | string,
+  options: ({ logPath: string; record?: RecordMode } & LogOptions) | string,
 ): Promise<{ messages: Message[]; stats: Stats }>;
 
-/** The request body, ready for `fetch`, without a JavaScript object per message. */
-export function buildRequestBody(options: {
-  logPath: string;
+/**
+ * What a request body is made of besides the log: everything `wmreplay respond` takes,
+ * with its defaults.
+ */
+export interface RequestOptions extends LogOptions {
+  /** The user's request: the `CURRENT_USER_REQUEST` message's `user_text`. */
   text: string;
+  /** Its `session_id` (`none` when null or absent; an empty string is written empty). */
   sessionId?: string | null;
-  format?: Format;
   /** Text placed before the system rule. */
   system?: string;
-  record?: RecordMode;
-}): Promise<Buffer>;
+  /**
+   * The model: the body then starts with the provider's leading fields (`model`, the
+   * answer's token limit, `params`). Without it the body has none (the contract's body):
+   * there is no built-in model.
+   */
+  model?: string;
+  /** The answer's token limit (`max_tokens` / `max_completion_tokens`); default 1024, with `model` only. */
+  maxOutputTokens?: number;
+  /** Extra request members (e.g. `{ temperature: 0.2 }`), checked against the provider's API; with `model` only. */
+  params?: Record<string, unknown>;
+  /** Parameter names to let through although the provider's table does not know them. */
+  allowParams?: string[];
+  /** Replay only the records of `sessionId` (and those without a session). */
+  sessionOnly?: boolean;
+  /** Keep only records of these types. */
+  kinds?: string[];
+  /** Keep only records with `ts_ms` at least this. */
+  since?: number;
+  /** Keep only records with `ts_ms` at most this. */
+  until?: number;
+  /** Keep the last N records (after the filters). */
+  tail?: number;
+  /** Keep the newest records whose message texts fit this many tokens. */
+  maxTokens?: number;
+  /** How `maxTokens` counts (default `o200k_base`). */
+  tokenizer?: Tokenizer;
+  /**
+   * Cache-stable trimming, in (0, 1]: when the window overflows, its start moves so it holds
+   * this share of the budget, and stays there on later turns (remembered in the state store).
+   */
+  trimTo?: number;
+  /** Start a cut window on a record of this type (e.g. `text_input`). */
+  startOn?: string;
+  /** Mark the latest unanswered `text_input` with a first line `PENDING_USER_INPUT`. */
+  markPending?: boolean;
+  /** `"auto"`: Anthropic prompt-cache breakpoints (format `anthropic` only). Default `"none"`. */
+  cache?: 'auto' | 'none';
+  /** Lifetime of the cache entries the breakpoints write. Default `"5m"`. */
+  cacheTtl?: '5m' | '1h';
+  /** The state store that remembers `trimTo` window starts (default: `<logPath>.wmreplay.db`). */
+  state?: string;
+}
+
+/**
+ * The request body, ready for `fetch`: the bytes `wmreplay respond` writes for the same
+ * options, without a JavaScript object per message. `record` defaults to `"raw"` here (the
+ * line as written: byte-stable, so a provider's prompt cache keeps hitting).
+ */
+export function buildRequestBody(
+  options: { logPath: string; format?: Format; record?: RecordMode } & RequestOptions,
+): Promise<Buffer>;
 
 export interface Refreshed {
   rebuilt: boolean;
@@ -63,11 +129,44 @@ export interface Refreshed {
   bytesCommitted: number;
   recordsAdded: number;
   lateRecords: number;
+  /** Whether the log does not exist (an empty replay). */
+  logMissing: boolean;
 }
 
 /** A replay kept across calls: each parses only the bytes appended since the last. */
 export class LiveReplay {
+  /** `format` (default `"anthropic"`) and `record` (default `"raw"`) are the replay's, for every call. */
   constructor(logPath: string, options?: { format?: Format; record?: RecordMode });
-  refresh(): Promise<Refreshed>;
-  requestBody(input: { text: string; sessionId?: string | null; system?: string }): Promise<Buffer>;
+  readonly logPath: string;
+  refresh(options?: LogOptions): Promise<Refreshed>;
+  /** Brings the replay up to date, then the body `buildRequestBody` gives for the log's complete lines. */
+  requestBody(options: RequestOptions): Promise<Buffer>;
 }
+
+/** A record to append: an object, or the JSON text of one. */
+export type AppendRecord = Record<string, unknown> | string | Uint8Array;
+
+/** Where each appended record went: the answer of `wmreplay serve`'s `POST /v1/records`. */
+export interface Appended {
+  written: number;
+  records: { ts_ms: number; offset: number; bytes: number }[];
+}
+
+/**
+ * Appends a record or records to the log (created if needed) as `wmreplay serve` does: each a
+ * JSON object with a string `type` (a `ts_ms`, when present, a number), written as one line;
+ * stamped with `ts_ms` when it has none (never below the log's last record); one write under the
+ * log's lock, never glued to a torn last line, cut back if it fails, synced before it resolves.
+ * A record that is not valid rejects the whole batch (`TypeError`, `EINVALIDARG`), nothing written.
+ */
+export function append(logPath: string, records: AppendRecord | AppendRecord[]): Promise<Appended>;
+
+/**
+ * `CURRENT_USER_REQUEST\nsession_id: <sessionId ?? "none">\nuser_text: <text>`, the current
+ * request's message text, as the original function builds it.
+ */
+export function buildCurrentUserRequestMessage(input: { text: string; sessionId?: string | null }): string;
+export function buildCurrentUserRequestMessage(text: string, sessionId?: string | null): string;
+
+/** The system prompt's rule, which every request body carries. */
+export const SYSTEM_RULE: string;

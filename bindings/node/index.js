@@ -60,24 +60,112 @@ function loadNative() {
 
 const native = loadNative();
 
-// Native errors carry "CODE\0PATH\0MESSAGE": rebuild them as Errors with a
-// `code` and the `path` they concern, like Node's own fs errors.
+// Native errors carry "CODE\0FIELD-OR-PATH\0MESSAGE": rebuild them as Errors
+// with a `code` and the `path` they concern, like Node's own fs errors (an
+// invalid argument: a TypeError with code EINVALIDARG and the option's name
+// as `field`).
 function rethrow(e) {
   const parts = typeof e?.message === 'string' ? e.message.split('\u0000') : [];
   if (parts.length !== 3) throw e;
-  const [code, file, message] = parts;
-  const err = code === 'EINVALIDARG' ? new TypeError(message) : new Error(message);
+  const [code, where, message] = parts;
+  if (code === 'EINVALIDARG') throw invalidArg(message, where || undefined);
+  const err = new Error(message);
   err.code = code;
-  if (file) err.path = file;
+  if (where) err.path = where;
   throw err;
+}
+
+function invalidArg(message, field) {
+  const err = new TypeError(message);
+  err.code = 'EINVALIDARG';
+  if (field) err.field = field;
+  return err;
+}
+
+// What each option must be, checked before the engine sees it: a wrong type
+// or an unknown name (a typo) is a TypeError naming it, never ignored.
+const STRING = 'a string';
+const NUMBER = 'a number';
+const BOOLEAN = 'a boolean';
+const BODY_OPTIONS = {
+  text: STRING,
+  sessionId: STRING,
+  format: STRING,
+  system: STRING,
+  record: STRING,
+  model: STRING,
+  maxOutputTokens: NUMBER,
+  params: 'an object',
+  allowParams: 'an array of strings',
+  sessionOnly: BOOLEAN,
+  kinds: 'an array of strings',
+  since: NUMBER,
+  until: NUMBER,
+  tail: NUMBER,
+  maxTokens: NUMBER,
+  tokenizer: STRING,
+  trimTo: NUMBER,
+  startOn: STRING,
+  markPending: BOOLEAN,
+  cache: STRING,
+  cacheTtl: STRING,
+  state: STRING,
+  requireLog: BOOLEAN,
+  warn: BOOLEAN,
+};
+
+function isType(v, type) {
+  switch (type) {
+    case STRING:
+      return typeof v === 'string';
+    case NUMBER:
+      return typeof v === 'number';
+    case BOOLEAN:
+      return typeof v === 'boolean';
+    case 'an object':
+      return typeof v === 'object' && !Array.isArray(v) && !Buffer.isBuffer(v);
+    case 'an array of strings':
+      return Array.isArray(v) && v.every((k) => typeof k === 'string');
+    default:
+      return false;
+  }
+}
+
+// The options of a body call, checked: each known and of its type (null and
+// undefined are "not given"), `params` as JSON text for the engine.
+function bodyOptions(o, what, allowed) {
+  const out = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (k === 'logPath') continue;
+    const type = allowed[k];
+    if (!type) throw invalidArg(`${what}: unknown option \`${k}\``, k);
+    if (v === undefined || v === null) continue;
+    if (!isType(v, type)) throw invalidArg(`${what}: \`${k}\` must be ${type}, not ${describe(v)}`, k);
+    out[k] = v;
+  }
+  if (typeof out.text !== 'string') throw invalidArg(`${what}: \`text\` must be a string`, 'text');
+  if (out.params !== undefined) out.params = JSON.stringify(out.params);
+  return out;
+}
+
+function describe(v) {
+  if (Array.isArray(v)) return 'an array';
+  if (v === null) return 'null';
+  return typeof v === 'string' ? JSON.stringify(v) : typeof v === 'object' ? 'an object' : String(v);
 }
 
 function options(arg, what) {
   if (typeof arg === 'string') return { logPath: arg };
   if (arg === null || typeof arg !== 'object' || typeof arg.logPath !== 'string') {
-    throw new TypeError(`${what}: pass { logPath: string, ... }`);
+    throw invalidArg(`${what}: pass { logPath: string, ... }`, 'logPath');
   }
   return arg;
+}
+
+// A log most of whose lines are not records: a process warning (as
+// `wmreplay respond` warns on stderr), unless the caller passed warn: false.
+function warnOf(warning, warn) {
+  if (warning && warn !== false) process.emitWarning(warning, { code: 'WMREPLAY_SKIPPED_LINES' });
 }
 
 /**
@@ -87,13 +175,17 @@ function options(arg, what) {
  * written).
  */
 async function replayWorkingMemoryLog(arg) {
-  const { logPath, record } = options(arg, 'replayWorkingMemoryLog');
+  const { logPath, record, requireLog, warn } = options(arg, 'replayWorkingMemoryLog');
+  if (requireLog !== undefined && typeof requireLog !== 'boolean') {
+    throw invalidArg('replayWorkingMemoryLog: `requireLog` must be a boolean', 'requireLog');
+  }
   let r;
   try {
-    r = await native.replayWorkingMemoryLog({ logPath, record: record ?? 'js' });
+    r = await native.replayWorkingMemoryLog({ logPath, record: record ?? 'js', requireLog });
   } catch (e) {
     rethrow(e);
   }
+  warnOf(r.warning, warn);
   // The engine hands over the texts laid end to end in a few hundred
   // strings, and where each message's text is: cutting them out here makes
   // each text a slice of its string (V8 copies only texts under 13
@@ -108,37 +200,52 @@ async function replayWorkingMemoryLog(arg) {
       content: [{ type: 'text', text: parents[spans[k]].substring(spans[k + 1], spans[k + 2]) }],
     });
   }
+  // A `type` with lone surrogates, which the engine's texts cannot hold:
+  // `WM_KIND=` and the type as JSON.parse decodes it (the original's
+  // `${entry.type}`), then the rest of the engine's text.
+  const { surrogateIndex: at, surrogateSkip: skip, surrogateKind: kind } = r;
+  for (let j = 0; j < at.length; j++) {
+    const i = at[j];
+    const k = 3 * i;
+    const rest = parents[spans[k]].substring(spans[k + 1] + skip[j], spans[k + 2]);
+    messages[i].content[0].text = `WM_KIND=${JSON.parse(`"${kind[j]}"`)}${rest}`;
+  }
   return { messages, stats };
 }
 
+const BUILD_OPTIONS = BODY_OPTIONS;
+
 /**
- * The request body as a Buffer, ready for `fetch`: the system rule, every
- * record in `ts_ms` order, and CURRENT_USER_REQUEST. No JavaScript object is
- * built per message.
+ * The request body as a Buffer, ready for `fetch`: what `wmreplay respond`
+ * writes for the same options. No JavaScript object is built per message.
  */
 async function buildRequestBody(arg) {
   const o = options(arg, 'buildRequestBody');
-  if (typeof o.text !== 'string') throw new TypeError('buildRequestBody: `text` must be a string');
+  const checked = bodyOptions(o, 'buildRequestBody', BUILD_OPTIONS);
+  let r;
   try {
-    return await native.buildRequestBody({
-      logPath: o.logPath,
-      text: o.text,
-      sessionId: o.sessionId ?? undefined,
-      format: o.format,
-      system: o.system,
-      record: o.record,
-    });
+    r = await native.buildRequestBody(o.logPath, checked);
   } catch (e) {
     rethrow(e);
   }
+  warnOf(r.warning, checked.warn);
+  return r.body;
 }
+
+// A LiveReplay's format and record mode are its own, set when it is made.
+const { format: _format, record: _record, ...LIVE_BODY_OPTIONS } = BODY_OPTIONS;
 
 /** A replay kept across calls: each call parses only the bytes appended since. */
 class LiveReplay {
   #inner;
+  #logPath;
 
   constructor(logPath, { format, record } = {}) {
-    if (typeof logPath !== 'string') throw new TypeError('LiveReplay: logPath must be a string');
+    if (typeof logPath !== 'string') throw invalidArg('LiveReplay: logPath must be a string', 'logPath');
+    for (const [k, v] of Object.entries({ format, record })) {
+      if (v !== undefined && typeof v !== 'string') throw invalidArg(`LiveReplay: \`${k}\` must be a string`, k);
+    }
+    this.#logPath = logPath;
     try {
       this.#inner = new native.LiveReplay(logPath, { format, record });
     } catch (e) {
@@ -146,22 +253,96 @@ class LiveReplay {
     }
   }
 
-  async refresh() {
-    try {
-      return await this.#inner.refresh();
-    } catch (e) {
-      rethrow(e);
-    }
+  /** The log's path. */
+  get logPath() {
+    return this.#logPath;
   }
 
-  async requestBody({ text, sessionId, system } = {}) {
-    if (typeof text !== 'string') throw new TypeError('requestBody: `text` must be a string');
+  async refresh({ requireLog, warn } = {}) {
+    if (requireLog !== undefined && typeof requireLog !== 'boolean') {
+      throw invalidArg('refresh: `requireLog` must be a boolean', 'requireLog');
+    }
+    let r;
     try {
-      return await this.#inner.requestBody({ text, sessionId: sessionId ?? undefined, system });
+      r = await this.#inner.refresh(requireLog);
     } catch (e) {
       rethrow(e);
     }
+    const { warning, ...refreshed } = r;
+    warnOf(warning, warn);
+    return refreshed;
+  }
+
+  async requestBody(input = {}) {
+    if (input === null || typeof input !== 'object') throw invalidArg('requestBody: pass { text: string, ... }', 'text');
+    const checked = bodyOptions(input, 'requestBody', LIVE_BODY_OPTIONS);
+    let r;
+    try {
+      r = await this.#inner.requestBody(checked);
+    } catch (e) {
+      rethrow(e);
+    }
+    warnOf(r.warning, checked.warn);
+    return r.body;
   }
 }
 
-module.exports = { replayWorkingMemoryLog, buildRequestBody, LiveReplay };
+/**
+ * Appends one record or an array of records to the log (created if needed),
+ * as `wmreplay serve` appends them: checked first (each a JSON object with a
+ * string `type`; a `ts_ms`, when present, a number: one that is not rejects
+ * the whole batch, nothing written), one line each, stamped with `ts_ms` when
+ * it has none (never below the log's last record), written with one write
+ * under the log's lock, never glued to a torn last line, cut back if the write
+ * fails, synced before the promise resolves. A record is an object
+ * (serialised with JSON.stringify) or the JSON text of one (a string or a
+ * Buffer). Resolves to `{ written, records: [{ ts_ms, offset, bytes }] }`.
+ */
+async function append(logPath, records) {
+  if (typeof logPath !== 'string') throw invalidArg('append: logPath must be a string', 'logPath');
+  const list = Array.isArray(records) ? records : [records];
+  const texts = list.map((r, i) => {
+    if (typeof r === 'string') return Buffer.from(r);
+    if (r instanceof Uint8Array) return Buffer.from(r.buffer, r.byteOffset, r.byteLength);
+    if (r !== null && typeof r === 'object' && !Array.isArray(r)) {
+      const text = JSON.stringify(r);
+      if (text === undefined) throw invalidArg(`append: record ${i} cannot be serialised`, 'records');
+      return Buffer.from(text);
+    }
+    throw invalidArg(`append: record ${i} must be an object (or the JSON text of one), not ${describe(r)}`, 'records');
+  });
+  try {
+    return await native.append(logPath, texts);
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+/**
+ * The current request's message text, as the original
+ * `buildCurrentUserRequestMessage` builds it:
+ * `CURRENT_USER_REQUEST\nsession_id: <sessionId ?? "none">\nuser_text: <text>`
+ * (an empty sessionId is written empty; only null or undefined is `none`).
+ * `(text, sessionId)` works too.
+ */
+function buildCurrentUserRequestMessage(input = {}, positionalSessionId) {
+  // The original's object form, or (text, sessionId) as it is also called.
+  const { text, sessionId } = typeof input === 'string' ? { text: input, sessionId: positionalSessionId } : input;
+  if (typeof text !== 'string') throw invalidArg('buildCurrentUserRequestMessage: `text` must be a string', 'text');
+  if (sessionId !== undefined && sessionId !== null && typeof sessionId !== 'string') {
+    throw invalidArg('buildCurrentUserRequestMessage: `sessionId` must be a string', 'sessionId');
+  }
+  return native.currentUserRequestText(text, sessionId ?? undefined);
+}
+
+/** The system prompt's rule, which every request body carries. */
+const SYSTEM_RULE = native.SYSTEM_RULE;
+
+module.exports = {
+  replayWorkingMemoryLog,
+  buildRequestBody,
+  LiveReplay,
+  append,
+  buildCurrentUserRequestMessage,
+  SYSTEM_RULE,
+};

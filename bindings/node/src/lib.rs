@@ -11,14 +11,13 @@
 //! a log truncated or rewritten meanwhile rejects with `ECHANGED`, never
 //! with bytes of a file that is gone.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
-use wmreplay::{
-    AllocError, CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode,
-    ReplayOptions,
-};
+use wmreplay::{AllocError, CurrentRequest, Format, RecordMode};
+use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
 
 /// An engine error for `index.js` to rebuild: `code`, `path` and message,
 /// separated by NUL bytes.
@@ -38,6 +37,7 @@ fn to_js(e: wmreplay::Error) -> Error {
         }
         wmreplay::Error::Changed { path, .. } => ("ECHANGED", path.display().to_string()),
         wmreplay::Error::OutOfMemory { path, .. } => ("ENOMEM", path.display().to_string()),
+        wmreplay::Error::State { path, .. } => ("ESTATE", path.display().to_string()),
         _ => ("EWMREPLAY", String::new()),
     };
     Error::new(
@@ -46,11 +46,28 @@ fn to_js(e: wmreplay::Error) -> Error {
     )
 }
 
+/// An invalid argument, for `index.js` to throw as a `TypeError` with code
+/// `EINVALIDARG` (the path part holds the option's name).
 fn invalid(message: String) -> Error {
+    invalid_field("", message)
+}
+
+fn invalid_field(field: &str, message: String) -> Error {
     Error::new(
         Status::InvalidArg,
-        format!("EINVALIDARG\u{0}\u{0}{message}"),
+        format!("EINVALIDARG\u{0}{field}\u{0}{message}"),
     )
+}
+
+fn refused(e: InvalidArg) -> Error {
+    invalid_field(&e.field, e.message)
+}
+
+fn failed(e: Failure) -> Error {
+    match e {
+        Failure::Engine(e) => to_js(e),
+        Failure::Invalid(e) => refused(e),
+    }
 }
 
 fn record_mode(record: Option<&str>, default: RecordMode) -> Result<RecordMode> {
@@ -86,7 +103,35 @@ pub struct Messages {
     /// Per message: parent, start, end (in UTF-16 units of the parent).
     spans: Vec<u32>,
     outputs: Vec<u8>,
+    /// The messages whose `type` holds a surrogate escape (see
+    /// [`Surrogates`]).
+    surrogates: Surrogates,
     stats: Stats,
+}
+
+/// The messages whose `type` may decode to lone surrogates, which a Rust
+/// string cannot hold (the text has U+FFFD there) and a JavaScript string
+/// can: for each, its index, the raw `type` (escapes kept, as in the line),
+/// and how many UTF-16 units of its text are `WM_KIND=` and the `type` as
+/// decoded here. `index.js` puts `JSON.parse` of the raw `type` in their
+/// place, which is what the original function's `${entry.type}` writes.
+#[derive(Default)]
+struct Surrogates {
+    index: Vec<u32>,
+    skip: Vec<u32>,
+    kind: Vec<String>,
+}
+
+/// Whether the raw content of a JSON string may hold a surrogate escape
+/// (`\uD800` to `\uDFFF`; an escaped backslash followed by `ud8…` counts
+/// too, harmlessly: `JSON.parse` decodes it as it is).
+fn may_hold_surrogates(raw: &[u8]) -> bool {
+    raw.windows(4).any(|w| {
+        w[0] == b'\\'
+            && w[1] == b'u'
+            && matches!(w[2], b'd' | b'D')
+            && matches!(w[3], b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+    })
 }
 
 /// The texts of one string handed to JavaScript.
@@ -185,10 +230,26 @@ impl Messages {
         let mut outputs = Vec::new();
         try_grow(&mut outputs, records.len())?;
         outputs.extend(records.iter().map(|r| u8::from(r.is_output())));
+        let data = replayed.data();
+        let mut surrogates = Surrogates::default();
+        for (i, r) in records.iter().enumerate() {
+            let raw = r.kind_raw(data);
+            if may_hold_surrogates(raw) {
+                surrogates.index.push(i as u32);
+                let decoded = r.kind(data);
+                surrogates
+                    .skip
+                    .push(("WM_KIND=".len() + decoded.encode_utf16().count()) as u32);
+                surrogates
+                    .kind
+                    .push(String::from_utf8_lossy(raw).into_owned());
+            }
+        }
         let mut messages = Messages {
             parents: Vec::new(),
             spans: Vec::new(),
             outputs,
+            surrogates,
             stats,
         };
         try_grow(&mut messages.parents, 2 * groups.len())?;
@@ -210,11 +271,25 @@ pub struct Replayed {
     pub parents: Vec<Either<Latin1String, Utf16String>>,
     pub spans: Uint32Array,
     pub outputs: Uint8Array,
+    /// Messages whose `type` is put back as `JSON.parse` decodes it.
+    pub surrogate_index: Uint32Array,
+    pub surrogate_skip: Uint32Array,
+    pub surrogate_kind: Vec<String>,
     pub stats: Stats,
+    pub warning: Option<String>,
+    pub log_missing: bool,
 }
 
-impl From<Messages> for Replayed {
-    fn from(m: Messages) -> Replayed {
+/// [`Messages`] and what is reported beside them.
+pub struct ReplayOutput {
+    messages: Messages,
+    warning: Option<String>,
+    log_missing: bool,
+}
+
+impl From<ReplayOutput> for Replayed {
+    fn from(out: ReplayOutput) -> Replayed {
+        let m = out.messages;
         Replayed {
             parents: m
                 .parents
@@ -226,7 +301,12 @@ impl From<Messages> for Replayed {
                 .collect(),
             spans: Uint32Array::new(m.spans),
             outputs: Uint8Array::new(m.outputs),
+            surrogate_index: Uint32Array::new(m.surrogates.index),
+            surrogate_skip: Uint32Array::new(m.surrogates.skip),
+            surrogate_kind: m.surrogates.kind,
             stats: m.stats,
+            warning: out.warning,
+            log_missing: out.log_missing,
         }
     }
 }
@@ -236,24 +316,26 @@ impl From<Messages> for Replayed {
 pub struct ReplayInput {
     pub log_path: String,
     pub record: Option<String>,
+    pub require_log: Option<bool>,
 }
 
 pub struct ReplayTask {
     path: String,
     record: RecordMode,
+    require_log: bool,
 }
 
 impl Task for ReplayTask {
-    type Output = Messages;
+    type Output = ReplayOutput;
     type JsValue = Replayed;
 
-    fn compute(&mut self) -> Result<Messages> {
-        let mut options = ReplayOptions::default();
-        options.record = self.record;
-        let log = LogBytes::open(&self.path, ReadMode::Auto).map_err(to_js)?;
+    fn compute(&mut self) -> Result<ReplayOutput> {
+        let options = shared::replay_options(self.record);
+        let log = shared::open_log(Path::new(&self.path), self.require_log).map_err(to_js)?;
         let out_of_memory = |e: AllocError| to_js(e.for_log(log.path()));
         let replayed = wmreplay::try_replay(log.bytes(), &options).map_err(out_of_memory)?;
         let s = replayed.stats();
+        let warning = shared::skipped_warning(log.path(), s);
         let stats = Stats {
             total_lines: s.total_lines as i64,
             parsed_entries: s.parsed_entries as i64,
@@ -265,85 +347,149 @@ impl Task for ReplayTask {
         // A log that changed under the replay is reported as such, even when
         // the texts read from it did not fit in memory either.
         log.verify().map_err(to_js)?;
-        messages.map_err(out_of_memory)
+        Ok(ReplayOutput {
+            messages: messages.map_err(out_of_memory)?,
+            warning,
+            log_missing: log.is_missing(),
+        })
     }
 
-    fn resolve(&mut self, _env: Env, output: Messages) -> Result<Replayed> {
+    fn resolve(&mut self, _env: Env, output: ReplayOutput) -> Result<Replayed> {
         Ok(output.into())
     }
 }
 
-/// Replays a log into `{ parents, spans, outputs, stats }` (see `Messages`),
-/// which `index.js` turns into
+/// Replays a log into `{ parents, spans, outputs, surrogate…, stats,
+/// warning, logMissing }` (see `Messages`), which `index.js` turns into
 /// `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`.
 #[napi(js_name = "replayWorkingMemoryLog")]
 pub fn replay_working_memory_log(input: ReplayInput) -> Result<AsyncTask<ReplayTask>> {
     Ok(AsyncTask::new(ReplayTask {
         record: record_mode(input.record.as_deref(), RecordMode::Js)?,
         path: input.log_path,
+        require_log: input.require_log.unwrap_or(false),
     }))
 }
 
-/// The options of `buildRequestBody`.
+/// The request-body options every body call takes (`index.js` has checked
+/// their types; their values are checked here, by the code the Python
+/// package shares).
 #[napi(object)]
 pub struct BodyInput {
-    pub log_path: String,
     pub text: String,
     pub session_id: Option<String>,
     pub format: Option<String>,
     pub system: Option<String>,
     pub record: Option<String>,
+    pub model: Option<String>,
+    pub max_output_tokens: Option<f64>,
+    /// The text of one JSON object (`JSON.stringify` of the caller's).
+    pub params: Option<String>,
+    pub allow_params: Option<Vec<String>>,
+    pub session_only: Option<bool>,
+    pub kinds: Option<Vec<String>>,
+    pub since: Option<f64>,
+    pub until: Option<f64>,
+    pub tail: Option<f64>,
+    pub max_tokens: Option<f64>,
+    pub tokenizer: Option<String>,
+    pub trim_to: Option<f64>,
+    pub start_on: Option<String>,
+    pub mark_pending: Option<bool>,
+    pub cache: Option<String>,
+    pub cache_ttl: Option<String>,
+    pub state: Option<String>,
+    pub require_log: Option<bool>,
+}
+
+impl BodyInput {
+    /// The checked options, and the current request's text and session.
+    fn options(self) -> Result<(BodyOptions, String, Option<String>)> {
+        let (raw, text, session_id) = self.raw();
+        let options = BodyOptions::new(raw, Style::Camel).map_err(refused)?;
+        Ok((options, text, session_id))
+    }
+
+    /// The options unchecked, and the current request's text and session.
+    fn raw(self) -> (RawBody, String, Option<String>) {
+        let raw = RawBody {
+            format: self.format,
+            record: self.record,
+            system: self.system,
+            model: self.model,
+            max_output_tokens: self.max_output_tokens,
+            params: self.params,
+            allow_params: self.allow_params,
+            session_only: self.session_only.unwrap_or(false),
+            kinds: self.kinds,
+            since: self.since,
+            until: self.until,
+            tail: self.tail,
+            max_tokens: self.max_tokens,
+            tokenizer: self.tokenizer,
+            trim_to: self.trim_to,
+            start_on: self.start_on,
+            mark_pending: self.mark_pending.unwrap_or(false),
+            cache: self.cache,
+            cache_ttl: self.cache_ttl,
+            state: self.state.map(PathBuf::from),
+            require_log: self.require_log.unwrap_or(false),
+        };
+        (raw, self.text, self.session_id)
+    }
+}
+
+/// A body and what is reported beside it.
+#[napi(object, object_from_js = false)]
+pub struct BodyOutput {
+    pub body: Buffer,
+    pub warning: Option<String>,
+    pub log_missing: bool,
+}
+
+impl From<shared::Body> for BodyOutput {
+    fn from(b: shared::Body) -> BodyOutput {
+        BodyOutput {
+            body: b.bytes.into(),
+            warning: b.warning,
+            log_missing: b.log_missing,
+        }
+    }
 }
 
 pub struct BodyTask {
-    path: String,
+    path: PathBuf,
+    options: BodyOptions,
     text: String,
     session_id: Option<String>,
-    format: Format,
-    system: String,
-    record: RecordMode,
 }
 
 impl Task for BodyTask {
-    type Output = Vec<u8>;
-    type JsValue = Buffer;
+    type Output = shared::Body;
+    type JsValue = BodyOutput;
 
-    fn compute(&mut self) -> Result<Vec<u8>> {
-        let mut options = ReplayOptions::default();
-        options.record = self.record;
-        let log = LogBytes::open(&self.path, ReadMode::Auto).map_err(to_js)?;
-        let out_of_memory = |e: AllocError| to_js(e.for_log(log.path()));
-        let body = wmreplay::try_replay(log.bytes(), &options)
-            .map_err(out_of_memory)?
-            .try_render_request(
-                self.format,
-                &self.system,
-                &CurrentRequest {
-                    text: &self.text,
-                    session_id: self.session_id.as_deref(),
-                },
-            );
-        // Checked before the body is handed out: bytes rendered from a map
-        // of a file truncated meanwhile are the guard's zero pages.
-        log.verify().map_err(to_js)?;
-        body.map_err(out_of_memory)
+    fn compute(&mut self) -> Result<shared::Body> {
+        let current = CurrentRequest {
+            text: &self.text,
+            session_id: self.session_id.as_deref(),
+        };
+        shared::body_of_log(&self.path, current, &self.options).map_err(failed)
     }
 
-    fn resolve(&mut self, _env: Env, output: Vec<u8>) -> Result<Buffer> {
+    fn resolve(&mut self, _env: Env, output: shared::Body) -> Result<BodyOutput> {
         Ok(output.into())
     }
 }
 
-/// The request body of a log, ready for `fetch`.
+/// The request body of a log, ready for `fetch`: `wmreplay respond`'s.
 #[napi(js_name = "buildRequestBody")]
-pub fn build_request_body(input: BodyInput) -> Result<AsyncTask<BodyTask>> {
+pub fn build_request_body(log_path: String, input: BodyInput) -> Result<AsyncTask<BodyTask>> {
+    let (options, text, session_id) = input.options()?;
     Ok(AsyncTask::new(BodyTask {
-        format: format_of(input.format.as_deref())?,
-        record: record_mode(input.record.as_deref(), RecordMode::Raw)?,
-        system: wmreplay::system_prompt(input.system.as_deref()),
-        path: input.log_path,
-        text: input.text,
-        session_id: input.session_id,
+        path: PathBuf::from(log_path),
+        options,
+        text,
+        session_id,
     }))
 }
 
@@ -354,14 +500,6 @@ pub struct LiveInput {
     pub record: Option<String>,
 }
 
-/// The input of `live.requestBody(...)`.
-#[napi(object)]
-pub struct LiveBodyInput {
-    pub text: String,
-    pub session_id: Option<String>,
-    pub system: Option<String>,
-}
-
 /// What `live.refresh()` did.
 #[napi(object)]
 pub struct Refreshed {
@@ -370,12 +508,14 @@ pub struct Refreshed {
     pub bytes_committed: i64,
     pub records_added: i64,
     pub late_records: i64,
+    pub log_missing: bool,
+    pub warning: Option<String>,
 }
 
 /// A replay kept across calls: each parses only what was appended.
 #[napi]
 pub struct LiveReplay {
-    live: Arc<Mutex<Live>>,
+    live: Arc<Mutex<shared::Live>>,
 }
 
 #[napi]
@@ -384,35 +524,48 @@ impl LiveReplay {
     pub fn new(log_path: String, options: Option<LiveInput>) -> Result<Self> {
         let (format, record) = options.map_or((None, None), |o| (o.format, o.record));
         let format = format_of(format.as_deref())?;
-        let mut opts = ReplayOptions::default();
-        opts.record = record_mode(record.as_deref(), RecordMode::Raw)?;
+        let record = record_mode(record.as_deref(), RecordMode::Raw)?;
         Ok(LiveReplay {
-            live: Arc::new(Mutex::new(Live::new(log_path, format, opts))),
+            live: Arc::new(Mutex::new(shared::Live::new(
+                PathBuf::from(log_path),
+                format,
+                record,
+            ))),
         })
     }
 
     /// Reads what was appended since the last call.
     #[napi]
-    pub fn refresh(&self) -> AsyncTask<RefreshTask> {
+    pub fn refresh(&self, require_log: Option<bool>) -> AsyncTask<RefreshTask> {
         AsyncTask::new(RefreshTask {
             live: self.live.clone(),
+            require_log: require_log.unwrap_or(false),
         })
     }
 
     /// Brings the replay up to date, then the request body.
     #[napi(js_name = "requestBody")]
-    pub fn request_body(&self, input: LiveBodyInput) -> AsyncTask<LiveBodyTask> {
-        AsyncTask::new(LiveBodyTask {
+    pub fn request_body(&self, input: BodyInput) -> Result<AsyncTask<LiveBodyTask>> {
+        let (raw, text, session_id) = input.raw();
+        // In the replay's own format and record mode (index.js refuses others).
+        let options = self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .options(raw, Style::Camel)
+            .map_err(refused)?;
+        Ok(AsyncTask::new(LiveBodyTask {
             live: self.live.clone(),
-            system: wmreplay::system_prompt(input.system.as_deref()),
-            text: input.text,
-            session_id: input.session_id,
-        })
+            options,
+            text,
+            session_id,
+        }))
     }
 }
 
 pub struct RefreshTask {
-    live: Arc<Mutex<Live>>,
+    live: Arc<Mutex<shared::Live>>,
+    require_log: bool,
 }
 
 impl Task for RefreshTask {
@@ -421,13 +574,15 @@ impl Task for RefreshTask {
 
     fn compute(&mut self) -> Result<Refreshed> {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        let r = live.refresh().map_err(to_js)?;
+        let r = live.refresh(self.require_log).map_err(to_js)?;
         Ok(Refreshed {
-            rebuilt: r.rebuilt,
-            bytes_read: r.bytes_read as i64,
-            bytes_committed: r.bytes_committed as i64,
-            records_added: r.records_added as i64,
-            late_records: r.late_records as i64,
+            rebuilt: r.refresh.rebuilt,
+            bytes_read: r.refresh.bytes_read as i64,
+            bytes_committed: r.refresh.bytes_committed as i64,
+            records_added: r.refresh.records_added as i64,
+            late_records: r.refresh.late_records as i64,
+            log_missing: r.log_missing,
+            warning: r.warning,
         })
     }
 
@@ -437,17 +592,17 @@ impl Task for RefreshTask {
 }
 
 pub struct LiveBodyTask {
-    live: Arc<Mutex<Live>>,
-    system: String,
+    live: Arc<Mutex<shared::Live>>,
+    options: BodyOptions,
     text: String,
     session_id: Option<String>,
 }
 
 impl Task for LiveBodyTask {
-    type Output = Vec<u8>;
-    type JsValue = Buffer;
+    type Output = shared::Body;
+    type JsValue = BodyOutput;
 
-    fn compute(&mut self) -> Result<Vec<u8>> {
+    fn compute(&mut self) -> Result<shared::Body> {
         let current = CurrentRequest {
             text: &self.text,
             session_id: self.session_id.as_deref(),
@@ -455,11 +610,83 @@ impl Task for LiveBodyTask {
         self.live
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .request_body(&self.system, &current)
-            .map_err(to_js)
+            .body(current, &self.options)
+            .map_err(failed)
     }
 
-    fn resolve(&mut self, _env: Env, output: Vec<u8>) -> Result<Buffer> {
+    fn resolve(&mut self, _env: Env, output: shared::Body) -> Result<BodyOutput> {
         Ok(output.into())
     }
 }
+
+/// Where one appended record went (the server's `/v1/records` answer).
+#[napi(object)]
+pub struct AppendedRecord {
+    #[napi(js_name = "ts_ms")]
+    pub ts_ms: f64,
+    pub offset: i64,
+    pub bytes: i64,
+}
+
+/// What `append` wrote.
+#[napi(object)]
+pub struct Appended {
+    pub written: u32,
+    pub records: Vec<AppendedRecord>,
+}
+
+pub struct AppendTask {
+    path: PathBuf,
+    records: Vec<Vec<u8>>,
+}
+
+impl Task for AppendTask {
+    type Output = Appended;
+    type JsValue = Appended;
+
+    fn compute(&mut self) -> Result<Appended> {
+        match wmreplay::append(&self.path, &self.records) {
+            Ok(report) => Ok(Appended {
+                written: report.records.len() as u32,
+                records: report
+                    .records
+                    .iter()
+                    .map(|r| AppendedRecord {
+                        ts_ms: r.ts_ms,
+                        offset: r.offset as i64,
+                        bytes: r.len as i64,
+                    })
+                    .collect(),
+            }),
+            Err(wmreplay::AppendError::Log(e)) => Err(to_js(e)),
+            Err(e @ wmreplay::AppendError::InvalidRecord { .. }) => {
+                Err(invalid_field("records", format!("append: {e}")))
+            }
+            Err(e) => Err(invalid_field("records", format!("append: {e}"))),
+        }
+    }
+
+    fn resolve(&mut self, _env: Env, output: Appended) -> Result<Appended> {
+        Ok(output)
+    }
+}
+
+/// Appends records (each the text of one JSON object) to the log, as
+/// `wmreplay serve` appends them: see `wmreplay::append`.
+#[napi]
+pub fn append(log_path: String, records: Vec<Buffer>) -> AsyncTask<AppendTask> {
+    AsyncTask::new(AppendTask {
+        path: PathBuf::from(log_path),
+        records: records.iter().map(|b| b.to_vec()).collect(),
+    })
+}
+
+/// The `CURRENT_USER_REQUEST` message's text.
+#[napi(js_name = "currentUserRequestText")]
+pub fn current_user_request_text(text: String, session_id: Option<String>) -> String {
+    wmreplay::current_user_request_text(&text, session_id.as_deref())
+}
+
+/// The system prompt's rule.
+#[napi(js_name = "SYSTEM_RULE")]
+pub const SYSTEM_RULE: &str = wmreplay::SYSTEM_RULE;

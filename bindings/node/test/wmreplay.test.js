@@ -27,10 +27,10 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-'));
 test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 function cli() {
-  for (const p of [process.env.WMREPLAY_BIN, path.join(ROOT, 'target/release/wmreplay'),
-    path.join(ROOT, 'target/debug/wmreplay')]) {
-    if (p && fs.existsSync(p)) return p;
-  }
+  if (process.env.WMREPLAY_BIN) return process.env.WMREPLAY_BIN;
+  // The newer of the binaries cargo built.
+  const built = ['release', 'debug'].map((p) => path.join(ROOT, 'target', p, 'wmreplay')).filter((p) => fs.existsSync(p));
+  if (built.length) return built.sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
   throw new Error('build the CLI first (cargo build) or set WMREPLAY_BIN');
 }
 
