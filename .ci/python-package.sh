@@ -100,8 +100,10 @@ print("wheel:", meta["Name"], meta["Version"], "|", meta["License-Expression"], 
 members = tarfile.open(sdist).getnames()
 root = "wmreplay-0.1.0/"
 need = ["PKG-INFO", "pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACHE",
-        "Cargo.toml", "src/lib.rs", "bindings/python/Cargo.toml", "bindings/python/Cargo.lock",
-        "bindings/python/src/lib.rs", "python/wmreplay/__init__.py"]
+        "Cargo.toml", "src/lib.rs", "src/append.rs", "bindings/python/Cargo.toml",
+        "bindings/python/Cargo.lock", "bindings/python/src/lib.rs",
+        "bindings/shared/Cargo.toml", "bindings/shared/src/lib.rs",
+        "python/wmreplay/__init__.py"]
 missing = [n for n in need if root + n not in members]
 assert not missing, f"the sdist lacks {missing}"
 print("sdist:", len(members), "files, the engine crate included")

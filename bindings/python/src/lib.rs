@@ -15,16 +15,26 @@
 //! buffer sized from the log that cannot be allocated is a `MemoryError`,
 //! never an abort.
 
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyUserWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use wmreplay::{
-    AllocError, CurrentRequest, Format, LiveReplay as Live, LogBytes, ReadMode, RecordMode,
-    Replay as Core, ReplayOptions,
+    AllocError, CurrentRequest, Format, LogBytes, RecordMode, Replay as Core, ReplayOptions,
 };
+use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
+
+pyo3::create_exception!(
+    wmreplay,
+    SkippedLinesWarning,
+    PyUserWarning,
+    "More than half of a log's lines are not records: the file is likely not a \
+     working-memory log (a wrong path, a pretty-printed JSON file) or a broken writer \
+     made it. The message names the count and the first skipped line."
+);
 
 /// How many skipped lines the stats list in detail.
 const MAX_SKIPS: usize = 16;
@@ -65,8 +75,32 @@ fn to_py(e: wmreplay::Error) -> PyErr {
             os_error_without_errno(message, path.display().to_string())
         }
         wmreplay::Error::OutOfMemory { .. } => pyo3::exceptions::PyMemoryError::new_err(message),
+        wmreplay::Error::State { path, .. } => {
+            os_error_without_errno(message, path.display().to_string())
+        }
         _ => PyRuntimeError::new_err(message),
     }
+}
+
+fn refused(e: InvalidArg) -> PyErr {
+    PyValueError::new_err(e.message)
+}
+
+fn failed(e: Failure) -> PyErr {
+    match e {
+        Failure::Engine(e) => to_py(e),
+        Failure::Invalid(e) => refused(e),
+    }
+}
+
+/// Raises `warning` as a [`SkippedLinesWarning`] (an error if the
+/// warnings filter says so), unless `warn` is false.
+fn warn_of(py: Python<'_>, warning: Option<String>, warn: bool) -> PyResult<()> {
+    let Some(w) = warning.filter(|_| warn) else {
+        return Ok(());
+    };
+    let text = std::ffi::CString::new(w.replace('\0', " ")).expect("no NUL left");
+    PyErr::warn(py, &py.get_type::<SkippedLinesWarning>(), &text, 2)
 }
 
 /// A plain `OSError` (no errno to pick a subclass by) whose `filename` is
@@ -102,10 +136,188 @@ fn loads<'py>(py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyAny>> {
         .call_method1("loads", (PyBytes::new(py, text),))
 }
 
+/// `asyncio.to_thread(method, *args, **kwargs)`: the coroutine of an
+/// `a…` method, which runs the blocking method in a thread (its work
+/// releases the GIL, so the event loop keeps running).
+fn to_thread<'py>(
+    method: Bound<'py, PyAny>,
+    args: impl IntoPyObject<
+        'py,
+        Target = pyo3::types::PyTuple,
+        Output = Bound<'py, pyo3::types::PyTuple>,
+    >,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = method.py();
+    let args = args.into_pyobject(py).map_err(Into::into)?;
+    let mut all: Vec<Bound<'py, PyAny>> = vec![method];
+    all.extend(args.iter());
+    py.import("asyncio")?
+        .getattr("to_thread")?
+        .call(pyo3::types::PyTuple::new(py, all)?, kwargs)
+}
+
+/// The options a body call takes as keyword arguments (`format`, `record`
+/// and `system` are positional too in [`Replay::request_body`]), with what
+/// each must be.
+const BODY_OPTIONS: &[(&str, Kind)] = &[
+    ("format", Kind::Str),
+    ("record", Kind::Str),
+    ("system", Kind::Str),
+    ("model", Kind::Str),
+    ("max_output_tokens", Kind::Number),
+    ("params", Kind::Dict),
+    ("allow_params", Kind::Strings),
+    ("session_only", Kind::Bool),
+    ("kinds", Kind::Strings),
+    ("since", Kind::Number),
+    ("until", Kind::Number),
+    ("tail", Kind::Number),
+    ("max_tokens", Kind::Number),
+    ("tokenizer", Kind::Str),
+    ("trim_to", Kind::Number),
+    ("start_on", Kind::Str),
+    ("mark_pending", Kind::Bool),
+    ("cache", Kind::Str),
+    ("cache_ttl", Kind::Str),
+    ("state", Kind::Path),
+    ("require_log", Kind::Bool),
+    ("warn", Kind::Bool),
+];
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Str,
+    Number,
+    Bool,
+    Dict,
+    Strings,
+    Path,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::Str => "a str",
+            Kind::Number => "a number",
+            Kind::Bool => "a bool",
+            Kind::Dict => "a dict",
+            Kind::Strings => "a list of str",
+            Kind::Path => "a str or os.PathLike",
+        }
+    }
+}
+
+/// A body call's keyword arguments checked into the shared [`RawBody`]
+/// (and whether to warn): each a known option (`except` lists the ones this
+/// call does not take) of its type; `None` is "not given".
+fn raw_body(
+    py: Python<'_>,
+    what: &str,
+    options: Option<&Bound<'_, PyDict>>,
+    except: &[&str],
+) -> PyResult<(RawBody, bool)> {
+    let mut raw = RawBody::default();
+    let mut warn = true;
+    let Some(options) = options else {
+        return Ok((raw, warn));
+    };
+    for (k, v) in options.iter() {
+        let key: String = k.extract()?;
+        let kind = BODY_OPTIONS
+            .iter()
+            .find(|(name, _)| *name == key && !except.contains(name))
+            .map(|(_, kind)| *kind)
+            .ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "{what}() got an unexpected keyword argument '{key}'"
+                ))
+            })?;
+        if v.is_none() {
+            continue;
+        }
+        let wrong = || {
+            PyTypeError::new_err(format!(
+                "{what}(): `{key}` must be {}, not {}",
+                kind.what(),
+                v.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        };
+        let string = || v.extract::<String>().map_err(|_| wrong());
+        let number = || {
+            if v.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(wrong());
+            }
+            v.extract::<f64>().map_err(|_| wrong())
+        };
+        let boolean = || {
+            if !v.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(wrong());
+            }
+            v.extract::<bool>().map_err(|_| wrong())
+        };
+        let strings = || {
+            if v.is_instance_of::<PyString>() {
+                return Err(wrong());
+            }
+            v.extract::<Vec<String>>().map_err(|_| wrong())
+        };
+        match key.as_str() {
+            "format" => raw.format = Some(string()?),
+            "record" => raw.record = Some(string()?),
+            "system" => raw.system = Some(string()?),
+            "model" => raw.model = Some(string()?),
+            "max_output_tokens" => raw.max_output_tokens = Some(number()?),
+            "params" => {
+                if !v.is_instance_of::<PyDict>() {
+                    return Err(wrong());
+                }
+                raw.params = Some(json_text(py, &v)?);
+            }
+            "allow_params" => raw.allow_params = Some(strings()?),
+            "session_only" => raw.session_only = boolean()?,
+            "kinds" => raw.kinds = Some(strings()?),
+            "since" => raw.since = Some(number()?),
+            "until" => raw.until = Some(number()?),
+            "tail" => raw.tail = Some(number()?),
+            "max_tokens" => raw.max_tokens = Some(number()?),
+            "tokenizer" => raw.tokenizer = Some(string()?),
+            "trim_to" => raw.trim_to = Some(number()?),
+            "start_on" => raw.start_on = Some(string()?),
+            "mark_pending" => raw.mark_pending = boolean()?,
+            "cache" => raw.cache = Some(string()?),
+            "cache_ttl" => raw.cache_ttl = Some(string()?),
+            "state" => raw.state = Some(v.extract::<PathBuf>().map_err(|_| wrong())?),
+            "require_log" => raw.require_log = boolean()?,
+            "warn" => warn = boolean()?,
+            _ => unreachable!("every option is matched"),
+        }
+    }
+    Ok((raw, warn))
+}
+
+/// `obj` as JSON text (through the `json` module: what `params` holds).
+fn json_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<String> {
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("allow_nan", false)?;
+    kwargs.set_item("separators", (",", ":"))?;
+    py.import("json")?
+        .call_method("dumps", (obj,), Some(&kwargs))?
+        .extract()
+}
+
+fn body_options(raw: RawBody) -> PyResult<BodyOptions> {
+    BodyOptions::new(raw, Style::Snake).map_err(refused)
+}
+
 /// A replayed log: its stats, its messages and request bodies.
 #[pyclass(frozen, module = "wmreplay")]
 struct Replay {
     inner: Owned,
+    /// What it was replayed with (a selection replays the log again).
+    options: ReplayOptions,
 }
 
 impl Replay {
@@ -132,7 +344,9 @@ impl Replay {
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let json = self.inner.borrow_dependent().stats().to_json(MAX_SKIPS);
-        loads(py, json.as_bytes())
+        let stats = loads(py, json.as_bytes())?;
+        stats.set_item("log_missing", self.inner.borrow_owner().is_missing())?;
+        Ok(stats)
     }
 
     /// The replayed messages in `ts_ms` order (the current request is not
@@ -166,10 +380,13 @@ impl Replay {
         })
     }
 
-    /// The request body, ready to send: the system rule, every message, and
-    /// `CURRENT_USER_REQUEST` with `text` (`format`: "anthropic", "openai",
-    /// "ndjson" or "xml"; `system`: text placed before the system rule).
-    #[pyo3(signature = (text, session_id=None, format="anthropic", system=None))]
+    /// The request body, ready to send: `wmreplay respond`'s for the same
+    /// options (see the stubs for them all: `model`, `max_output_tokens`,
+    /// `params`, the selection, `cache`, …). `format`: "anthropic",
+    /// "openai", "ndjson" or "xml"; `system`: text placed before the system
+    /// rule. The record mode is the replay's. A selection replays the log
+    /// again from its bytes (this replay keeps every record).
+    #[pyo3(signature = (text, session_id=None, format="anthropic", system=None, **options))]
     fn request_body<'py>(
         &self,
         py: Python<'py>,
@@ -177,12 +394,27 @@ impl Replay {
         session_id: Option<&str>,
         format: &str,
         system: Option<&str>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let format = format_of(format)?;
-        let system = wmreplay::system_prompt(system);
+        let (mut raw, _) = raw_body(
+            py,
+            "request_body",
+            options,
+            &["format", "record", "system", "require_log", "warn"],
+        )?;
+        raw.format = Some(format.into());
+        raw.system = system.map(Into::into);
+        let o = body_options(raw)?;
         let current = CurrentRequest { text, session_id };
         let replayed = self.inner.borrow_dependent();
-        let sized = py.detach(|| replayed.sized_request(format, &system, &current));
+        if !o.is_contract_body() {
+            let log = self.inner.borrow_owner();
+            let body = py
+                .detach(|| shared::body_of_replay(replayed, log, &self.options, current, &o))
+                .map_err(failed)?;
+            return Ok(PyBytes::new(py, &body));
+        }
+        let sized = py.detach(|| replayed.sized_request(o.format, o.system(), &current));
         // Written straight into the `bytes` object: no copy of the body. A
         // body read from a log that changed is the engine's error (the bytes
         // are dropped); one Python cannot allocate, the MemoryError of the log.
@@ -206,6 +438,23 @@ impl Replay {
             };
             to_py(too_big.for_log(self.inner.borrow_owner().path()))
         })
+    }
+
+    /// `request_body()` in a thread: `await r.arequest_body(text, …)`.
+    #[pyo3(signature = (text, session_id=None, format="anthropic", system=None, **options))]
+    fn arequest_body<'py>(
+        slf: &Bound<'py, Self>,
+        text: &str,
+        session_id: Option<&str>,
+        format: &str,
+        system: Option<&str>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        to_thread(
+            slf.getattr("request_body")?,
+            (text, session_id, format, system),
+            options,
+        )
     }
 
     fn __len__(&self) -> usize {
@@ -282,23 +531,27 @@ impl MessageIter {
     }
 }
 
-/// Replays the log at `path` (a missing file is an empty log) with the GIL
-/// released. `record`: "raw" (WM_JSON is the line as written: byte-stable)
-/// or "js" (as `JSON.stringify(JSON.parse(line))`).
+/// Replays the log at `path` (a missing file is an empty log, or with
+/// `require_log` a `FileNotFoundError`) with the GIL released. `record`:
+/// "raw" (WM_JSON is the line as written: byte-stable) or "js" (as
+/// `JSON.stringify(JSON.parse(line))`). A log most of whose lines are not
+/// records raises a [`SkippedLinesWarning`] (unless `warn=False`).
 #[pyfunction]
-#[pyo3(signature = (path, record="raw", threads=0))]
+#[pyo3(signature = (path, record="raw", threads=0, *, require_log=false, warn=true))]
 fn replay(
     py: Python<'_>,
-    path: std::path::PathBuf,
+    path: PathBuf,
     record: &str,
     threads: usize,
+    require_log: bool,
+    warn: bool,
 ) -> PyResult<Replay> {
     let mut options = ReplayOptions::default();
     options.record = record_mode(record)?;
     options.threads = threads;
     let inner = py
         .detach(|| {
-            let log = LogBytes::open(&path, ReadMode::Auto)?;
+            let log = shared::open_log(&path, require_log)?;
             let owned = Owned::try_new(log, |log| {
                 wmreplay::try_replay(log.bytes(), &options).map_err(|e| e.for_log(log.path()))
             })?;
@@ -306,90 +559,270 @@ fn replay(
             Ok(owned)
         })
         .map_err(to_py)?;
-    Ok(Replay { inner })
+    let warning = shared::skipped_warning(&path, inner.borrow_dependent().stats());
+    warn_of(py, warning, warn)?;
+    Ok(Replay { inner, options })
+}
+
+/// The request body of the log at `path`, ready to send: what `wmreplay
+/// respond PATH --text TEXT …` writes for the same options, byte for byte
+/// (see the stubs for the options). The GIL is released while it runs.
+#[pyfunction]
+#[pyo3(signature = (path, text, session_id=None, **options))]
+fn request_body<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    text: &str,
+    session_id: Option<&str>,
+    options: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let (raw, warn) = raw_body(py, "request_body", options, &[])?;
+    let o = body_options(raw)?;
+    let current = CurrentRequest { text, session_id };
+    let body = py
+        .detach(|| shared::body_of_log(&path, current, &o))
+        .map_err(failed)?;
+    warn_of(py, body.warning, warn)?;
+    Ok(PyBytes::new(py, &body.bytes))
+}
+
+/// Appends records to the log at `path` (created if needed), as `wmreplay
+/// serve` appends them (see the stubs), with the GIL released. `records`:
+/// one record or a list of them, each a dict (serialised with `json`), or
+/// the JSON text of one (`str` or `bytes`).
+#[pyfunction]
+fn append<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    records: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let one = records.is_instance_of::<PyDict>()
+        || records.is_instance_of::<PyString>()
+        || records.is_instance_of::<PyBytes>()
+        || records.is_instance_of::<pyo3::types::PyByteArray>();
+    let items: Vec<Bound<'py, PyAny>> = if one {
+        vec![records.clone()]
+    } else {
+        records
+            .try_iter()
+            .map_err(|_| {
+                PyTypeError::new_err(
+                    "append(): `records` must be a dict, str or bytes, or a list of them",
+                )
+            })?
+            .collect::<PyResult<_>>()?
+    };
+    let texts = items
+        .iter()
+        .enumerate()
+        .map(|(i, r)| record_text(py, i, r))
+        .collect::<PyResult<Vec<Vec<u8>>>>()?;
+    let report = py.detach(|| wmreplay::append(&path, &texts));
+    let report = match report {
+        Ok(r) => r,
+        Err(wmreplay::AppendError::Log(e)) => return Err(to_py(e)),
+        Err(e) => return Err(PyValueError::new_err(format!("append(): {e}"))),
+    };
+    let out = PyDict::new(py);
+    out.set_item("written", report.records.len())?;
+    let list = PyList::empty(py);
+    for r in &report.records {
+        let d = PyDict::new(py);
+        // An integer ts_ms as an int, as the server's answer gives it.
+        if r.ts_ms.fract() == 0.0 && r.ts_ms.abs() < 9_007_199_254_740_992.0 {
+            d.set_item("ts_ms", r.ts_ms as i64)?;
+        } else {
+            d.set_item("ts_ms", r.ts_ms)?;
+        }
+        d.set_item("offset", r.offset)?;
+        d.set_item("bytes", r.len)?;
+        list.append(d)?;
+    }
+    out.set_item("records", list)?;
+    Ok(out)
+}
+
+/// One record's JSON text: a dict serialised (non-ASCII as UTF-8; a string
+/// with a lone surrogate, which UTF-8 cannot hold, as `\\u` escapes), or
+/// the text given.
+fn record_text(py: Python<'_>, i: usize, r: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    if let Ok(b) = r.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = r.cast::<pyo3::types::PyByteArray>() {
+        return Ok(b.to_vec());
+    }
+    if let Ok(s) = r.cast::<PyString>() {
+        return s.to_cow().map(|s| s.as_bytes().to_vec()).map_err(|_| {
+            PyValueError::new_err(format!("append(): record {i} is not valid UTF-8 text"))
+        });
+    }
+    if !r.is_instance_of::<PyDict>() {
+        return Err(PyTypeError::new_err(format!(
+            "append(): record {i} must be a dict (or the JSON text of one), not {}",
+            r.get_type()
+                .name()
+                .map_or_else(|_| "?".into(), |n| n.to_string())
+        )));
+    }
+    let json = py.import("json")?;
+    let dumps = |ascii: bool| -> PyResult<Bound<'_, PyAny>> {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("ensure_ascii", ascii)?;
+        kwargs.set_item("allow_nan", false)?;
+        kwargs.set_item("separators", (",", ":"))?;
+        json.call_method("dumps", (r,), Some(&kwargs))
+    };
+    let text = dumps(false).map_err(|e| {
+        PyValueError::new_err(format!("append(): record {i} cannot be serialised: {e}"))
+    })?;
+    let text = text.cast_into::<PyString>()?;
+    match text.to_cow() {
+        Ok(s) => Ok(s.as_bytes().to_vec()),
+        Err(_) => Ok(dumps(true)?.extract::<String>()?.into_bytes()),
+    }
+}
+
+/// The `CURRENT_USER_REQUEST` message's text, as the original
+/// `buildCurrentUserRequestMessage` builds it: `none` for an absent
+/// session id only (an empty one is written empty).
+#[pyfunction]
+#[pyo3(signature = (text, session_id=None))]
+fn build_current_user_request_message(text: &str, session_id: Option<&str>) -> String {
+    wmreplay::current_user_request_text(text, session_id)
 }
 
 /// A replay kept across calls: each call parses only what was appended to
 /// the log since the last one.
 #[pyclass(frozen, module = "wmreplay")]
 struct LiveReplay {
-    live: Mutex<Live>,
+    live: Mutex<shared::Live>,
+    path: PathBuf,
+}
+
+impl LiveReplay {
+    /// The replay, its lock waited for with the GIL released (another
+    /// thread may hold it through a long refresh, with the GIL released).
+    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut shared::Live) -> T + Send) -> T {
+        py.detach(|| f(&mut self.live.lock().unwrap_or_else(|p| p.into_inner())))
+    }
 }
 
 #[pymethods]
 impl LiveReplay {
     #[new]
     #[pyo3(signature = (path, format="anthropic", record="raw"))]
-    fn new(path: std::path::PathBuf, format: &str, record: &str) -> PyResult<Self> {
+    fn new(path: PathBuf, format: &str, record: &str) -> PyResult<Self> {
         let format = format_of(format)?;
-        let mut options = ReplayOptions::default();
-        options.record = record_mode(record)?;
+        let record = record_mode(record)?;
         Ok(LiveReplay {
-            live: Mutex::new(Live::new(path, format, options)),
+            live: Mutex::new(shared::Live::new(path.clone(), format, record)),
+            path,
         })
     }
 
     /// Reads what was appended: `{"rebuilt", "bytes_read", "bytes_committed",
-    /// "records_added", "late_records"}`.
-    fn refresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let r = py
-            .detach(|| {
-                self.live
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .refresh()
-            })
+    /// "records_added", "late_records", "log_missing"}`.
+    #[pyo3(signature = (*, require_log=false, warn=true))]
+    fn refresh<'py>(
+        &self,
+        py: Python<'py>,
+        require_log: bool,
+        warn: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let r = self
+            .with(py, |live| live.refresh(require_log))
             .map_err(to_py)?;
+        warn_of(py, r.warning, warn)?;
         let d = PyDict::new(py);
-        d.set_item("rebuilt", r.rebuilt)?;
-        d.set_item("bytes_read", r.bytes_read)?;
-        d.set_item("bytes_committed", r.bytes_committed)?;
-        d.set_item("records_added", r.records_added)?;
-        d.set_item("late_records", r.late_records)?;
+        d.set_item("rebuilt", r.refresh.rebuilt)?;
+        d.set_item("bytes_read", r.refresh.bytes_read)?;
+        d.set_item("bytes_committed", r.refresh.bytes_committed)?;
+        d.set_item("records_added", r.refresh.records_added)?;
+        d.set_item("late_records", r.refresh.late_records)?;
+        d.set_item("log_missing", r.log_missing)?;
         Ok(d)
+    }
+
+    /// `refresh()` in a thread: `await live.arefresh()`.
+    #[pyo3(signature = (*, require_log=false, warn=true))]
+    fn arefresh<'py>(
+        slf: &Bound<'py, Self>,
+        require_log: bool,
+        warn: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let kwargs = PyDict::new(slf.py());
+        kwargs.set_item("require_log", require_log)?;
+        kwargs.set_item("warn", warn)?;
+        to_thread(slf.getattr("refresh")?, (), Some(&kwargs))
+    }
+
+    /// `request_body()` in a thread: `await live.arequest_body(text, …)`.
+    #[pyo3(signature = (text, session_id=None, system=None, **options))]
+    fn arequest_body<'py>(
+        slf: &Bound<'py, Self>,
+        text: &str,
+        session_id: Option<&str>,
+        system: Option<&str>,
+        options: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        to_thread(
+            slf.getattr("request_body")?,
+            (text, session_id, system),
+            options,
+        )
     }
 
     /// The stats of the bytes read so far.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        // The lock is waited for with the GIL released: another thread may
-        // hold it through a long refresh, with the GIL released.
-        let json = py.detach(|| {
-            self.live
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .stats()
-                .to_json(MAX_SKIPS)
+        let json = self.with(py, |live| live.stats().to_json(MAX_SKIPS));
+        let stats = loads(py, json.as_bytes())?;
+        let missing = py.detach(|| {
+            matches!(std::fs::metadata(&self.path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
         });
-        loads(py, json.as_bytes())
+        stats.set_item("log_missing", missing)?;
+        Ok(stats)
     }
 
     /// Brings the replay up to date, then the request body with `text` as
-    /// the current request, in the format the replay was made for.
-    #[pyo3(signature = (text, session_id=None, system=None))]
+    /// the current request, in the format and record mode the replay was
+    /// made for, with the options of `wmreplay.request_body` (the same
+    /// bytes, for the log's complete lines).
+    #[pyo3(signature = (text, session_id=None, system=None, **options))]
     fn request_body<'py>(
         &self,
         py: Python<'py>,
         text: &str,
         session_id: Option<&str>,
         system: Option<&str>,
+        options: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let system = wmreplay::system_prompt(system);
-        let body = py
-            .detach(|| {
-                self.live
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .request_body(&system, &CurrentRequest { text, session_id })
+        let (mut raw, warn) =
+            raw_body(py, "request_body", options, &["format", "record", "system"])?;
+        raw.system = system.map(Into::into);
+        let current = CurrentRequest { text, session_id };
+        let body = self
+            .with(py, |live| {
+                let o = live.options(raw, Style::Snake)?;
+                live.body(current, &o)
             })
-            .map_err(to_py)?;
-        Ok(PyBytes::new(py, &body))
+            .map_err(failed)?;
+        warn_of(py, body.warning, warn)?;
+        Ok(PyBytes::new(py, &body.bytes))
     }
 }
 
 #[pymodule]
 fn _wmreplay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay, m)?)?;
+    m.add_function(wrap_pyfunction!(request_body, m)?)?;
+    m.add_function(wrap_pyfunction!(append, m)?)?;
+    m.add_function(wrap_pyfunction!(build_current_user_request_message, m)?)?;
+    m.add(
+        "SkippedLinesWarning",
+        m.py().get_type::<SkippedLinesWarning>(),
+    )?;
     m.add_class::<Replay>()?;
     m.add_class::<LiveReplay>()?;
     m.add_class::<MessageIter>()?;

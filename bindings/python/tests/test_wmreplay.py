@@ -24,11 +24,13 @@ assert EXAMPLE.is_file(), f"{EXAMPLE} is missing: set WMREPLAY_REPO to the repos
 
 
 def cli():
-    """The wmreplay binary: $WMREPLAY_BIN, else the one cargo built."""
-    for p in [os.environ.get("WMREPLAY_BIN"), ROOT / "target/release/wmreplay",
-              ROOT / "target/debug/wmreplay"]:
-        if p and Path(p).exists():
-            return str(p)
+    """The wmreplay binary: $WMREPLAY_BIN, else the newer of those cargo built."""
+    if os.environ.get("WMREPLAY_BIN"):
+        return os.environ["WMREPLAY_BIN"]
+    built = [p for p in [ROOT / "target/release/wmreplay", ROOT / "target/debug/wmreplay"]
+             if p.exists()]
+    if built:
+        return str(max(built, key=lambda p: p.stat().st_mtime))
     found = shutil.which("wmreplay")
     assert found, "build the CLI first (cargo build) or set WMREPLAY_BIN"
     return found

@@ -6,16 +6,71 @@ of an LLM request, in process, with the Rust engine.
     >>> r.stats["parsed_entries"]
     >>> r.messages()[0]        # the Anthropic Messages shape, ready for a request
     {'role': 'user', 'content': [{'type': 'text', 'text': 'WM_KIND=text_input\\nts_ms: ...'}]}
-    >>> body = r.request_body("What next?", session_id="s-42")   # bytes, ready to POST
+    >>> body = wmreplay.request_body("working_memory.log", "What next?", session_id="s-42",
+    ...                              model="claude-sonnet-4-5", max_tokens=8000, cache="auto")
+    >>> wmreplay.append("working_memory.log", {"type": "wm_event", "event": "scene_change"})
 
-A missing log is an empty replay; lines that are not records are skipped and
-counted in ``stats``, never fatal. An unreadable log raises ``OSError`` whose
-``filename`` is the path. ``LiveReplay`` keeps a replay across calls and
-parses only what was appended. The shapes of the results are in
-``wmreplay.types``.
+A missing log is an empty replay (``stats["log_missing"]``; ``require_log=True``
+raises ``FileNotFoundError``); lines that are not records are skipped and
+counted in ``stats``, never fatal (a log most of whose lines are not records
+raises a ``SkippedLinesWarning``). An unreadable log raises ``OSError`` whose
+``filename`` is the path. ``LiveReplay`` keeps a replay across calls and parses
+only what was appended. Every blocking call has an ``async`` twin (``areplay``,
+``arequest_body``, ``aappend``, ``Replay.arequest_body``,
+``LiveReplay.arefresh``, ``LiveReplay.arequest_body``) that runs it in a thread
+(``asyncio.to_thread``), the GIL released. The
+shapes of the results are in ``wmreplay.types``.
 """
 
-from . import types
-from ._wmreplay import SYSTEM_RULE, LiveReplay, MessageIter, Replay, replay
+import asyncio
+import functools
 
-__all__ = ["replay", "Replay", "LiveReplay", "MessageIter", "SYSTEM_RULE", "types"]
+from . import types
+from ._wmreplay import (
+    SYSTEM_RULE,
+    LiveReplay,
+    MessageIter,
+    Replay,
+    SkippedLinesWarning,
+    append,
+    build_current_user_request_message,
+    replay,
+    request_body,
+)
+
+__all__ = [
+    "replay",
+    "request_body",
+    "append",
+    "areplay",
+    "arequest_body",
+    "aappend",
+    "build_current_user_request_message",
+    "Replay",
+    "LiveReplay",
+    "MessageIter",
+    "SYSTEM_RULE",
+    "SkippedLinesWarning",
+    "types",
+]
+
+
+async def _in_thread(f, *args, **kwargs):
+    # The native call releases the GIL while it works: the event loop and
+    # other threads keep running.
+    return await asyncio.to_thread(functools.partial(f, *args, **kwargs))
+
+
+async def areplay(path, record="raw", threads=0, *, require_log=False, warn=True):
+    """``replay()`` in a thread: ``await wmreplay.areplay(path)``."""
+    return await _in_thread(replay, path, record, threads, require_log=require_log, warn=warn)
+
+
+async def arequest_body(path, text, session_id=None, **options):
+    """``request_body()`` in a thread."""
+    return await _in_thread(request_body, path, text, session_id, **options)
+
+
+async def aappend(path, records):
+    """``append()`` in a thread."""
+    return await _in_thread(append, path, records)

@@ -1,14 +1,46 @@
 from os import PathLike
-from typing import Iterator, List, Literal, Optional, TypeVar, Union, final, overload
+from typing import (
+    Any,
+    Awaitable,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    TypeVar,
+    Union,
+    final,
+    overload,
+)
 
-from .types import AnthropicMessage, OpenAIMessage, Refreshed, Stats
+from .types import AnthropicMessage, Appended, OpenAIMessage, Refreshed, Stats
 
 SYSTEM_RULE: str
 
-__all__ = ["replay", "Replay", "LiveReplay", "MessageIter", "SYSTEM_RULE"]
+__all__ = [
+    "replay",
+    "request_body",
+    "append",
+    "build_current_user_request_message",
+    "Replay",
+    "LiveReplay",
+    "MessageIter",
+    "SYSTEM_RULE",
+    "SkippedLinesWarning",
+]
 
 _Format = Literal["anthropic", "openai", "ndjson", "xml"]
 _Record = Literal["raw", "js"]
+_Tokenizer = Literal["o200k_base", "cl100k_base", "bytes"]
+_Path = Union[str, "PathLike[str]"]
+_Record_ = Union[Mapping[str, Any], str, bytes, bytearray]
+
+class SkippedLinesWarning(UserWarning):
+    """More than half of a log's lines are not records: the file is likely not a
+    working-memory log (a wrong path, a pretty-printed JSON file) or a broken
+    writer made it. The message names the count and the first skipped line.
+    ``warn=False`` on the call, or a warnings filter, silences it."""
 
 @final
 class Replay:
@@ -47,9 +79,39 @@ class Replay:
         session_id: Optional[str] = None,
         format: _Format = "anthropic",
         system: Optional[str] = None,
+        *,
+        model: Optional[str] = None,
+        max_output_tokens: Optional[int] = None,
+        params: Optional[Mapping[str, Any]] = None,
+        allow_params: Optional[List[str]] = None,
+        session_only: bool = False,
+        kinds: Optional[List[str]] = None,
+        since: Optional[float] = None,
+        until: Optional[float] = None,
+        tail: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        tokenizer: Optional[_Tokenizer] = None,
+        trim_to: Optional[float] = None,
+        start_on: Optional[str] = None,
+        mark_pending: bool = False,
+        cache: Literal["auto", "none"] = "none",
+        cache_ttl: Literal["5m", "1h"] = "5m",
+        state: Optional[_Path] = None,
     ) -> bytes:
-        """The request body (UTF-8 JSON, or XML): system rule, every message,
-        ``CURRENT_USER_REQUEST``. Byte for byte ``wmreplay respond``'s body."""
+        """The request body, byte for byte what ``wmreplay respond`` writes for
+        the same options (the options are ``wmreplay.request_body``'s; the
+        record mode is the replay's). A selection (a window, filters, the
+        pending mark) replays the log's bytes again: this replay keeps every
+        record."""
+    def arequest_body(
+        self,
+        text: str,
+        session_id: Optional[str] = None,
+        format: _Format = "anthropic",
+        system: Optional[str] = None,
+        **options: Any,
+    ) -> Awaitable[bytes]:
+        """``request_body()`` in a thread (``asyncio.to_thread``)."""
     def __len__(self) -> int:
         """The number of replayed records (``stats["parsed_entries"]``)."""
 
@@ -63,15 +125,99 @@ class MessageIter(Iterator[_M]):
     def __iter__(self) -> "MessageIter[_M]": ...
     def __next__(self) -> _M: ...
 
-def replay(path: Union[str, "PathLike[str]"], record: _Record = "raw", threads: int = 0) -> Replay:
-    """Replays the log at ``path`` (a missing file is an empty log), GIL released.
+def replay(
+    path: _Path,
+    record: _Record = "raw",
+    threads: int = 0,
+    *,
+    require_log: bool = False,
+    warn: bool = True,
+) -> Replay:
+    """Replays the log at ``path``, GIL released.
 
-    Raises ``OSError`` whose ``filename`` is the path when the log cannot be
-    read: ``IsADirectoryError``, ``PermissionError``, … by errno, a plain
-    ``OSError`` for a FIFO, device or socket (errno ``EINVAL``) or a file that
-    shrank or was replaced while being read (no errno); ``MemoryError`` if its
-    records do not fit in memory; ``ValueError`` for an unknown ``record``.
+    A missing file is an empty log (``stats["log_missing"]`` is then true), or
+    with ``require_log=True`` a ``FileNotFoundError``. A log most of whose
+    lines are not records raises a ``SkippedLinesWarning`` (unless
+    ``warn=False``). Raises ``OSError`` whose ``filename`` is the path when
+    the log cannot be read: ``IsADirectoryError``, ``PermissionError``, … by
+    errno, a plain ``OSError`` for a FIFO, device or socket (errno ``EINVAL``)
+    or a file that shrank or was replaced while being read (no errno);
+    ``MemoryError`` if its records do not fit in memory; ``ValueError`` for an
+    unknown ``record``.
     """
+
+def request_body(
+    path: _Path,
+    text: str,
+    session_id: Optional[str] = None,
+    *,
+    format: _Format = "anthropic",
+    system: Optional[str] = None,
+    record: _Record = "raw",
+    model: Optional[str] = None,
+    max_output_tokens: Optional[int] = None,
+    params: Optional[Mapping[str, Any]] = None,
+    allow_params: Optional[List[str]] = None,
+    session_only: bool = False,
+    kinds: Optional[List[str]] = None,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+    tail: Optional[int] = None,
+    max_tokens: Optional[int] = None,
+    tokenizer: Optional[_Tokenizer] = None,
+    trim_to: Optional[float] = None,
+    start_on: Optional[str] = None,
+    mark_pending: bool = False,
+    cache: Literal["auto", "none"] = "none",
+    cache_ttl: Literal["5m", "1h"] = "5m",
+    state: Optional[_Path] = None,
+    require_log: bool = False,
+    warn: bool = True,
+) -> bytes:
+    """The request body of the log at ``path``: byte for byte what
+    ``wmreplay respond PATH --text TEXT …`` writes for the same options.
+
+    - ``model``: the body starts with the provider's leading fields (``model``,
+      the answer's limit ``max_output_tokens``, default 1024, then ``params``,
+      checked against the provider's API: a name it does not take, a value of
+      the wrong type, a reserved name is a ``ValueError`` naming it;
+      ``allow_params`` lets newer names through). Without a model the body has
+      no leading fields (the contract's body); there is no built-in model.
+    - Selection: ``session_only`` (the records of ``session_id``, and those
+      without one), ``kinds``, ``since``, ``until``, ``tail``, ``max_tokens``
+      (with ``tokenizer``, default ``"o200k_base"``), ``trim_to`` (cache-stable
+      windows; the start is remembered in ``state``, default
+      ``PATH.wmreplay.db``), ``start_on``, ``mark_pending``.
+    - ``cache="auto"``: Anthropic prompt-cache breakpoints (``cache_ttl``
+      ``"5m"`` or ``"1h"``); format ``"anthropic"`` only.
+    - ``record`` defaults to ``"raw"`` (the line as written: byte-stable, so a
+      provider's prompt cache keeps hitting).
+
+    Invalid values raise ``ValueError`` naming the option; wrong types and
+    unknown names ``TypeError``. Errors and warnings are ``replay()``'s.
+    """
+
+def append(path: _Path, records: Union[_Record_, Iterable[_Record_]]) -> Appended:
+    """Appends one record or a list of records to the log at ``path``
+    (created if needed) as ``wmreplay serve`` appends them, GIL released.
+
+    Each record is a dict (serialised with ``json``) or the JSON text of one
+    (``str`` or ``bytes``): an object with a string ``type``; a ``ts_ms``,
+    when present, must be a number. One that is not raises ``ValueError``
+    naming its index, and nothing is written. Each is written as one compact
+    line; one without ``ts_ms`` is stamped (first in the object) with the
+    clock, never below the ``ts_ms`` of the log's last record or an earlier
+    record of the batch; one with ``ts_ms`` is written as given. The batch is
+    written with one ``write`` under the log's advisory lock (the lock
+    ``wmreplay serve`` takes), after a ``\\n`` if the log's last line is torn,
+    cut back if the write fails, and synced before ``append()`` returns.
+    Returns ``{"written", "records": [{"ts_ms", "offset", "bytes"}]}``.
+    """
+
+def build_current_user_request_message(text: str, session_id: Optional[str] = None) -> str:
+    """``CURRENT_USER_REQUEST\\nsession_id: <session_id or none>\\nuser_text: <text>``:
+    the current request's message text (``none`` for ``None`` only; an empty
+    id is written empty)."""
 
 @final
 class LiveReplay:
@@ -79,15 +225,46 @@ class LiveReplay:
 
     def __new__(
         cls,
-        path: Union[str, "PathLike[str]"],
+        path: _Path,
         format: _Format = "anthropic",
         record: _Record = "raw",
     ) -> "LiveReplay": ...
-    def refresh(self) -> Refreshed:
+    def refresh(self, *, require_log: bool = False, warn: bool = True) -> Refreshed:
         """Reads what was appended since the last call."""
+    def arefresh(self, *, require_log: bool = False, warn: bool = True) -> Awaitable[Refreshed]:
+        """``refresh()`` in a thread (``asyncio.to_thread``)."""
     @property
     def stats(self) -> Stats: ...
     def request_body(
-        self, text: str, session_id: Optional[str] = None, system: Optional[str] = None
+        self,
+        text: str,
+        session_id: Optional[str] = None,
+        system: Optional[str] = None,
+        *,
+        model: Optional[str] = None,
+        max_output_tokens: Optional[int] = None,
+        params: Optional[Mapping[str, Any]] = None,
+        allow_params: Optional[List[str]] = None,
+        session_only: bool = False,
+        kinds: Optional[List[str]] = None,
+        since: Optional[float] = None,
+        until: Optional[float] = None,
+        tail: Optional[int] = None,
+        max_tokens: Optional[int] = None,
+        tokenizer: Optional[_Tokenizer] = None,
+        trim_to: Optional[float] = None,
+        start_on: Optional[str] = None,
+        mark_pending: bool = False,
+        cache: Literal["auto", "none"] = "none",
+        cache_ttl: Literal["5m", "1h"] = "5m",
+        state: Optional[_Path] = None,
+        require_log: bool = False,
+        warn: bool = True,
     ) -> bytes:
-        """Brings the replay up to date, then the body in the replay's format."""
+        """Brings the replay up to date, then the body in the replay's format
+        and record mode with the options of ``wmreplay.request_body``: the
+        same bytes, for the log's complete lines."""
+    def arequest_body(
+        self, text: str, session_id: Optional[str] = None, system: Optional[str] = None, **options: Any
+    ) -> Awaitable[bytes]:
+        """``request_body()`` in a thread (``asyncio.to_thread``)."""

@@ -1,10 +1,11 @@
 """The shapes of wmreplay's results, as TypedDicts for type checkers (at run
 time they are plain dicts and lists)."""
 
-from typing import List, Literal, TypedDict
+from typing import List, Literal, TypedDict, Union
 
 __all__ = [
     "Role", "TextBlock", "AnthropicMessage", "OpenAIMessage", "Skip", "Stats", "Refreshed",
+    "AppendedRecord", "Appended",
 ]
 
 Role = Literal["user", "assistant"]
@@ -51,6 +52,8 @@ class Stats(TypedDict):
     unterminated_tail: bool
     already_ordered: bool
     skips: List[Skip]
+    log_missing: bool
+    """Whether the log does not exist (then the replay is empty)."""
 
 
 class Refreshed(TypedDict):
@@ -61,3 +64,22 @@ class Refreshed(TypedDict):
     bytes_committed: int
     records_added: int
     late_records: int
+    log_missing: bool
+
+
+class AppendedRecord(TypedDict):
+    """Where one appended record went: its ``ts_ms`` (as given, or the one
+    stamped), the byte offset of its line and the line's length with its
+    ``\\n``."""
+
+    ts_ms: Union[int, float]
+    offset: int
+    bytes: int
+
+
+class Appended(TypedDict):
+    """What ``append()`` wrote: the answer of ``wmreplay serve``'s
+    ``POST /v1/records``."""
+
+    written: int
+    records: List[AppendedRecord]
