@@ -186,7 +186,7 @@ fn check_records<R: AsRef<[u8]>>(records: &[R]) -> Result<Vec<Checked>, AppendEr
 }
 
 /// JSON text without the whitespace outside its strings: one line.
-fn compact(raw: &[u8]) -> Vec<u8> {
+pub(crate) fn compact(raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(raw.len());
     let (mut in_string, mut escaped) = (false, false);
     for &b in raw {
@@ -368,14 +368,14 @@ fn render(
     (buf, report)
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The byte at `offset`, if the file has one there.
-fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
+pub(crate) fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
     let mut b = [0u8; 1];
     Ok((read_at(file, &mut b, offset)? == 1).then_some(b[0]))
 }
@@ -404,7 +404,7 @@ fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
 /// last line that is a record (a torn last line counts, if it parses: the
 /// append ends it with a `\n`). Looks back at most [`TAIL_LIMIT`] bytes;
 /// `None` if no record ends within them.
-fn last_ts_ms(file: &File, len: u64) -> std::io::Result<Option<f64>> {
+pub(crate) fn last_ts_ms(file: &File, len: u64) -> std::io::Result<Option<f64>> {
     let mut parser = LineParser::new(DEFAULT_MAX_DEPTH);
     let mut window = 64 << 10;
     loop {
@@ -506,5 +506,15 @@ mod tests {
         assert_eq!(last_ts_ms(&f, log.len() as u64).unwrap(), Some(7.0));
         std::fs::write(&p, b"").unwrap();
         assert_eq!(last_ts_ms(&File::open(&p).unwrap(), 0).unwrap(), None);
+    }
+
+    #[test]
+    fn compacting_keeps_strings_and_drops_the_rest_of_the_whitespace() {
+        let raw = b"{ \"type\" : \"a b\\\" c\\n\",\n\t\"x\" : [ 1 , 2 ] }";
+        assert_eq!(
+            compact(raw),
+            b"{\"type\":\"a b\\\" c\\n\",\"x\":[1,2]}".to_vec()
+        );
+        assert_eq!(compact(br#"{"k":"\\"}"#), br#"{"k":"\\"}"#.to_vec());
     }
 }

@@ -49,6 +49,23 @@ async fn records(url: &str, body: &str, ndjson: bool) -> (u16, Value) {
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
+/// A restarted server (or one whose log another writer appended to with a
+/// faster clock) never stamps a record below the log's last one: its clock
+/// resumes from the log's tail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stamps_resume_from_the_logs_last_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let ahead: u64 = 4_000_000_000_000; // the year 2096
+    std::fs::write(&log, format!("{{\"type\":\"a\",\"ts_ms\":{ahead}}}\n")).unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let url = format!("{}/v1/records", srv.url);
+    let (status, r) = records(&url, r#"{"type":"wm_event"}"#, false).await;
+    assert_eq!(status, 200, "{r}");
+    assert!(r["records"][0]["ts_ms"].as_u64().unwrap() >= ahead, "{r}");
+    srv.stop().await;
+}
+
 /// The lines of a log (its `\n`s kept out).
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -97,6 +114,15 @@ async fn batches_are_checked_whole_and_written_at_the_offsets_answered() {
     .await;
     assert_eq!(status, 200, "{c}");
     assert_eq!(c["written"], 2);
+    // A line is judged as sent: `1 2` is no number, though `12` would be.
+    for body in [
+        "{\"type\":\"a\",\"ts_ms\":1 2}",
+        "{\"type\":\"a\",\"ts_ms\":1, \"x\":t rue}",
+    ] {
+        let (status, e) = records(&url, body, true).await;
+        assert_eq!(status, 400, "{body}: {e}");
+        assert_eq!(e["error"]["code"], "invalid_record", "{e}");
+    }
 
     let written = std::fs::read(&log).unwrap();
     let want = [

@@ -23,6 +23,8 @@
 //! that prepare (never backwards), a failed ack leaves it, so the next
 //! prepare returns the same delta again (plus anything newer).
 
+// The journal of record batches is the server writer's.
+#[cfg(feature = "server")]
 mod batches;
 mod sessions;
 mod turns;
@@ -33,6 +35,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::Error;
 use crate::select::WindowStart;
+#[cfg(feature = "server")]
 pub(crate) use batches::{BatchLine, PendingBatch};
 pub use sessions::{Acked, Mode, PrepareRequest, Prepared, prepare};
 pub use turns::{TurnBegin, TurnStatus};

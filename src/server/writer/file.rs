@@ -94,9 +94,4 @@ impl Drop for Locked<'_> {
     }
 }
 
-/// The byte at `offset`, if the file has one there.
-pub(super) fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
-    let mut b = [0u8; 1];
-    let n = std::os::unix::fs::FileExt::read_at(file, &mut b, offset)?;
-    Ok((n == 1).then_some(b[0]))
-}
+pub(super) use crate::append::byte_at;

@@ -1,7 +1,7 @@
 //! One line to append, built by the routes and stamped with the writer's
 //! clock when it is written; how a batch of them is laid out in the file.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use crate::append::now_ms;
 
 use super::Appended;
 
@@ -102,10 +102,4 @@ pub(crate) fn render(buf: &mut Vec<u8>, lines: &[Line], last_ts: &mut u64) -> Ve
         });
     }
     appended
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

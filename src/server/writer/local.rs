@@ -107,6 +107,15 @@ impl Appender {
             follow: spec.follow,
         };
         journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
+        // Never stamp below the log's last record, whoever wrote it (this
+        // server before a restart, another writer with a faster clock).
+        let len = appender.file.metadata()?.len();
+        if let Some(ts) = crate::append::last_ts_ms(&appender.file, len)?
+            && ts.is_finite()
+            && ts > 0.0
+        {
+            appender.resume_clock(ts.ceil().min(u64::MAX as f64) as u64);
+        }
         Ok(appender)
     }
 
