@@ -31,6 +31,73 @@ impl LiveReplay {
             .map(|(chunks, report, _)| (chunks, report))
     }
 
+    /// Brings the state up to date ([`refresh`](Self::refresh)), then the
+    /// request body `spec` describes over the messages `sel` selects (see
+    /// [`select`](Self::select)): its leading fields, system prompt and
+    /// current request, and, when `spec.cache` is set (Anthropic bodies),
+    /// prompt-cache breakpoints placed as the respond server places them,
+    /// `memory` carrying the last request's mark to the next. The bytes are
+    /// a one-shot [`Replay::render_request_with`](crate::Replay::render_request_with)'s
+    /// for the same log, selection and spec. Also returns the selection's
+    /// report: its window start is the `prev` of the next turn.
+    ///
+    /// ```
+    /// use wmreplay::{CacheMemory, CachePolicy, CurrentRequest, Format, LiveReplay, ReplayOptions, RequestSpec, Selection, SYSTEM_RULE};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("wmreplay-doc-live-spec-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let path = dir.join("wm.log");
+    /// std::fs::write(&path, "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n")?;
+    /// let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
+    /// let spec = RequestSpec::new(Format::Anthropic, SYSTEM_RULE, CurrentRequest { text: "next?", session_id: None })
+    ///     .with_fields(r#""model":"claude-sonnet-4-5","max_tokens":512"#)
+    ///     .with_cache(CachePolicy::default());
+    /// let (body, _report) = live.request_body_with(&spec, &Selection::default(), None, &mut CacheMemory::default())?;
+    /// let body = String::from_utf8(body)?;
+    /// assert!(body.starts_with(r#"{"model":"claude-sonnet-4-5","max_tokens":512,"system":[{"#));
+    /// assert_eq!(body.matches("cache_control").count(), 2);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn request_body_with(
+        &mut self,
+        spec: &crate::RequestSpec<'_>,
+        sel: &Selection,
+        prev: Option<WindowStart>,
+        memory: &mut CacheMemory,
+    ) -> Result<(Vec<u8>, SelectReport), Error> {
+        self.refresh()?;
+        let cache = spec.cache.filter(|_| self.format == Format::Anthropic);
+        let (chunks, report, marks) =
+            self.select_with(sel, prev, cache.as_ref().map(|p| (p, &mut *memory)))?;
+        let (head, tail) = match &cache {
+            Some(policy) => {
+                let member: &[u8] = if marks < policy.max_breakpoints {
+                    policy.ttl.member()
+                } else {
+                    b""
+                };
+                crate::render::request::cached_envelope(
+                    spec.fields,
+                    spec.system,
+                    &spec.current,
+                    member,
+                )
+            }
+            None => crate::request_envelope(self.format, spec.fields, spec.system, &spec.current),
+        };
+        let len = head.len() + tail.len() + chunks.iter().map(Bytes::len).sum::<usize>();
+        let mut body = Vec::new();
+        body.try_reserve_exact(len)
+            .map_err(|_| Error::out_of_memory(&self.path, len as u64))?;
+        body.extend_from_slice(&head);
+        for c in &chunks {
+            body.extend_from_slice(c);
+        }
+        body.extend_from_slice(&tail);
+        Ok((body, report))
+    }
+
     /// [`select`](Self::select) with Anthropic prompt-cache breakpoints
     /// spliced into the chunks (see [`crate::CachePolicy`]); also returns how
     /// many were placed, so the caller can mark the system block with one
@@ -428,6 +495,61 @@ mod tests {
                 r#"{{"type":"text_output","ts_ms":{ts},"text":"a{turn}"}}"#
             )
             .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_spec_body_from_the_live_state_is_the_one_shot_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let fields = r#""model":"m","max_tokens":9,"temperature":0.2"#;
+        let current = CurrentRequest {
+            text: "now",
+            session_id: Some(""),
+        };
+        let sel = Selection {
+            tail: Some(25),
+            mark_pending: true,
+            ..Selection::default()
+        };
+        for (format, cache) in [
+            (Format::Anthropic, Some(CachePolicy::default())),
+            (Format::Anthropic, None),
+            (Format::OpenAi, None),
+        ] {
+            let mut live = LiveReplay::new(&path, format, ReplayOptions::default());
+            let mut spec =
+                crate::RequestSpec::new(format, crate::SYSTEM_RULE, current).with_fields(fields);
+            spec.cache = cache;
+            for turn in 0..12u64 {
+                for k in 0..turn * 3 {
+                    writeln!(
+                        file,
+                        r#"{{"type":"wm_event","ts_ms":{},"k":{k}}}"#,
+                        1000 + turn * 10 + k % 7
+                    )
+                    .unwrap();
+                }
+                writeln!(
+                    file,
+                    r#"{{"type":"text_input","ts_ms":{},"text":"q{turn}"}}"#,
+                    1000 + turn * 10
+                )
+                .unwrap();
+                let (got, _) = live
+                    .request_body_with(&spec, &sel, None, &mut CacheMemory::default())
+                    .unwrap();
+                let bytes = std::fs::read(&path).unwrap();
+                let mut replayed = replay(&bytes, &ReplayOptions::default());
+                replayed.select(&sel, None);
+                let want = replayed.render_request_with(&spec);
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "{format:?} {cache:?} turn {turn}"
+                );
+            }
         }
     }
 }
