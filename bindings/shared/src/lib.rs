@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use wmreplay::state::Store;
 use wmreplay::{
-    AllocError, CachePolicy, CacheTtl, CurrentRequest, Error, Format, LiveReplay, LogBytes,
+    AllocError, CacheMemory, CachePolicy, CacheTtl, CurrentRequest, Error, Format, LiveReplay, LogBytes,
     ReadMode, RecordMode, Replay, ReplayOptions, ReplayStats, RequestSpec, Selection, Tokenizer,
 };
 
@@ -779,44 +779,17 @@ impl Live {
         }
         let refreshed = self.refresh(o.require_log)?;
         let spec = o.spec(current);
-        // Breakpoints are placed on a one-shot replay only, and the live
-        // state counts an XML window's tokens on the elements, not on the
-        // texts a one-shot replay counts: those bodies replay the log's
+        // The live state counts an XML window's tokens on the elements, not
+        // on the texts a one-shot replay counts: that body replays the log's
         // committed bytes again.
-        let replayed =
-            o.cache.is_some() || (self.format == Format::Xml && sel.max_tokens.is_some());
-        let bytes = if replayed {
+        let bytes = if self.format == Format::Xml && sel.max_tokens.is_some() {
             self.body_replayed(&sel, &spec, o)?
-        } else {
-            let chunks = if sel.is_everything() {
-                self.inner.chunks()
-            } else if sel.trim_to.is_some() {
-                let store_path = o
-                    .state
-                    .clone()
-                    .unwrap_or_else(|| Store::path_for(&self.path));
-                let store = if refreshed.log_missing {
-                    Store::open_existing(store_path)?
-                } else {
-                    Some(Store::open(store_path)?)
-                };
-                let key = sel.window_key();
-                let prev = match &store {
-                    Some(s) => s.window_start(&self.path, &key)?,
-                    None => None,
-                };
-                let (chunks, report) = self.inner.select(&sel, prev)?;
-                if let Some(s) = &store
-                    && report.window_start != prev
-                {
-                    s.set_window_start(&self.path, &key, report.window_start)?;
-                }
-                chunks
-            } else {
-                self.inner.select(&sel, None)?.0
-            };
+        } else if !sel.has_window() && !sel.mark_pending && o.cache.is_none() {
+            // Every record held (the filters were applied as they arrived):
+            // the chunks as they are, no selection pass.
             let (head, tail) =
                 wmreplay::request_envelope(self.format, &o.fields, &o.system, &current);
+            let chunks = self.inner.chunks();
             let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
             let mut body = Vec::new();
             body.try_reserve_exact(len)
@@ -826,6 +799,36 @@ impl Live {
                 body.extend_from_slice(c);
             }
             body.extend_from_slice(&tail);
+            body
+        } else {
+            let store = if sel.trim_to.is_some() {
+                let store_path = o
+                    .state
+                    .clone()
+                    .unwrap_or_else(|| Store::path_for(&self.path));
+                if refreshed.log_missing {
+                    Store::open_existing(store_path)?
+                } else {
+                    Some(Store::open(store_path)?)
+                }
+            } else {
+                None
+            };
+            let key = sel.window_key();
+            let prev = match &store {
+                Some(s) => s.window_start(&self.path, &key)?,
+                None => None,
+            };
+            // A fresh cache memory per body: the marks a one-shot replay
+            // (and `wmreplay respond --cache auto`) places.
+            let (body, report) =
+                self.inner
+                    .request_body_with(&spec, &sel, prev, &mut CacheMemory::default())?;
+            if let Some(s) = &store
+                && report.window_start != prev
+            {
+                s.set_window_start(&self.path, &key, report.window_start)?;
+            }
             body
         };
         Ok(Body {
