@@ -43,8 +43,13 @@
 //!   [`Format`], or [`Replay::render_messages`]; [`request_envelope`] gives
 //!   the bytes around the messages; [`CachePolicy`] places prompt-cache
 //!   breakpoints.
+//! - **A request to POST**: [`request_fields`] checks request parameters
+//!   against the provider's rules; a [`RequestSpec`] (fields, system,
+//!   current request, cache) rendered by [`Replay::render_request_with`].
 //! - **Keep it live**: [`LiveReplay`] parses only what was appended since the
 //!   last call.
+//! - **Append**: [`append()`] writes records with the server's rules (one
+//!   locked, synced write; `ts_ms` never below the log's last).
 //! - **Sessions**: [`state`] keeps session positions, window starts and
 //!   idempotency keys next to the log (feature `state`).
 //! - **Serve**: [`server::serve`] with a [`server::Config`] (feature
