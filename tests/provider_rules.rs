@@ -304,6 +304,37 @@ async fn a_stream_overloaded_before_any_text_is_called_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_fails_after_text_keeps_that_text_in_the_closing_record() {
+    for provider in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(provider, Mode::Ok).await;
+        mock.then([Mode::StreamErrorAfterText("overloaded_error")]);
+        let srv = start(model_config(&log, &up, provider, "m")).await;
+        let r = client()
+            .post(format!("{}/respond", srv.url))
+            .body(r#"{"text":"hello","stream":true}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let events = r.text().await.unwrap();
+        assert!(events.contains("event: error"), "{events}");
+        // Not called again: text had been relayed.
+        assert_eq!(mock.requests(), 1, "{provider:?}");
+        let outs = turns(&log, "text_output");
+        assert_eq!(outs.len(), 1);
+        assert_eq!(outs[0]["stop_reason"], "error");
+        let kept = outs[0]["text"].as_str().unwrap();
+        assert!(
+            !kept.is_empty() && answer_to("hello").starts_with(kept),
+            "{kept:?}"
+        );
+        srv.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extra_headers_and_the_user_agent_reach_the_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());

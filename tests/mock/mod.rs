@@ -62,6 +62,9 @@ pub enum Mode {
     /// A 200 stream (a non-streamed request: a 200 body) whose first event
     /// is an error of this type, before any text.
     StreamError(&'static str),
+    /// A stream that relays its first two pieces of text, then an error
+    /// event of this type.
+    StreamErrorAfterText(&'static str),
 }
 
 impl Mode {
@@ -282,6 +285,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         .pop_front()
         .unwrap_or(m.mode.clone());
     let mut pause = 0;
+    let mut cut: Option<&'static str> = None;
     let mut truncated = false;
     let mut big = 0;
     match mode {
@@ -350,6 +354,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
                     .into_response(),
             };
         }
+        Mode::StreamErrorAfterText(kind) => cut = Some(kind),
         Mode::Slow(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
         Mode::SlowStream(ms) => pause = ms,
         Mode::Truncated => truncated = true,
@@ -425,6 +430,22 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             }
             events.push("data: [DONE]\n\n".into());
         }
+    }
+    if let Some(kind) = cut {
+        // The first two text pieces, then the error.
+        let texts = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.contains("text_delta") || e.contains("\"content\""))
+            .map(|(i, _)| i)
+            .nth(1)
+            .expect("an answer of two pieces at least");
+        events.truncate(texts + 1);
+        let error = json!({"type": "error", "error": {"type": kind, "message": "Overloaded"}});
+        events.push(match m.provider {
+            Provider::Anthropic => format!("event: error\ndata: {error}\n\n"),
+            Provider::OpenAi => format!("data: {}\n\n", json!({"error": error["error"]})),
+        });
     }
     let stream = futures_util::stream::iter(events).then(move |e| async move {
         if pause > 0 {

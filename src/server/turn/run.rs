@@ -44,6 +44,8 @@ pub(super) async fn run_turn(
     let began = Instant::now();
     let mut started = Some(started);
     let mut stream_retries = 0;
+    // Text a failed stream had relayed: kept in the record that closes it.
+    let mut partial = String::new();
     let answer = loop {
         let called = tokio::select! {
             r = upstream.call(&parts, deadline) => Some(r),
@@ -78,7 +80,10 @@ pub(super) async fn run_turn(
                             _ = cut.wait_for(|c| *c) => break Ok(interrupted()),
                         }
                     }
-                    Err(Failure::Late(e)) => break Err(e),
+                    Err(Failure::Late(e, text)) => {
+                        partial = text;
+                        break Err(e);
+                    }
                 }
             }
             Some(Ok(resp)) => {
@@ -94,7 +99,7 @@ pub(super) async fn run_turn(
         Err(e) => {
             tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
             // Closed in the log before the client hears of it.
-            close_failed(state, input, &e).await;
+            close_failed(state, input, &e, &partial).await;
             match started.take() {
                 Some(s) => {
                     let _ = s.send(Err(e.clone()));
@@ -148,18 +153,19 @@ pub(super) async fn run_turn(
 }
 
 /// Closes a turn whose upstream call failed, so its `text_input` is not
-/// left unanswered in the log: a `text_output` with no text, the stop
+/// left unanswered in the log: a `text_output` with the text a stream had
+/// relayed before it failed (none otherwise), the stop
 /// reason `error`, and the error (status, code, message) as the client got
 /// it. Later replays show the model that the request failed. A keyed turn
 /// may still be retried: its retry replays the log before its `text_input`,
 /// which this record follows, and appends its answer after it.
-async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError) {
+async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError, text: &str) {
     let mut record = serde_json::Map::new();
     record.insert("type".into(), json!("text_output"));
     if let Some(id) = &input.session_id {
         record.insert("session_id".into(), json!(id));
     }
-    record.insert("text".into(), json!(""));
+    record.insert("text".into(), json!(text));
     record.insert("stop_reason".into(), json!(ERROR_STOP));
     record.insert(
         "error".into(),

@@ -272,23 +272,34 @@ impl Upstream {
                 }
             };
             let event = match next {
-                Err(_) => return Err(Failure::Late(self.timeout_error())),
+                Err(_) => {
+                    return Err(Failure::Late(
+                        self.timeout_error(),
+                        decoder.into_answer().text,
+                    ));
+                }
                 Ok(None) => {
-                    return Err(Failure::Late(ApiError::new(
-                        StatusCode::BAD_GATEWAY,
-                        "upstream_incomplete",
-                        "the upstream's stream ended before the answer was complete",
-                    )));
+                    return Err(Failure::Late(
+                        ApiError::new(
+                            StatusCode::BAD_GATEWAY,
+                            "upstream_incomplete",
+                            "the upstream's stream ended before the answer was complete",
+                        ),
+                        decoder.into_answer().text,
+                    ));
                 }
                 Ok(Some(Err(e))) => {
-                    return Err(Failure::Late(ApiError::new(
-                        StatusCode::BAD_GATEWAY,
-                        "upstream_error",
-                        format!(
-                            "reading the upstream's stream: {}",
-                            redact(&e.to_string(), self.key.as_ref())
+                    return Err(Failure::Late(
+                        ApiError::new(
+                            StatusCode::BAD_GATEWAY,
+                            "upstream_error",
+                            format!(
+                                "reading the upstream's stream: {}",
+                                redact(&e.to_string(), self.key.as_ref())
+                            ),
                         ),
-                    )));
+                        decoder.into_answer().text,
+                    ));
                 }
                 Ok(Some(Ok(ev))) => ev,
             };
@@ -311,7 +322,7 @@ impl Upstream {
                     return Err(if early {
                         Failure::Early(e)
                     } else {
-                        Failure::Late(e)
+                        Failure::Late(e, decoder.into_answer().text)
                     });
                 }
                 Step::Nothing => {}
@@ -326,8 +337,9 @@ pub(crate) enum Failure {
     /// Before any text (an overloaded model's first event): nothing was
     /// relayed, so the call may be made again.
     Early(ApiError),
-    /// Anything else: the turn fails.
-    Late(ApiError),
+    /// Anything else: the turn fails, with the text that had arrived (and
+    /// was relayed) before it.
+    Late(ApiError, String),
 }
 
 /// The stop reason of an answer cut by shutdown.
