@@ -136,6 +136,19 @@ pub struct SelectArgs {
     /// first line PENDING_USER_INPUT.
     #[arg(long)]
     mark_pending: bool,
+    /// Replay the newest wm_summary record first, in place of the records it
+    /// covers ({"type":"wm_summary","covers":{"ts_ms":X,"offset":O},"text":…}):
+    /// those written before it up to (X, O) in replay order are left out;
+    /// records written after it always stay. Other summaries are not
+    /// replayed. Filters and windows apply to the records left.
+    #[arg(long)]
+    summaries: bool,
+    /// Replay the wm_fact records ({"type":"wm_fact","key":K,"value":V};
+    /// null deletes K) as one WM_KIND=wm_facts message of the latest value
+    /// of every live key, in byte order of the keys, just before
+    /// CURRENT_USER_REQUEST.
+    #[arg(long)]
+    facts: bool,
     /// The state store for --trim-to and prepare/ack [default: LOG.wmreplay.db].
     #[arg(long, value_name = "PATH")]
     state: Option<PathBuf>,
@@ -155,6 +168,8 @@ impl SelectArgs {
             o.trim_to = self.trim_to;
             o.start_on = self.start_on.clone();
             o.mark_pending = self.mark_pending;
+            o.summaries = self.summaries;
+            o.facts = self.facts;
             o
         };
         sel.validate().map_err(Failure::Usage)?;

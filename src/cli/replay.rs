@@ -181,6 +181,12 @@ pub fn replay_messages(args: ReplayArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
+    if sel.facts {
+        return Err(Failure::Usage(
+            "--facts writes its message just before CURRENT_USER_REQUEST: use it with respond"
+                .into(),
+        ));
+    }
     let bytes = log.open(&engine)?;
     // One skip kept: the first bad line, for the warning.
     let mut replayed = replay(&bytes, &engine, 1)?;

@@ -55,6 +55,11 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
+    if sel.summaries || sel.facts {
+        return Err(Failure::Usage(
+            "--summaries and --facts are not supported by prepare yet: use respond".into(),
+        ));
+    }
     // Before the store is made: with --require-log a missing log leaves
     // nothing behind. Without it, the store is made (the prepare of the
     // empty log must be there for its ack).

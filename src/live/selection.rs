@@ -78,7 +78,10 @@ impl LiveReplay {
                     b""
                 };
                 crate::render::request::cached_envelope(
-                    spec.fields,
+                    crate::render::request::Lead {
+                        fields: spec.fields,
+                        facts: None,
+                    },
                     spec.system,
                     &spec.current,
                     member,
@@ -472,7 +475,12 @@ mod tests {
             } else {
                 b""
             };
-            let (head, tail) = cached_envelope("", crate::SYSTEM_RULE, &current, member);
+            let (head, tail) = cached_envelope(
+                crate::render::request::Lead::default(),
+                crate::SYSTEM_RULE,
+                &current,
+                member,
+            );
             let got = [head, chunks.concat(), tail].concat();
 
             let bytes = std::fs::read(&path).unwrap();

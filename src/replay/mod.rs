@@ -181,6 +181,9 @@ pub struct Replay<'a> {
     parallel: bool,
     stats: ReplayStats,
     timings: StageTimings,
+    /// The `wm_facts` message text, once selected with
+    /// [`Selection::facts`]: written just before the current request.
+    facts: Option<String>,
 }
 
 impl<'a> Replay<'a> {
@@ -214,6 +217,13 @@ impl<'a> Replay<'a> {
         }
     }
 
+    /// The `wm_facts` message text the last [`select`](Self::select) with
+    /// [`Selection::facts`] made (`None` without live facts): request bodies
+    /// write it as a user message just before the current request.
+    pub fn facts_text(&self) -> Option<&str> {
+        self.facts.as_deref()
+    }
+
     /// The stats.
     pub fn stats(&self) -> &ReplayStats {
         &self.stats
@@ -235,6 +245,7 @@ impl<'a> Replay<'a> {
             prev,
             |o| if js { arena_origin(data, o) } else { o },
             |o| select::line_number(log, o, newlines),
+            &mut self.facts,
         )
     }
 
@@ -433,5 +444,6 @@ pub fn try_replay_with_progress<'a>(
         parallel,
         stats,
         timings,
+        facts: None,
     })
 }

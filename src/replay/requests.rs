@@ -11,9 +11,18 @@ use crate::parse::Record;
 use crate::render::Format;
 use crate::render::cache::{CacheMemory, CachePolicy};
 use crate::render::fields::RequestSpec;
-use crate::render::request::{self, CurrentRequest};
+use crate::render::request::{self, CurrentRequest, Lead};
 
 impl Replay<'_> {
+    /// What the body carries besides the messages: `fields`, and the facts
+    /// message once selected.
+    fn lead<'s>(&'s self, fields: &'s str) -> Lead<'s> {
+        Lead {
+            fields,
+            facts: self.facts_text(),
+        }
+    }
+
     /// The whole request body (system rule, messages, current request) in
     /// one exactly-sized buffer.
     pub fn render_request(
@@ -22,7 +31,14 @@ impl Replay<'_> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Vec<u8> {
-        request::render_request(self.records(), self.data(), format, "", system, current)
+        request::render_request(
+            self.records(),
+            self.data(),
+            format,
+            self.lead(""),
+            system,
+            current,
+        )
     }
 
     /// [`render_request`](Self::render_request), with the [`AllocError`]
@@ -43,7 +59,14 @@ impl Replay<'_> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Result<Vec<u8>, AllocError> {
-        request::try_render_request(self.records(), self.data(), format, "", system, current)
+        request::try_render_request(
+            self.records(),
+            self.data(),
+            format,
+            self.lead(""),
+            system,
+            current,
+        )
     }
 
     /// The request body in Anthropic's format with prompt-cache breakpoints
@@ -81,7 +104,7 @@ impl Replay<'_> {
             records,
             self.data(),
             self.cache_id(records),
-            "",
+            self.lead(""),
             system,
             current,
             policy,
@@ -118,7 +141,7 @@ impl Replay<'_> {
             records,
             self.data(),
             self.cache_id(records),
-            "",
+            self.lead(""),
             system,
             current,
             policy,
@@ -156,7 +179,14 @@ impl Replay<'_> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> request::SizedRequest<'_> {
-        request::SizedRequest::new(self.records(), self.data(), format, "", system, current)
+        request::SizedRequest::new(
+            self.records(),
+            self.data(),
+            format,
+            self.lead(""),
+            system,
+            current,
+        )
     }
 
     /// Streams the request body to `w` with bounded memory.
@@ -167,7 +197,15 @@ impl Replay<'_> {
         current: &CurrentRequest<'_>,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        request::write_request(self.sequence(), self.data(), format, "", system, current, w)
+        request::write_request(
+            self.sequence(),
+            self.data(),
+            format,
+            self.lead(""),
+            system,
+            current,
+            w,
+        )
     }
 
     /// The request a [`RequestSpec`] describes: its leading fields, the
@@ -201,7 +239,7 @@ impl Replay<'_> {
                 records,
                 self.data(),
                 self.cache_id(records),
-                spec.fields,
+                self.lead(spec.fields),
                 spec.system,
                 &spec.current,
                 policy,
@@ -211,7 +249,7 @@ impl Replay<'_> {
                 records,
                 self.data(),
                 spec.format,
-                spec.fields,
+                self.lead(spec.fields),
                 spec.system,
                 &spec.current,
             ),
@@ -231,7 +269,7 @@ impl Replay<'_> {
                 records,
                 self.data(),
                 self.cache_id(records),
-                spec.fields,
+                self.lead(spec.fields),
                 spec.system,
                 &spec.current,
                 policy,
@@ -242,7 +280,7 @@ impl Replay<'_> {
                 self.sequence(),
                 self.data(),
                 spec.format,
-                spec.fields,
+                self.lead(spec.fields),
                 spec.system,
                 &spec.current,
                 w,

@@ -17,6 +17,7 @@
 //! Tokens are counted only from the newest record backwards, until the
 //! budget is spent: a window on a huge log costs no more than its size.
 
+pub(crate) mod memory;
 pub(crate) mod tokens;
 mod window;
 
@@ -84,6 +85,13 @@ pub struct Selection {
     /// Render the pending `text_input` with a first line
     /// `PENDING_USER_INPUT`.
     pub mark_pending: bool,
+    /// Replay the newest valid `wm_summary` first, in place of the records
+    /// it covers (see the `memory` rules in `docs/contract.md`); filters and
+    /// windows apply to the records left.
+    pub summaries: bool,
+    /// Replay the `wm_fact` records as one `WM_KIND=wm_facts` message of the
+    /// latest value of every live key, just before `CURRENT_USER_REQUEST`.
+    pub facts: bool,
 }
 
 impl Selection {
@@ -102,7 +110,11 @@ impl Selection {
 
     /// Whether the selection keeps every record as it is.
     pub fn is_everything(&self) -> bool {
-        !self.has_filters() && !self.has_window() && !self.mark_pending
+        !self.has_filters()
+            && !self.has_window()
+            && !self.mark_pending
+            && !self.summaries
+            && !self.facts
     }
 
     /// Whether the window's start is reported (and can be remembered):
@@ -300,6 +312,10 @@ pub fn pending_index(records: &[Record], log: &[u8]) -> Option<usize> {
 /// that offset's 1-based line number (for the pending prompt); `prev` is the
 /// window start remembered from the last turn. Reported offsets are log
 /// offsets.
+///
+/// With `sel.facts`, the `wm_facts` message text (if any key is live) is
+/// put in `facts`; with `sel.summaries`, the newest summary comes first in
+/// `records`, outside the filters and windows.
 pub fn apply(
     records: &mut Vec<Record>,
     log: &[u8],
@@ -307,8 +323,20 @@ pub fn apply(
     prev: Option<WindowStart>,
     origin: impl Fn(u64) -> u64,
     line_of: impl Fn(u64) -> u64,
+    facts: &mut Option<String>,
 ) -> SelectReport {
     use rayon::prelude::*;
+    // Facts first: read from every record, whatever covers or filters them.
+    *facts = if sel.facts {
+        memory::take_facts(records, log)
+    } else {
+        None
+    };
+    let summary = if sel.summaries {
+        memory::take_summary(records, log, &origin)
+    } else {
+        None
+    };
     if sel.has_filters() {
         let kept: Vec<Record> = if records.len() > 65_536 {
             records
@@ -375,6 +403,10 @@ pub fn apply(
         if report.window_start.is_none() && !trimmed {
             report.window_start = prev;
         }
+    }
+    if let Some(s) = summary {
+        records.insert(0, s);
+        report.selected += 1;
     }
     report
 }

@@ -336,7 +336,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             crate::buffers::try_grow(&mut records, parsed.late.len())
                 .map_err(|e| e.for_log(path))?;
             order::merge_late(&mut records, parsed.late, parallel);
-            select::apply(&mut records, data, &filters, None, |o| o, |_| 0);
+            select::apply(&mut records, data, &filters, None, |o| o, |_| 0, &mut None);
             let to = from + commit as u64;
             let (mode, body) = if records.is_empty() {
                 (Mode::None, Vec::new())

@@ -191,7 +191,15 @@ impl AppState {
                 } else {
                     b""
                 };
-                crate::render::request::cached_envelope(fields, &self.system, current, member)
+                crate::render::request::cached_envelope(
+                    crate::render::request::Lead {
+                        fields,
+                        facts: None,
+                    },
+                    &self.system,
+                    current,
+                    member,
+                )
             }
             None => crate::request_envelope(p.format(), fields, &self.system, current),
         };

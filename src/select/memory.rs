@@ -1,0 +1,137 @@
+//! Memory beyond the window, as records of the log itself: the newest
+//! `wm_summary` stands for the records it covers (`--summaries`), and the
+//! `wm_fact` records become one message of the latest value of every live
+//! key (`--facts`).
+//!
+//! **Summaries.** A summary is `{"type":"wm_summary","ts_ms":T,"covers":
+//! {"ts_ms":X,"offset":O},"text":"…"}`: it folds every record up to the one
+//! at `(X, O)` in replay order (`ts_ms`, then file position). It is valid
+//! when `covers.ts_ms` is a number, `covers.offset` a non-negative integer
+//! and `text` a string. The newest valid one (last in the file) is replayed
+//! first; the records it covers *and that were written before it* are left
+//! out; records written after it always stay, even when their `ts_ms` sorts
+//! them into the covered range; no other `wm_summary` is replayed.
+//!
+//! **Facts.** `{"type":"wm_fact","ts_ms":T,"key":"user.name","value":V}`
+//! sets a key (`"value": null` deletes it); the latest in replay order wins.
+//! The facts are not replayed one by one: one message `WM_KIND=wm_facts`,
+//! placed just before `CURRENT_USER_REQUEST`, holds
+//! `{"type":"wm_facts","ts_ms":T,"facts":{…}}` with every live key in byte
+//! order of its name and each value as written in its record, `T` being the
+//! `ts_ms` of the newest `wm_fact`. Facts are read from every record, so a
+//! summary, a filter or a window never drops one.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::escape::JsNumber;
+use crate::order::ts_key;
+use crate::parse::Record;
+
+/// The `type` of a summary record.
+pub const SUMMARY: &str = "wm_summary";
+/// The `type` of a fact record.
+pub const FACT: &str = "wm_fact";
+/// The `type` of the message the facts are rendered as.
+pub const FACTS: &str = "wm_facts";
+
+#[derive(Deserialize)]
+struct Covers {
+    ts_ms: f64,
+    offset: u64,
+}
+
+#[derive(Deserialize)]
+struct Summary {
+    covers: Covers,
+    #[allow(dead_code)]
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Fact<'a> {
+    key: String,
+    #[serde(borrow)]
+    value: &'a RawValue,
+}
+
+/// Where a summary's cover ends, in replay order: `(ts_key, offset)`.
+fn cover_of(r: &Record, log: &[u8]) -> Option<(u64, u64)> {
+    let s: Summary = serde_json::from_slice(r.line(log)).ok()?;
+    s.covers
+        .ts_ms
+        .is_finite()
+        .then(|| (ts_key(s.covers.ts_ms), s.covers.offset))
+}
+
+/// Applies the newest valid summary to `records` (replay order): removes
+/// every summary and the records it covers that were written before it,
+/// and returns it, to be replayed first. `origin(offset)` is the log
+/// offset a record's `offset` stands for. `None` (and nothing removed)
+/// without a valid summary.
+pub(crate) fn take_summary(
+    records: &mut Vec<Record>,
+    log: &[u8],
+    origin: impl Fn(u64) -> u64,
+) -> Option<Record> {
+    let mut newest: Option<(u64, Record, (u64, u64))> = None;
+    for r in records.iter() {
+        if !r.kind_is(log, SUMMARY) {
+            continue;
+        }
+        let at = origin(r.offset);
+        if newest.as_ref().is_some_and(|(n, _, _)| *n > at) {
+            continue;
+        }
+        if let Some(cover) = cover_of(r, log) {
+            newest = Some((at, *r, cover));
+        }
+    }
+    let (at, summary, cover) = newest?;
+    records.retain(|r| {
+        if r.kind_is(log, SUMMARY) {
+            return false;
+        }
+        let o = origin(r.offset);
+        o > at || (ts_key(r.ts), o) > cover
+    });
+    Some(summary)
+}
+
+/// Takes every `wm_fact` out of `records` (replay order) and gives the text
+/// of the `wm_facts` message (see the module), or `None` when no key is
+/// live. Malformed facts (no string `key`, no `value`) are dropped unread.
+pub(crate) fn take_facts(records: &mut Vec<Record>, log: &[u8]) -> Option<String> {
+    let mut live: std::collections::BTreeMap<String, &RawValue> = Default::default();
+    let mut newest: Option<f64> = None;
+    records.retain(|r| {
+        if !r.kind_is(log, FACT) {
+            return true;
+        }
+        if let Ok(f) = serde_json::from_slice::<Fact<'_>>(r.line(log)) {
+            newest = Some(r.ts);
+            if f.value.get() == "null" {
+                live.remove(&f.key);
+            } else {
+                live.insert(f.key, f.value);
+            }
+        }
+        false
+    });
+    if live.is_empty() {
+        return None;
+    }
+    let ts = JsNumber::new(newest.unwrap_or(0.0));
+    let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("0");
+    let mut json = format!("{{\"type\":\"{FACTS}\",\"ts_ms\":{ts},\"facts\":{{");
+    for (i, (k, v)) in live.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&serde_json::to_string(k).expect("a string serialises"));
+        json.push(':');
+        json.push_str(v.get());
+    }
+    json.push_str("}}");
+    Some(format!("WM_KIND={FACTS}\nts_ms: {ts}\nWM_JSON: {json}"))
+}
