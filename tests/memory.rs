@@ -283,3 +283,120 @@ fn the_facts_message_comes_just_before_the_current_request_and_default_bodies_ar
         assert_eq!(streamed, body.as_bytes());
     }
 }
+
+mod mock;
+
+async fn call(method: reqwest::Method, url: String, body: Option<&str>) -> (u16, Value) {
+    let mut r = mock::client().request(method, url);
+    if let Some(b) = body {
+        r = r.body(b.to_string());
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_are_set_deleted_and_read_through_the_server_as_records_of_the_log() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    std::fs::write(
+        &log,
+        "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n",
+    )
+    .unwrap();
+    let srv = mock::start(mock::config(
+        &log,
+        None,
+        wmreplay::server::Provider::Anthropic,
+    ))
+    .await;
+    let url = |p: &str| format!("{}{p}", srv.url);
+    let (s, r) = call(Method::PUT, url("/v1/facts/user.name"), Some("\"Ann\"")).await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        (r["key"].as_str(), r["deleted"].as_bool()),
+        (Some("user.name"), Some(false))
+    );
+    let (s, _) = call(
+        Method::PUT,
+        url("/v1/facts/pref"),
+        Some("{ \"tone\": \"short\", \"é\": [1, 2] }"),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, _) = call(Method::PUT, url("/v1/facts/gone"), Some("true")).await;
+    assert_eq!(s, 200);
+    let (s, r) = call(Method::DELETE, url("/v1/facts/gone"), None).await;
+    assert_eq!((s, r["deleted"].as_bool()), (200, Some(true)));
+    let (s, r) = call(Method::PUT, url("/v1/facts/x"), Some("not json")).await;
+    assert_eq!(
+        (s, r["error"]["code"].as_str()),
+        (400, Some("invalid_json"))
+    );
+    let (s, r) = call(Method::GET, url("/v1/facts"), None).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        r,
+        json!({"facts": {"pref": {"tone": "short", "é": [1, 2]}, "user.name": "Ann"}})
+    );
+    // Each write is a wm_fact record of the log, stamped, compact, and what
+    // --facts renders from.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let facts: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(facts.len(), 4);
+    assert!(
+        facts
+            .iter()
+            .all(|f| f["type"] == "wm_fact" && f["ts_ms"].is_u64())
+    );
+    assert_eq!(facts[3]["value"], Value::Null);
+    assert!(
+        text.contains(r#""value":{"tone":"short","é":[1,2]}"#),
+        "{text}"
+    );
+    let rendered = engine(&text, &sel(false, true));
+    assert!(
+        rendered
+            .last()
+            .unwrap()
+            .contains(r#""facts":{"pref":{"tone":"short","é":[1,2]},"user.name":"Ann"}"#)
+    );
+    srv.stop().await;
+    // The same routes for each log of a --log-dir.
+    let agents = tempfile::tempdir().unwrap();
+    let mut cfg = mock::config(
+        &agents.path().join("unused.log"),
+        None,
+        wmreplay::server::Provider::Anthropic,
+    );
+    cfg.log_dir = Some(agents.path().to_path_buf());
+    let srv = mock::start(cfg).await;
+    let (s, r) = call(
+        Method::PUT,
+        format!("{}/v1/logs/agent-7/facts/city", srv.url),
+        Some("\"Oslo\""),
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    let (_, r) = call(
+        Method::GET,
+        format!("{}/v1/logs/agent-7/facts", srv.url),
+        None,
+    )
+    .await;
+    assert_eq!(r, json!({"facts": {"city": "Oslo"}}));
+    let (_, r) = call(
+        Method::GET,
+        format!("{}/v1/logs/other/facts", srv.url),
+        None,
+    )
+    .await;
+    assert_eq!(r, json!({"facts": {}}));
+    srv.stop().await;
+}

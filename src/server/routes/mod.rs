@@ -1,10 +1,12 @@
 //! The routes, one file per group: `respond.rs` (`/respond`,
-//! `/v1/context`), `records.rs` (`/v1/records`), `sessions.rs`
+//! `/v1/context`), `records.rs` (`/v1/records`), `facts.rs` (`/v1/facts`),
+//! `sessions.rs`
 //! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`), `logs.rs`
 //! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
 //! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
 //! the bearer-token check in front of every route but `/healthz`.
 
+mod facts;
 mod logs;
 mod records;
 mod respond;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Path, Request, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 use crate::server::app::logs::{Logs, Server};
 use crate::server::auth;
@@ -51,6 +53,46 @@ per_log!(stats_one, stats_at, stats::stats);
 per_log!(prepare_one, prepare_at, sessions::turn_prepare);
 per_log!(ack_one, ack_at, sessions::turn_ack);
 per_log!(records_one, records_at, records::append);
+per_log!(facts_one, facts_at, facts::read);
+
+async fn put_fact_one(
+    State(server): State<Arc<Server>>,
+    Path(key): Path<String>,
+    req: Request,
+) -> Response {
+    match server.log(None) {
+        Ok(state) => facts::write(state, key, Some(req)).await.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_fact_one(State(server): State<Arc<Server>>, Path(key): Path<String>) -> Response {
+    match server.log(None) {
+        Ok(state) => facts::write(state, key, None).await.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn put_fact_at(
+    State(server): State<Arc<Server>>,
+    Path((id, key)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    match server.log(Some(&id)) {
+        Ok(state) => facts::write(state, key, Some(req)).await.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn delete_fact_at(
+    State(server): State<Arc<Server>>,
+    Path((id, key)): Path<(String, String)>,
+) -> Response {
+    match server.log(Some(&id)) {
+        Ok(state) => facts::write(state, key, None).await.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
 
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let routes = match server.logs {
@@ -60,7 +102,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route("/v1/stats", get(stats_one))
             .route("/v1/turn/prepare", post(prepare_one))
             .route("/v1/turn/ack", post(ack_one))
-            .route("/v1/records", post(records_one)),
+            .route("/v1/records", post(records_one))
+            .route("/v1/facts", get(facts_one))
+            .route("/v1/facts/{key}", put(put_fact_one).delete(delete_fact_one)),
         Logs::Dir(_) => Router::new()
             .route("/v1/logs", get(logs::list))
             .route("/v1/logs/{id}/respond", post(respond_at))
@@ -68,7 +112,12 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route("/v1/logs/{id}/stats", get(stats_at))
             .route("/v1/logs/{id}/turn/prepare", post(prepare_at))
             .route("/v1/logs/{id}/turn/ack", post(ack_at))
-            .route("/v1/logs/{id}/records", post(records_at)),
+            .route("/v1/logs/{id}/records", post(records_at))
+            .route("/v1/logs/{id}/facts", get(facts_at))
+            .route(
+                "/v1/logs/{id}/facts/{key}",
+                put(put_fact_at).delete(delete_fact_at),
+            ),
     };
     let routes = match server.shared.cfg.auth_token.clone() {
         Some(token) => routes.route_layer(axum::middleware::from_fn(
