@@ -106,6 +106,10 @@ export interface RequestOptions extends LogOptions {
   startOn?: string;
   /** Mark the latest unanswered `text_input` with a first line `PENDING_USER_INPUT`. */
   markPending?: boolean;
+  /** Replay the newest `wm_summary` record first, in place of the records it covers. */
+  summaries?: boolean;
+  /** Replay the `wm_fact` records as one `WM_KIND=wm_facts` message just before the request. */
+  facts?: boolean;
   /** `"auto"`: Anthropic prompt-cache breakpoints (format `anthropic` only). Default `"none"`. */
   cache?: 'auto' | 'none';
   /** Lifetime of the cache entries the breakpoints write. Default `"5m"`. */

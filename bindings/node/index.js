@@ -107,6 +107,8 @@ const BODY_OPTIONS = {
   trimTo: NUMBER,
   startOn: STRING,
   markPending: BOOLEAN,
+  summaries: BOOLEAN,
+  facts: BOOLEAN,
   cache: STRING,
   cacheTtl: STRING,
   state: STRING,

@@ -46,6 +46,10 @@ function turnsLog() {
   for (let i = 0; i < 90; i++) {
     lines.push(JSON.stringify({ type: i % 3 ? 'wm_event' : 'text_output', ts_ms: 1763700100000 + i, session_id: `s-${i % 2}`, n: i }));
   }
+  // Keyed facts and a summary of the first part (for summaries and facts).
+  lines.push('{"type":"wm_fact","ts_ms":1763700100010,"key":"user.name","value":"Ann"}');
+  lines.push('{"type":"wm_fact","ts_ms":1763700100020,"key":"tone","value":{"short":true}}');
+  lines.push('{"type":"wm_summary","ts_ms":1763700100050,"covers":{"ts_ms":1763700100030,"offset":0},"text":"earlier turns"}');
   lines.push('{"type": "text_input", "ts_ms": 1763700200000, "session_id": "s-0", "text": "pending?"}');
   return write(lines.join('\n') + '\n');
 }
@@ -71,6 +75,8 @@ function flags(o) {
   if (o.trimTo !== undefined) add('trim-to', o.trimTo);
   if (o.startOn) add('start-on', o.startOn);
   if (o.markPending) out.push('--mark-pending');
+  if (o.summaries) out.push('--summaries');
+  if (o.facts) out.push('--facts');
   if (o.cache) add('cache', o.cache);
   if (o.cacheTtl) add('cache-ttl', o.cacheTtl);
   if (o.state) add('state', o.state);
@@ -94,6 +100,9 @@ const CASES = [
   { model: 'claude-sonnet-4-5', tail: 12, cache: 'auto', markPending: true },
   { model: 'claude-opus-4-5', maxOutputTokens: 200, params: { temperature: 0.2, stop_sequences: ['END'] }, maxTokens: 800 },
   { model: 'gpt-5', format: 'openai', params: { max_tokens: 50, stop: ['END'] }, tail: 20 },
+  { summaries: true, facts: true, tail: 30 },
+  { summaries: true, model: 'claude-sonnet-4-5', cache: 'auto', markPending: true },
+  { facts: true, format: 'openai' },
 ];
 
 test("bodies with a model, windows, selections, cache marks and the pending mark are the CLI's respond, byte for byte", async () => {

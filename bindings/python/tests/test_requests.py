@@ -37,6 +37,9 @@ CASES = [
     dict(model="claude-opus-4-5", max_output_tokens=200,
          params={"temperature": 0.2, "stop_sequences": ["END"]}, max_tokens=800),
     dict(model="gpt-5", format="openai", params={"max_tokens": 50, "stop": ["END"]}, tail=20),
+    dict(summaries=True, facts=True, tail=30),
+    dict(summaries=True, model="claude-sonnet-4-5", cache="auto", mark_pending=True),
+    dict(facts=True, format="openai"),
 ]
 
 
@@ -49,6 +52,11 @@ def turns_log(tmp_path):
         lines.append(json.dumps({"type": "text_output" if i % 3 == 0 else "wm_event",
                                  "ts_ms": 1763700100000 + i, "session_id": f"s-{i % 2}", "n": i},
                                 separators=(",", ":")))
+    # Keyed facts and a summary of the first part (for summaries and facts).
+    lines.append('{"type":"wm_fact","ts_ms":1763700100010,"key":"user.name","value":"Ann"}')
+    lines.append('{"type":"wm_fact","ts_ms":1763700100020,"key":"tone","value":{"short":true}}')
+    lines.append('{"type":"wm_summary","ts_ms":1763700100050,'
+                 '"covers":{"ts_ms":1763700100030,"offset":0},"text":"earlier turns"}')
     lines.append('{"type": "text_input", "ts_ms": 1763700200000, "session_id": "s-0", "text": "pending?"}')
     p = tmp_path / "turns.log"
     p.write_text("\n".join(lines) + "\n")

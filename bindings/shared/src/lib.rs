@@ -207,6 +207,10 @@ pub struct RawBody {
     pub start_on: Option<String>,
     /// Mark the pending `text_input`.
     pub mark_pending: bool,
+    /// Replay the newest `wm_summary` first, in place of what it covers.
+    pub summaries: bool,
+    /// Replay the `wm_fact` records as one `wm_facts` message.
+    pub facts: bool,
     /// `"none"` (default) or `"auto"`: Anthropic prompt-cache breakpoints.
     pub cache: Option<String>,
     /// `"5m"` (default) or `"1h"`.
@@ -413,6 +417,8 @@ impl BodyOptions {
         sel.trim_to = raw.trim_to;
         sel.start_on = raw.start_on;
         sel.mark_pending = raw.mark_pending;
+        sel.summaries = raw.summaries;
+        sel.facts = raw.facts;
         sel.validate().map_err(|e| translated(&e, style))?;
         Ok(BodyOptions {
             format,
@@ -782,7 +788,12 @@ impl Live {
         // The live state counts an XML window's tokens on the elements, not
         // on the texts a one-shot replay counts: that body replays the log's
         // committed bytes again.
-        let bytes = if self.format == Format::Xml && sel.max_tokens.is_some() {
+        // The live state does not place summaries and facts yet: those
+        // bodies replay the committed bytes again too.
+        let bytes = if (self.format == Format::Xml && sel.max_tokens.is_some())
+            || sel.summaries
+            || sel.facts
+        {
             self.body_replayed(&sel, &spec, o)?
         } else if !sel.has_window() && !sel.mark_pending && o.cache.is_none() {
             // Every record held (the filters were applied as they arrived):

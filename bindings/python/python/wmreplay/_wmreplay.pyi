@@ -94,6 +94,8 @@ class Replay:
         trim_to: Optional[float] = None,
         start_on: Optional[str] = None,
         mark_pending: bool = False,
+        summaries: bool = False,
+        facts: bool = False,
         cache: Literal["auto", "none"] = "none",
         cache_ttl: Literal["5m", "1h"] = "5m",
         state: Optional[_Path] = None,
@@ -168,6 +170,8 @@ def request_body(
     trim_to: Optional[float] = None,
     start_on: Optional[str] = None,
     mark_pending: bool = False,
+    summaries: bool = False,
+    facts: bool = False,
     cache: Literal["auto", "none"] = "none",
     cache_ttl: Literal["5m", "1h"] = "5m",
     state: Optional[_Path] = None,
@@ -187,7 +191,9 @@ def request_body(
       without one), ``kinds``, ``since``, ``until``, ``tail``, ``max_tokens``
       (with ``tokenizer``, default ``"o200k_base"``), ``trim_to`` (cache-stable
       windows; the start is remembered in ``state``, default
-      ``PATH.wmreplay.db``), ``start_on``, ``mark_pending``.
+      ``PATH.wmreplay.db``), ``start_on``, ``mark_pending``; ``summaries`` (the newest
+      ``wm_summary`` first, in place of what it covers) and ``facts`` (the
+      ``wm_fact`` records as one ``wm_facts`` message).
     - ``cache="auto"``: Anthropic prompt-cache breakpoints (``cache_ttl``
       ``"5m"`` or ``"1h"``); format ``"anthropic"`` only.
     - ``record`` defaults to ``"raw"`` (the line as written: byte-stable, so a
@@ -255,6 +261,8 @@ class LiveReplay:
         trim_to: Optional[float] = None,
         start_on: Optional[str] = None,
         mark_pending: bool = False,
+        summaries: bool = False,
+        facts: bool = False,
         cache: Literal["auto", "none"] = "none",
         cache_ttl: Literal["5m", "1h"] = "5m",
         state: Optional[_Path] = None,
