@@ -204,6 +204,10 @@ fn a_summary_stands_for_what_it_covers_and_late_records_written_after_it_stay() 
     assert!(got[2].contains("\"text\":\"c\""));
     // Without the flag, every record replays, summaries included.
     assert_eq!(engine(&log, &sel(false, false)).len(), 6);
+    // The report counts the summary among what is matched and selected.
+    let mut r = replay(log.as_bytes(), &ReplayOptions::default());
+    let report = r.select(&sel(true, false), None);
+    assert_eq!((report.matched, report.selected), (3, 3));
 }
 
 #[test]

@@ -405,7 +405,9 @@ pub fn apply(
         }
     }
     if let Some(s) = summary {
+        // The summary is replayed: it counts as matched and selected.
         records.insert(0, s);
+        report.matched += 1;
         report.selected += 1;
     }
     report
