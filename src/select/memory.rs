@@ -55,8 +55,9 @@ struct Fact<'a> {
     value: &'a RawValue,
 }
 
-/// Where a summary's cover ends, in replay order: `(ts_key, offset)`.
-fn cover_of(r: &Record, log: &[u8]) -> Option<(u64, u64)> {
+/// Where a summary's cover ends, in replay order: `(ts_key, offset)`;
+/// `None` for a summary that is not valid.
+pub(crate) fn cover_of(r: &Record, log: &[u8]) -> Option<(u64, u64)> {
     let s: Summary = serde_json::from_slice(r.line(log)).ok()?;
     s.covers
         .ts_ms
@@ -98,26 +99,29 @@ pub(crate) fn take_summary(
     Some(summary)
 }
 
-/// Takes every `wm_fact` out of `records` (replay order) and gives the text
-/// of the `wm_facts` message (see the module), or `None` when no key is
-/// live. Malformed facts (no string `key`, no `value`) are dropped unread.
-pub(crate) fn take_facts(records: &mut Vec<Record>, log: &[u8]) -> Option<String> {
-    let mut live: std::collections::BTreeMap<String, &RawValue> = Default::default();
+/// A fact record's key and value (`None`: `null`, a delete); `None` for a
+/// malformed fact.
+pub(crate) fn fact_of(r: &Record, log: &[u8]) -> Option<(String, Option<String>)> {
+    let f: Fact<'_> = serde_json::from_slice(r.line(log)).ok()?;
+    let v = f.value.get();
+    Some((f.key, (v != "null").then(|| v.to_string())))
+}
+
+/// The `wm_facts` message text for the facts `(ts_ms, key, value)` in
+/// replay order (a `None` value deletes its key); `None` when no key is
+/// left live.
+pub(crate) fn facts_message<'f>(
+    facts: impl Iterator<Item = (f64, &'f str, Option<&'f str>)>,
+) -> Option<String> {
+    let mut live: std::collections::BTreeMap<&str, &str> = Default::default();
     let mut newest: Option<f64> = None;
-    records.retain(|r| {
-        if !r.kind_is(log, FACT) {
-            return true;
-        }
-        if let Ok(f) = serde_json::from_slice::<Fact<'_>>(r.line(log)) {
-            newest = Some(r.ts);
-            if f.value.get() == "null" {
-                live.remove(&f.key);
-            } else {
-                live.insert(f.key, f.value);
-            }
-        }
-        false
-    });
+    for (ts, k, v) in facts {
+        newest = Some(ts);
+        match v {
+            Some(v) => live.insert(k, v),
+            None => live.remove(k),
+        };
+    }
     if live.is_empty() {
         return None;
     }
@@ -130,8 +134,25 @@ pub(crate) fn take_facts(records: &mut Vec<Record>, log: &[u8]) -> Option<String
         }
         json.push_str(&serde_json::to_string(k).expect("a string serialises"));
         json.push(':');
-        json.push_str(v.get());
+        json.push_str(v);
     }
     json.push_str("}}");
     Some(format!("WM_KIND={FACTS}\nts_ms: {ts}\nWM_JSON: {json}"))
+}
+
+/// Takes every `wm_fact` out of `records` (replay order) and gives the text
+/// of the `wm_facts` message (see the module), or `None` when no key is
+/// live. Malformed facts (no string `key`, no `value`) are dropped unread.
+pub(crate) fn take_facts(records: &mut Vec<Record>, log: &[u8]) -> Option<String> {
+    let mut facts: Vec<(f64, String, Option<String>)> = Vec::new();
+    records.retain(|r| {
+        if !r.kind_is(log, FACT) {
+            return true;
+        }
+        if let Some((k, v)) = fact_of(r, log) {
+            facts.push((r.ts, k, v));
+        }
+        false
+    });
+    facts_message(facts.iter().map(|(ts, k, v)| (*ts, k.as_str(), v.as_deref())))
 }
