@@ -404,3 +404,113 @@ async fn facts_are_set_deleted_and_read_through_the_server_as_records_of_the_log
     assert_eq!(r, json!({"facts": {}}));
     srv.stop().await;
 }
+
+/// `serve --summaries --facts`: after every append (records, facts, a
+/// summary, a late record written after it), the request the server would
+/// send is the one-shot replay's, byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_places_summaries_and_facts_as_a_one_shot_replay_does() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    std::fs::write(&log, "").unwrap();
+    let mut cfg = mock::config(&log, None, wmreplay::server::Provider::Anthropic);
+    cfg.cache = false;
+    cfg.model = None;
+    cfg.selection.summaries = true;
+    cfg.selection.facts = true;
+    let srv = mock::start(cfg).await;
+    let records = format!("{}/v1/records", srv.url);
+    let check = |what: &'static str| {
+        let url = format!("{}/v1/context", srv.url);
+        let log = log.clone();
+        async move {
+            let r = mock::client()
+                .post(url)
+                .body(r#"{"text":"now","session_id":"s"}"#)
+                .send()
+                .await
+                .unwrap();
+            let got = r.bytes().await.unwrap();
+            let bytes = std::fs::read(&log).unwrap();
+            let mut one = replay(&bytes, &ReplayOptions::default());
+            one.select(&sel(true, true), None);
+            let current = CurrentRequest {
+                text: "now",
+                session_id: Some("s"),
+            };
+            let want = one.render_request(Format::Anthropic, wmreplay::SYSTEM_RULE, &current);
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "after {what}"
+            );
+        }
+    };
+    for i in 0..5 {
+        let body = format!(
+            r#"[{{"type":"text_input","ts_ms":{},"text":"q{i}"}},{{"type":"text_output","ts_ms":{},"text":"a{i}"}}]"#,
+            100 + i * 10,
+            101 + i * 10
+        );
+        let (s, r) = call(Method::POST, records.clone(), Some(&body)).await;
+        assert_eq!(s, 200, "{r}");
+        check("turns").await;
+    }
+    let (s, _) = call(
+        Method::PUT,
+        format!("{}/v1/facts/user.name", srv.url),
+        Some("\"Ann\""),
+    )
+    .await;
+    assert_eq!(s, 200);
+    check("a fact").await;
+    let covered = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .take(4)
+        .map(|l| l.len() as u64 + 1)
+        .sum::<u64>();
+    let summary = format!(
+        r#"{{"type":"wm_summary","ts_ms":200,"covers":{{"ts_ms":120,"offset":{covered}}},"text":"q0 to q2"}}"#
+    );
+    let (s, _) = call(Method::POST, records.clone(), Some(&summary)).await;
+    assert_eq!(s, 200);
+    check("a summary").await;
+    let (s, _) = call(
+        Method::POST,
+        records.clone(),
+        Some(r#"{"type":"wm_event","ts_ms":105,"late":true}"#),
+    )
+    .await;
+    assert_eq!(s, 200);
+    check("a late record written after the summary").await;
+    let (s, _) = call(
+        Method::DELETE,
+        format!("{}/v1/facts/user.name", srv.url),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    check("a deleted fact").await;
+    // What the server sends holds the summary, the late record, not what was covered.
+    let body = String::from_utf8(
+        mock::client()
+            .post(format!("{}/v1/context", srv.url))
+            .body(r#"{"text":"x"}"#)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(body.contains("WM_KIND=wm_summary") && body.contains("\\\"late\\\":true"));
+    assert!(
+        !body.contains("q1\\\""),
+        "covered turns are left out: {body}"
+    );
+    srv.stop().await;
+}

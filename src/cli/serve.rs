@@ -229,6 +229,16 @@ pub struct ServeArgs {
     /// Mark the unanswered text_input with a first line PENDING_USER_INPUT.
     #[arg(long, env = "WMREPLAY_MARK_PENDING")]
     mark_pending: bool,
+    /// Replay the newest wm_summary record first, in place of the records
+    /// it covers (records written after it always replay); see `wmreplay
+    /// respond --help`.
+    #[arg(long, env = "WMREPLAY_SUMMARIES")]
+    summaries: bool,
+    /// Replay the wm_fact records as one WM_KIND=wm_facts message of every
+    /// live key's latest value, just before CURRENT_USER_REQUEST (set them
+    /// with PUT /v1/facts/{key}).
+    #[arg(long, env = "WMREPLAY_FACTS")]
+    facts: bool,
     /// Prompt caching. auto: with Anthropic, up to 4 cache_control
     /// breakpoints placed so that each turn reads the previous turn's prefix
     /// from the cache (the last replayed message, the previous turn's last
@@ -358,6 +368,8 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         o.trim_to = args.trim_to;
         o.start_on = args.start_on;
         o.mark_pending = args.mark_pending;
+        o.summaries = args.summaries;
+        o.facts = args.facts;
         o
     };
     cfg.selection.validate().map_err(Failure::Usage)?;

@@ -35,6 +35,7 @@
 
 mod segments;
 mod selection;
+mod view;
 
 use std::fs::File;
 use std::io::Read;
@@ -154,6 +155,10 @@ pub struct LiveReplay {
     /// Key of the last record parsed (filtered out or not), for
     /// `already_ordered`.
     last_key: Option<u64>,
+    /// The summaries and facts of every record parsed, in file order.
+    memos: Vec<crate::replay::rendered::Memo>,
+    /// The facts message of the last selection with facts.
+    facts: Option<String>,
     /// [`crate::input::fingerprint_bytes`] of the committed bytes.
     fingerprint: u64,
     /// The file's length and change times at the last refresh.
@@ -184,6 +189,8 @@ impl LiveReplay {
             selection: Selection::default(),
             counted_with: None,
             last_key: None,
+            memos: Vec::new(),
+            facts: None,
             fingerprint: 0,
             seen: None,
         }
@@ -233,6 +240,13 @@ impl LiveReplay {
     /// Cloning a `Bytes` copies nothing.
     pub fn chunks(&self) -> Vec<Bytes> {
         self.segments.iter().map(|s| s.bytes.clone()).collect()
+    }
+
+    /// The `wm_facts` message text of the last selection made with
+    /// [`Selection::facts`] (`None` without a live key): a body writes it
+    /// just before the current request.
+    pub fn facts_text(&self) -> Option<&str> {
+        self.facts.as_deref()
     }
 
     /// Rendered bytes held (the sum of the chunks' lengths).
@@ -461,6 +475,7 @@ impl LiveReplay {
         // than the newest message held (a prefix of them) are late, and go
         // among the held ones; the rest go on at the end.
         let newest = self.segments.last().map(Segment::last_key);
+        self.memos.extend(rendered.memos);
         for piece in rendered.pieces {
             let n = piece.entries.len() as u64;
             let total = piece.bytes.len() as u64;

@@ -1,15 +1,16 @@
 //! A turn's selection over the held messages: windows, the pending mark,
 //! and token counts cached per record.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::segments::{INPUT, NOT_COUNTED, OUTPUT, entry_offset};
+use super::view::{self, Item, mark_pending, message_kind_is, message_text_of};
 use super::{LiveReplay, read_from};
 
 use crate::error::Error;
 use crate::order;
+use crate::render::Format;
 use crate::render::cache::{self, CacheMemory, CachePolicy};
-use crate::render::{self, Format, xml};
 use crate::select::{self, Pending, SelectReport, Selection, WindowStart};
 
 impl LiveReplay {
@@ -80,14 +81,22 @@ impl LiveReplay {
                 crate::render::request::cached_envelope(
                     crate::render::request::Lead {
                         fields: spec.fields,
-                        facts: None,
+                        facts: self.facts.as_deref(),
                     },
                     spec.system,
                     &spec.current,
                     member,
                 )
             }
-            None => crate::request_envelope(self.format, spec.fields, spec.system, &spec.current),
+            None => crate::render::request::lead_envelope(
+                self.format,
+                crate::render::request::Lead {
+                    fields: spec.fields,
+                    facts: self.facts.as_deref(),
+                },
+                spec.system,
+                &spec.current,
+            ),
         };
         let len = head.len() + tail.len() + chunks.iter().map(Bytes::len).sum::<usize>();
         let mut body = Vec::new();
@@ -124,7 +133,16 @@ impl LiveReplay {
         prev: Option<WindowStart>,
         cache: Option<(&CachePolicy, &mut CacheMemory)>,
     ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
-        let n: usize = self.segments.iter().map(|s| s.entries.len()).sum();
+        // With summaries or facts, the messages replayed are a view of
+        // those held (the newest summary apart, to go first).
+        let mview =
+            (sel.summaries || sel.facts).then(|| view::build(&self.segments, sel, &self.memos));
+        self.facts = mview.as_ref().and_then(|v| v.facts.clone());
+        let items: &[Item] = mview.as_ref().map_or(&[], |v| &v.items);
+        let n: usize = match &mview {
+            Some(v) => v.items.len(),
+            None => self.segments.iter().map(|s| s.entries.len()).sum(),
+        };
         let mut report = SelectReport {
             matched: n as u64,
             ..SelectReport::default()
@@ -148,12 +166,31 @@ impl LiveReplay {
             })
             .collect();
         let locate = |i: usize| -> (usize, usize) {
+            if mview.is_some() {
+                return (items[i].si, items[i].ei);
+            }
             let seg = starts.partition_point(|&st| st <= i) - 1;
             (seg, i - starts[seg])
         };
         // The pending prompt: the latest input with no output after it.
         let mut pending: Option<usize> = None;
+        if mview.is_some() {
+            for i in (0..n).rev() {
+                let (si, ei) = locate(i);
+                let flags = self.segments[si].entries[ei].flags;
+                if flags & OUTPUT != 0 {
+                    break;
+                }
+                if flags & INPUT != 0 {
+                    pending = Some(i);
+                    break;
+                }
+            }
+        }
         'find: for (si, s) in self.segments.iter().enumerate().rev() {
+            if mview.is_some() {
+                break;
+            }
             for (ei, e) in s.entries.iter().enumerate().rev() {
                 if e.flags & OUTPUT != 0 {
                     break 'find;
@@ -250,6 +287,31 @@ impl LiveReplay {
         }
         // Cache breakpoints: message indices from the window's start.
         let member: &'static [u8] = cache.as_ref().map_or(b"", |(p, _)| p.ttl.member());
+        if let Some(v) = &mview {
+            // The messages: the newest summary, then the window's.
+            let msgs: Vec<Item> = v
+                .summary
+                .iter()
+                .copied()
+                .chain(items[range.clone()].iter().copied())
+                .collect();
+            let shift = usize::from(v.summary.is_some());
+            report.matched += shift as u64;
+            report.selected += shift as u64;
+            let id = |i: usize| {
+                let e = &self.segments[msgs[i].si].entries[msgs[i].ei];
+                (e.key, e.offset)
+            };
+            let breakpoints = match cache {
+                Some((policy, memory)) => cache::place(msgs.len(), id, policy, memory),
+                None => Vec::new(),
+            };
+            let mark = mark
+                .filter(|m| range.contains(m))
+                .map(|m| m - range.start + shift);
+            let chunks = view::chunks(&self.segments, &msgs, mark, &breakpoints, member, format);
+            return Ok((chunks, report, breakpoints.len()));
+        }
         let breakpoints: Vec<usize> = match cache {
             Some((policy, memory)) => {
                 let marks = cache::place(
@@ -344,80 +406,6 @@ impl LiveReplay {
         }
         Ok((self.lines + 1).saturating_sub(newlines))
     }
-}
-
-/// Appends a rendered message's text (its JSON string content, unescaped) to
-/// `out`.
-fn message_text_of(msg: &[u8], format: Format, output: bool, out: &mut String) {
-    if format == Format::Xml {
-        // The element as the model reads it.
-        out.push_str(&String::from_utf8_lossy(msg));
-        return;
-    }
-    let role = if output {
-        render::Role::Assistant
-    } else {
-        render::Role::User
-    };
-    let open = format.open(role).len();
-    let close = format.close().len() + format.separator().len();
-    let content = msg
-        .get(open..msg.len().saturating_sub(close))
-        .unwrap_or(&[]);
-    crate::parse::json::decode_string(content, out);
-}
-
-/// Whether a rendered message is a record of type `kind`: its text starts
-/// `WM_KIND=<kind>\n` (its element's `kind` attribute, in XML).
-fn message_kind_is(msg: &[u8], format: Format, output: bool, kind: &str) -> bool {
-    if format == Format::Xml {
-        let k = kind.as_bytes();
-        let mut attr = vec![0u8; k.len() + xml::text_extra(k, true)];
-        xml::write_text(k, &mut attr, true);
-        let open = b"<record kind=\"";
-        return msg.starts_with(open)
-            && msg[open.len()..].starts_with(&attr)
-            && msg.get(open.len() + attr.len()) == Some(&b'"');
-    }
-    let role = if output {
-        render::Role::Assistant
-    } else {
-        render::Role::User
-    };
-    let mut text = String::new();
-    let open = format.open(role).len();
-    let want = format!("WM_KIND={kind}\n");
-    // Only the message's start is decoded: enough for its first line.
-    let end = msg.len().min(open + 6 * want.len() + 16);
-    crate::parse::json::decode_string(msg.get(open..end).unwrap_or(&[]), &mut text);
-    text.starts_with(&want)
-}
-
-/// A rendered message with `PENDING_USER_INPUT\n` as its first line.
-fn mark_pending(msg: &Bytes, format: Format, output: bool) -> Bytes {
-    if format == Format::Xml {
-        // `" pending="true` before the end of the start tag (the first `">`:
-        // the kind attribute has its quotes escaped).
-        let Some(k) = memchr::memmem::find(msg, b"\">") else {
-            return msg.clone();
-        };
-        let mut b = BytesMut::with_capacity(msg.len() + 16);
-        b.extend_from_slice(&msg[..k]);
-        b.extend_from_slice(b"\" pending=\"true");
-        b.extend_from_slice(&msg[k..]);
-        return b.freeze();
-    }
-    let role = if output {
-        render::Role::Assistant
-    } else {
-        render::Role::User
-    };
-    let open = format.open(role).len().min(msg.len());
-    let mut b = BytesMut::with_capacity(msg.len() + 20);
-    b.extend_from_slice(&msg[..open]);
-    b.extend_from_slice(b"PENDING_USER_INPUT\\n");
-    b.extend_from_slice(&msg[open..]);
-    b.freeze()
 }
 
 #[cfg(test)]

@@ -360,7 +360,8 @@ impl Join {
             stats: self.stats,
             lines: self.lines,
             alloc_failed: self.alloc_failed,
-            rendered: self.render.map(|r| Rendered {
+            rendered: self.render.map(|mut r| Rendered {
+                memos: std::mem::take(&mut r.memos),
                 first: r.first,
                 newest: r.newest,
                 ordered: r.ordered,

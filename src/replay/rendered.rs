@@ -25,7 +25,7 @@ use bytes::Bytes;
 use crate::order::{self, ts_key};
 use crate::parse::Record;
 use crate::render::{self, Format};
-use crate::select::Selection;
+use crate::select::{Selection, memory};
 
 /// Where one rendered message sits in the replay order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,6 +47,26 @@ pub(crate) struct Entry {
 pub(crate) const INPUT: u8 = 1;
 /// Entry flag: a `text_output` record.
 pub(crate) const OUTPUT: u8 = 2;
+/// Entry flag: a `wm_summary` record.
+pub(crate) const SUMMARY: u8 = 4;
+/// Entry flag: a `wm_fact` record.
+pub(crate) const FACT: u8 = 8;
+
+/// What a live state keeps of a `wm_summary` or `wm_fact` record beside
+/// its message, read once when the record is parsed (`at`: its line's
+/// offset in the file).
+#[derive(Debug, Clone)]
+pub(crate) enum Memo {
+    /// A valid summary, covering up to `cover` (`ts_key`, offset).
+    Summary { at: u64, cover: (u64, u64) },
+    /// A fact: `key` set to `value` (`None`: deleted) at `ts`.
+    Fact {
+        at: u64,
+        ts: f64,
+        key: String,
+        value: Option<String>,
+    },
+}
 /// [`Entry::tokens`] before a window counted it.
 pub(crate) const NOT_COUNTED: u32 = u32::MAX;
 
@@ -74,6 +94,9 @@ pub(crate) struct RenderSpec<'s> {
 pub(crate) struct Rendered {
     /// The messages in replay order.
     pub(crate) pieces: Vec<Piece>,
+    /// The summaries and facts among every record (filtered out or not),
+    /// in file order.
+    pub(crate) memos: Vec<Memo>,
     /// Key of the first record in file order (filtered out or not).
     pub(crate) first: Option<u64>,
     /// The newest key of all records.
@@ -90,6 +113,8 @@ pub(crate) struct Rendered {
 pub(super) struct ChunkRender {
     bytes: Bytes,
     entries: Vec<Entry>,
+    /// The chunk's summaries and facts, in file order.
+    memos: Vec<Memo>,
     /// Key of the chunk's first record (file order, filtered out or not).
     first: Option<u64>,
     /// Newest key of all its records.
@@ -116,9 +141,43 @@ pub(super) fn render_chunk(
         ordered &= newest.is_none_or(|n| k >= n);
         newest = Some(newest.map_or(k, |n| n.max(k)));
     }
+    let origin = |r: &Record| {
+        spec.base
+            + if js {
+                super::arena_origin(data, r.offset)
+            } else {
+                r.offset
+            }
+    };
+    let mut memos = Vec::new();
+    for r in records {
+        if r.is_output() || r.kind_is(data, "text_input") {
+            continue;
+        }
+        if r.kind_is(data, memory::SUMMARY) {
+            if let Some(cover) = memory::cover_of(r, data) {
+                memos.push(Memo::Summary {
+                    at: origin(r),
+                    cover,
+                });
+            }
+        } else if r.kind_is(data, memory::FACT)
+            && let Some((key, value)) = memory::fact_of(r, data)
+        {
+            memos.push(Memo::Fact {
+                at: origin(r),
+                ts: r.ts,
+                key,
+                value,
+            });
+        }
+    }
     scratch.clear();
     match spec.filter {
-        Some(sel) => scratch.extend(records.iter().filter(|r| sel.matches(r, data))),
+        // With summaries, a summary is replayed whatever the filters say.
+        Some(sel) => scratch.extend(records.iter().filter(|r| {
+            sel.matches(r, data) || (sel.summaries && r.kind_is(data, memory::SUMMARY))
+        })),
         None => scratch.extend_from_slice(records),
     }
     if !ordered {
@@ -142,6 +201,10 @@ pub(super) fn render_chunk(
                 OUTPUT
             } else if r.kind_is(data, "text_input") {
                 INPUT
+            } else if r.kind_is(data, memory::SUMMARY) {
+                SUMMARY
+            } else if r.kind_is(data, memory::FACT) {
+                FACT
             } else {
                 0
             },
@@ -158,6 +221,7 @@ pub(super) fn render_chunk(
     ChunkRender {
         bytes,
         entries,
+        memos,
         unrendered,
         first: records.first().map(|r| ts_key(r.ts)),
         newest,
@@ -194,6 +258,8 @@ pub(super) struct RenderJoin {
     kept: Vec<Span>,
     /// Late messages, in file order: entry, chunk and byte offset in it.
     late: Vec<(Entry, u32, usize)>,
+    /// The summaries and facts, in file order.
+    pub(super) memos: Vec<Memo>,
     /// Newest key among kept messages.
     newest_kept: Option<u64>,
     /// Over every record (filtered out or not): the first key, the newest,
@@ -238,8 +304,12 @@ impl RenderJoin {
         }
         self.unrendered += c.unrendered;
         let ChunkRender {
-            bytes, mut entries, ..
+            bytes,
+            mut entries,
+            memos,
+            ..
         } = c;
+        self.memos.extend(memos);
         let chunk = self.bufs.len() as u32;
         let split = match self.newest_kept {
             Some(n) => entries.partition_point(|e| e.key < n),
@@ -380,6 +450,7 @@ mod tests {
     /// letter, in the given (sorted) key order.
     fn chunk(keys: &[u8]) -> ChunkRender {
         ChunkRender {
+            memos: Vec::new(),
             bytes: Bytes::from(keys.to_vec()),
             entries: keys.iter().map(|&k| entry(k as u64, 1)).collect(),
             first: keys.first().map(|&k| k as u64),

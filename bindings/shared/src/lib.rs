@@ -778,6 +778,8 @@ impl Live {
         filters.kinds = sel.kinds.clone();
         filters.since = sel.since;
         filters.until = sel.until;
+        // A summary passes the filters when summaries are replayed.
+        filters.summaries = sel.summaries;
         if filters != self.filters {
             self.inner = LiveReplay::new(self.path.clone(), self.format, self.options.clone())
                 .with_selection(filters.clone());
@@ -788,14 +790,14 @@ impl Live {
         // The live state counts an XML window's tokens on the elements, not
         // on the texts a one-shot replay counts: that body replays the log's
         // committed bytes again.
-        // The live state does not place summaries and facts yet: those
-        // bodies replay the committed bytes again too.
-        let bytes = if (self.format == Format::Xml && sel.max_tokens.is_some())
-            || sel.summaries
-            || sel.facts
-        {
+        let bytes = if self.format == Format::Xml && sel.max_tokens.is_some() {
             self.body_replayed(&sel, &spec, o)?
-        } else if !sel.has_window() && !sel.mark_pending && o.cache.is_none() {
+        } else if !sel.has_window()
+            && !sel.mark_pending
+            && !sel.summaries
+            && !sel.facts
+            && o.cache.is_none()
+        {
             // Every record held (the filters were applied as they arrived):
             // the chunks as they are, no selection pass.
             let (head, tail) =

@@ -108,6 +108,18 @@ pub fn request_envelope(
     (env.head, env.tail)
 }
 
+/// [`request_envelope`] with everything a [`Lead`] carries (the facts
+/// message too).
+pub(crate) fn lead_envelope(
+    format: Format,
+    lead: Lead<'_>,
+    system: &str,
+    current: &CurrentRequest<'_>,
+) -> (Vec<u8>, Vec<u8>) {
+    let env = envelope(format, lead, system, current, None);
+    (env.head, env.tail)
+}
+
 /// [`request_envelope`] for Anthropic with the system prompt as a one-block
 /// array, `member` (a `cache_control` member with its leading comma, or
 /// nothing) in its block: the form a request with cache breakpoints takes.

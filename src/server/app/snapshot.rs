@@ -20,6 +20,8 @@ pub(crate) struct Snapshot {
     pub(crate) select: Option<SelectReport>,
     /// With Anthropic cache breakpoints: how many the messages carry.
     pub(crate) cache_marks: Option<usize>,
+    /// With `--facts`: the facts message, written before the request.
+    pub(crate) facts: Option<String>,
 }
 
 /// The selection applied to `live` as it stands. `report`: also find the
@@ -66,6 +68,11 @@ pub(crate) fn snapshot_of(
         info: live.info(),
         select,
         cache_marks,
+        facts: if sel.facts {
+            live.facts_text().map(str::to_string)
+        } else {
+            None
+        },
     })
 }
 
@@ -194,14 +201,22 @@ impl AppState {
                 crate::render::request::cached_envelope(
                     crate::render::request::Lead {
                         fields,
-                        facts: None,
+                        facts: snap.facts.as_deref(),
                     },
                     &self.system,
                     current,
                     member,
                 )
             }
-            None => crate::request_envelope(p.format(), fields, &self.system, current),
+            None => crate::render::request::lead_envelope(
+                p.format(),
+                crate::render::request::Lead {
+                    fields,
+                    facts: snap.facts.as_deref(),
+                },
+                &self.system,
+                current,
+            ),
         };
         let mut parts = Vec::with_capacity(snap.chunks.len() + 2);
         parts.push(Bytes::from(head));
