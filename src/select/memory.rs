@@ -154,5 +154,9 @@ pub(crate) fn take_facts(records: &mut Vec<Record>, log: &[u8]) -> Option<String
         }
         false
     });
-    facts_message(facts.iter().map(|(ts, k, v)| (*ts, k.as_str(), v.as_deref())))
+    facts_message(
+        facts
+            .iter()
+            .map(|(ts, k, v)| (*ts, k.as_str(), v.as_deref())),
+    )
 }
