@@ -514,3 +514,42 @@ async fn the_server_places_summaries_and_facts_as_a_one_shot_replay_does() {
     );
     srv.stop().await;
 }
+
+#[test]
+fn the_messages_alone_end_with_the_facts_message() {
+    let lines = vec![
+        json!({"type": "text_input", "ts_ms": 1, "text": "a"}),
+        json!({"type": "wm_fact", "ts_ms": 2, "key": "k", "value": 1}),
+    ];
+    let (log, _) = log_of(&lines);
+    let mut r = replay(log.as_bytes(), &ReplayOptions::default());
+    r.select(&sel(false, true), None);
+    for format in [Format::Anthropic, Format::OpenAi, Format::Ndjson] {
+        let whole = r.render_messages(format);
+        let mut streamed = Vec::new();
+        r.write_messages(format, &mut streamed).unwrap();
+        assert_eq!(streamed, whole, "{format:?}");
+        let text = String::from_utf8(whole).unwrap();
+        let messages: Vec<Value> = match format {
+            Format::Ndjson => text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+            _ => serde_json::from_str(&text).unwrap(),
+        };
+        assert_eq!(messages.len(), 2, "{text}");
+        assert!(
+            messages[1].to_string().contains("WM_KIND=wm_facts"),
+            "{text}"
+        );
+    }
+    // No record left but the facts: the facts message alone.
+    let (only, _) = log_of(&lines[1..]);
+    let mut r = replay(only.as_bytes(), &ReplayOptions::default());
+    r.select(&sel(false, true), None);
+    let v: Value = serde_json::from_slice(&r.render_messages(Format::OpenAi)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1);
+    // XML carries no facts message.
+    let xml = String::from_utf8(r.render_messages(Format::Xml)).unwrap();
+    assert!(!xml.contains("wm_facts"), "{xml}");
+}

@@ -181,9 +181,10 @@ pub fn replay_messages(args: ReplayArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
-    if sel.facts {
+    if sel.facts && format == Format::Xml {
         return Err(Failure::Usage(
-            "--facts writes its message just before CURRENT_USER_REQUEST: use it with respond"
+            "--facts has no place in the XML document: use --format anthropic, openai or ndjson \
+             (the facts message comes last), or respond"
                 .into(),
         ));
     }

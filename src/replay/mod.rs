@@ -297,19 +297,60 @@ impl<'a> Replay<'a> {
     }
 
     /// The replayed messages alone (JSON array or NDJSON).
+    ///
+    /// After a selection with [`Selection::facts`], the facts message comes
+    /// last (where it stands before the current request in a body); an XML
+    /// document does not carry it.
     pub fn render_messages(&self, format: Format) -> Vec<u8> {
-        request::render_messages(self.records(), self.data(), format)
+        self.try_render_messages(format)
+            .unwrap_or_else(|e| e.abort())
     }
 
     /// [`render_messages`](Self::render_messages), with the [`AllocError`]
     /// instead of an abort when they do not fit in memory.
     pub fn try_render_messages(&self, format: Format) -> Result<Vec<u8>, AllocError> {
-        request::try_render_messages(self.records(), self.data(), format)
+        let mut out = request::try_render_messages(self.records(), self.data(), format)?;
+        if let Some(facts) = self.facts_message(format) {
+            let (_, close) = request::replay_brackets(format);
+            out.truncate(out.len() - close.len());
+            if !self.records().is_empty() {
+                out.extend_from_slice(format.separator());
+            }
+            out.extend_from_slice(&facts);
+            out.extend_from_slice(close);
+        }
+        Ok(out)
+    }
+
+    /// The facts message as a message of `format` (none in XML).
+    fn facts_message(&self, format: Format) -> Option<Vec<u8>> {
+        let text = self.facts.as_deref().filter(|_| format != Format::Xml)?;
+        let mut m = format.open(crate::render::Role::User).to_vec();
+        m.extend_from_slice(&request::escaped(text));
+        m.extend_from_slice(format.close());
+        Some(m)
     }
 
     /// Streams the replayed messages alone to `w`.
     pub fn write_messages(&self, format: Format, w: &mut dyn Write) -> std::io::Result<()> {
-        request::write_messages(self.sequence(), self.data(), format, w)
+        let Some(facts) = self.facts_message(format) else {
+            return request::write_messages(self.sequence(), self.data(), format, w);
+        };
+        let (open, close) = request::replay_brackets(format);
+        w.write_all(open)?;
+        crate::render::stream_messages(
+            self.sequence(),
+            self.data(),
+            format,
+            true,
+            crate::render::STREAM_BATCH,
+            w,
+        )?;
+        if !self.records().is_empty() {
+            w.write_all(format.separator())?;
+        }
+        w.write_all(&facts)?;
+        w.write_all(close)
     }
 }
 

@@ -50,7 +50,7 @@ pub fn system_prompt(preamble: Option<&str>) -> String {
 
 /// A JSON string's escaped content, owned (used for the few small strings
 /// around the messages).
-fn escaped(s: &str) -> Vec<u8> {
+pub(crate) fn escaped(s: &str) -> Vec<u8> {
     let mut out = vec![0u8; s.len() + escape::escaped_extra(s.as_bytes())];
     escape::write_escaped(s.as_bytes(), &mut out);
     out
@@ -449,7 +449,7 @@ pub(crate) fn write_request<'r>(
     w.write_all(&env.tail)
 }
 
-fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
+pub(crate) fn replay_brackets(format: Format) -> (&'static [u8], &'static [u8]) {
     match format {
         Format::Ndjson => (b"", b""),
         Format::Xml => (b"<memory_context>\n", b"</memory_context>\n"),
