@@ -31,14 +31,8 @@ impl Replay<'_> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Vec<u8> {
-        request::render_request(
-            self.records(),
-            self.data(),
-            format,
-            self.lead(""),
-            system,
-            current,
-        )
+        self.try_render_request(format, system, current)
+            .unwrap_or_else(|e| e.abort())
     }
 
     /// [`render_request`](Self::render_request), with the [`AllocError`]
@@ -59,14 +53,8 @@ impl Replay<'_> {
         system: &str,
         current: &CurrentRequest<'_>,
     ) -> Result<Vec<u8>, AllocError> {
-        request::try_render_request(
-            self.records(),
-            self.data(),
-            format,
-            self.lead(""),
-            system,
-            current,
-        )
+        let spec = RequestSpec::new(format, system, *current);
+        self.render_spec(&spec, &mut CacheMemory::default())
     }
 
     /// The request body in Anthropic's format with prompt-cache breakpoints
@@ -99,17 +87,10 @@ impl Replay<'_> {
         policy: &CachePolicy,
         memory: &mut CacheMemory,
     ) -> Vec<u8> {
-        let records = self.records();
-        request::render_request_cached(
-            records,
-            self.data(),
-            self.cache_id(records),
-            self.lead(""),
-            system,
-            current,
-            policy,
-            memory,
-        )
+        let spec = RequestSpec::new(Format::Anthropic, system, *current).with_cache(*policy);
+        // Placed with breakpoints, the body is allocated infallibly.
+        self.render_spec(&spec, memory)
+            .unwrap_or_else(|e| e.abort())
     }
 
     /// [`render_request_cached`](Self::render_request_cached) streamed to
@@ -136,18 +117,8 @@ impl Replay<'_> {
         memory: &mut CacheMemory,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        let records = self.records();
-        request::write_request_cached(
-            records,
-            self.data(),
-            self.cache_id(records),
-            self.lead(""),
-            system,
-            current,
-            policy,
-            memory,
-            w,
-        )
+        let spec = RequestSpec::new(Format::Anthropic, system, *current).with_cache(*policy);
+        self.write_spec(&spec, memory, w)
     }
 
     /// What the prompt-cache placement remembers message `i` of `records`
@@ -197,13 +168,9 @@ impl Replay<'_> {
         current: &CurrentRequest<'_>,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        request::write_request(
-            self.sequence(),
-            self.data(),
-            format,
-            self.lead(""),
-            system,
-            current,
+        self.write_spec(
+            &RequestSpec::new(format, system, *current),
+            &mut CacheMemory::default(),
             w,
         )
     }
@@ -233,27 +200,7 @@ impl Replay<'_> {
     /// [`AllocError`] instead of an abort when the body does not fit in
     /// memory (the cached form is allocated infallibly for now).
     pub fn try_render_request_with(&self, spec: &RequestSpec<'_>) -> Result<Vec<u8>, AllocError> {
-        let records = self.records();
-        match &spec.cache {
-            Some(policy) if spec.format == Format::Anthropic => Ok(request::render_request_cached(
-                records,
-                self.data(),
-                self.cache_id(records),
-                self.lead(spec.fields),
-                spec.system,
-                &spec.current,
-                policy,
-                &mut CacheMemory::default(),
-            )),
-            _ => request::try_render_request(
-                records,
-                self.data(),
-                spec.format,
-                self.lead(spec.fields),
-                spec.system,
-                &spec.current,
-            ),
-        }
+        self.render_spec(spec, &mut CacheMemory::default())
     }
 
     /// [`render_request_with`](Self::render_request_with) streamed to `w`
@@ -263,24 +210,69 @@ impl Replay<'_> {
         spec: &RequestSpec<'_>,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
+        self.write_spec(spec, &mut CacheMemory::default(), w)
+    }
+
+    /// The body `spec` describes, the breakpoints (if any) placed with
+    /// `memory`: what every `render_request*` method writes.
+    fn render_spec(
+        &self,
+        spec: &RequestSpec<'_>,
+        memory: &mut CacheMemory,
+    ) -> Result<Vec<u8>, AllocError> {
         let records = self.records();
+        let lead = self.lead(spec.fields);
         match &spec.cache {
-            Some(policy) if spec.format == Format::Anthropic => request::write_request_cached(
+            Some(policy) if spec.format == Format::Anthropic => Ok(request::render_request_cached(
                 records,
                 self.data(),
                 self.cache_id(records),
-                self.lead(spec.fields),
+                lead,
                 spec.system,
                 &spec.current,
                 policy,
-                &mut CacheMemory::default(),
-                w,
+                memory,
+            )),
+            _ => request::try_render_request(
+                records,
+                self.data(),
+                spec.format,
+                lead,
+                spec.system,
+                &spec.current,
             ),
+        }
+    }
+
+    /// [`render_spec`](Self::render_spec) streamed to `w` with bounded
+    /// memory: what every `write_request*` method writes.
+    fn write_spec(
+        &self,
+        spec: &RequestSpec<'_>,
+        memory: &mut CacheMemory,
+        w: &mut dyn Write,
+    ) -> std::io::Result<()> {
+        let lead = self.lead(spec.fields);
+        match &spec.cache {
+            Some(policy) if spec.format == Format::Anthropic => {
+                let records = self.records();
+                request::write_request_cached(
+                    records,
+                    self.data(),
+                    self.cache_id(records),
+                    lead,
+                    spec.system,
+                    &spec.current,
+                    policy,
+                    memory,
+                    w,
+                )
+            }
             _ => request::write_request(
                 self.sequence(),
                 self.data(),
                 spec.format,
-                self.lead(spec.fields),
+                lead,
                 spec.system,
                 &spec.current,
                 w,

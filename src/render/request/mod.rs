@@ -218,20 +218,8 @@ fn zeroed(n: usize) -> Result<Vec<u8>, AllocError> {
     crate::buffers::try_zeroed(n).ok_or(AllocError { bytes: n as u64 })
 }
 
-/// The whole request body in one exactly-sized buffer (aborts, as `vec!` does,
-/// when it cannot be allocated: [`try_render_request`] returns the error).
-pub(crate) fn render_request(
-    records: &[Record],
-    log: &[u8],
-    format: Format,
-    lead: Lead<'_>,
-    system: &str,
-    current: &CurrentRequest<'_>,
-) -> Vec<u8> {
-    try_render_request(records, log, format, lead, system, current).unwrap_or_else(|e| e.abort())
-}
-
-/// [`render_request`], allocated fallibly.
+/// The whole request body in one exactly-sized buffer, or the
+/// [`AllocError`] when it cannot be allocated.
 pub(crate) fn try_render_request(
     records: &[Record],
     log: &[u8],
@@ -334,11 +322,11 @@ fn cache_plan(
     (marks, member, head, tail)
 }
 
-/// [`render_request`] in Anthropic's format with prompt-cache breakpoints:
+/// [`try_render_request`] in Anthropic's format with prompt-cache breakpoints:
 /// the system prompt as a one-block array, and `cache_control` members on
 /// the messages [`place`](super::cache::place) picks (and on the system
 /// block when a breakpoint is left over). Without its markers, and with the
-/// system prompt as a plain string again, the body is [`render_request`]'s.
+/// system prompt as a plain string again, the body is [`try_render_request`]'s.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn render_request_cached(
     records: &[Record],
