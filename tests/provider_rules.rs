@@ -276,53 +276,50 @@ async fn retries_follow_the_sdks_and_a_used_up_quota_is_not_retried() {
     }
 }
 
+/// One streamed turn, "hello", whose first upstream answer is `first`:
+/// the events the client read, the upstream calls made, the `text_input`s
+/// appended and the `text_output`s.
+async fn streamed_turn(provider: Provider, first: Mode) -> (String, usize, usize, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(provider, Mode::Ok).await;
+    mock.then([first]);
+    let srv = start(model_config(&log, &up, provider, "m")).await;
+    let r = client()
+        .post(format!("{}/respond", srv.url))
+        .body(r#"{"text":"hello","stream":true}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let events = r.text().await.unwrap();
+    srv.stop().await;
+    let inputs = turns(&log, "text_input").len();
+    (events, mock.requests(), inputs, turns(&log, "text_output"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_overloaded_before_any_text_is_called_again() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(provider, Mode::Ok).await;
-        mock.then([Mode::StreamError("overloaded_error")]);
-        let srv = start(model_config(&log, &up, provider, "m")).await;
-        let r = client()
-            .post(format!("{}/respond", srv.url))
-            .body(r#"{"text":"hello","stream":true}"#)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let events = r.text().await.unwrap();
+        let (events, calls, inputs, outs) =
+            streamed_turn(provider, Mode::StreamError("overloaded_error")).await;
         assert!(events.contains("event: done"), "{provider:?}: {events}");
         assert!(!events.contains("event: error"), "{events}");
-        assert_eq!(mock.requests(), 2, "{provider:?}");
-        assert_eq!(turns(&log, "text_input").len(), 1);
-        let outs = turns(&log, "text_output");
+        assert_eq!(calls, 2, "{provider:?}");
+        assert_eq!(inputs, 1);
         assert_eq!(outs.len(), 1);
         assert_eq!(outs[0]["text"], answer_to("hello"));
-        srv.stop().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_fails_after_text_keeps_that_text_in_the_closing_record() {
     for provider in [Provider::Anthropic, Provider::OpenAi] {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(provider, Mode::Ok).await;
-        mock.then([Mode::StreamErrorAfterText("overloaded_error")]);
-        let srv = start(model_config(&log, &up, provider, "m")).await;
-        let r = client()
-            .post(format!("{}/respond", srv.url))
-            .body(r#"{"text":"hello","stream":true}"#)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let events = r.text().await.unwrap();
+        let (events, calls, _, outs) =
+            streamed_turn(provider, Mode::StreamErrorAfterText("overloaded_error")).await;
         assert!(events.contains("event: error"), "{events}");
         // Not called again: text had been relayed.
-        assert_eq!(mock.requests(), 1, "{provider:?}");
-        let outs = turns(&log, "text_output");
+        assert_eq!(calls, 1, "{provider:?}");
         assert_eq!(outs.len(), 1);
         assert_eq!(outs[0]["stop_reason"], "error");
         let kept = outs[0]["text"].as_str().unwrap();
@@ -330,7 +327,6 @@ async fn a_stream_that_fails_after_text_keeps_that_text_in_the_closing_record() 
             !kept.is_empty() && answer_to("hello").starts_with(kept),
             "{kept:?}"
         );
-        srv.stop().await;
     }
 }
 
