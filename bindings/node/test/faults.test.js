@@ -1,18 +1,16 @@
 'use strict';
 // The package when things go wrong around it: a log truncated while a body is
 // built from it, and memory that runs out. The package under test is chosen
-// as in wmreplay.test.js (WMREPLAY_PACKAGE, else this checkout).
+// in support.js (WMREPLAY_PACKAGE, else this checkout).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 
-const PACKAGE = process.env.WMREPLAY_PACKAGE || path.resolve(__dirname, '..');
+const { PACKAGE, scratch } = require('./support');
 const { replayWorkingMemoryLog, buildRequestBody, LiveReplay } = require(PACKAGE);
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-faults-'));
-test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const { tmp } = scratch('wmreplay-node-faults-');
 
 const MiB = 1 << 20;
 

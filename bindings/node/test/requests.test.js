@@ -4,40 +4,18 @@
 // options' checks and defaults; append() beside `wmreplay serve`; the ES
 // module; lone surrogates in `type`; a missing log and a log of junk.
 //
-// The package under test is chosen as in wmreplay.test.js (WMREPLAY_PACKAGE,
-// else this checkout; WMREPLAY_REPO, WMREPLAY_BIN).
+// The package under test is chosen in support.js (WMREPLAY_PACKAGE, else
+// this checkout; WMREPLAY_REPO, WMREPLAY_BIN).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const { execFileSync, spawn, spawnSync } = require('child_process');
 
-const PACKAGE = process.env.WMREPLAY_PACKAGE || path.resolve(__dirname, '..');
+const { PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch } = require('./support');
 const wm = require(PACKAGE);
 const { replayWorkingMemoryLog, buildRequestBody, LiveReplay, append } = wm;
-const PACKAGE_DIR = path.dirname(require.resolve(PACKAGE));
-
-const ROOT = path.resolve(process.env.WMREPLAY_REPO || path.join(__dirname, '../../..'));
-const oracle = require(path.join(ROOT, 'tests/oracle/replay.js'));
-const EXAMPLE = path.join(ROOT, 'examples/working_memory.log');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-requests-'));
-test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-function cli() {
-  if (process.env.WMREPLAY_BIN) return process.env.WMREPLAY_BIN;
-  // The newer of the binaries cargo built.
-  const built = ['release', 'debug'].map((p) => path.join(ROOT, 'target', p, 'wmreplay')).filter((p) => fs.existsSync(p));
-  if (built.length) return built.sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
-  throw new Error('build the CLI first (cargo build) or set WMREPLAY_BIN');
-}
-
-let n = 0;
-function write(content) {
-  const p = path.join(tmp, `log-${n++}.log`);
-  fs.writeFileSync(p, content);
-  return p;
-}
+const { tmp, write } = scratch('wmreplay-node-requests-');
 
 // A log with turns and events: the example, then a burst of events longer
 // than the cache's lookback, and an unanswered text_input at the end.

@@ -1,45 +1,17 @@
 'use strict';
 // The Node.js package against the original algorithm (the repository's
 // oracle, tests/oracle/replay.js) and the CLI.
-//
-// By default the package under test is this checkout (`..`, with the `.node`
-// of `npm run build`). WMREPLAY_PACKAGE names another copy to test instead:
-// a path, or a package name resolved from this file (an installed copy, as
-// .ci/node-package.sh runs these tests in a fresh npm project). WMREPLAY_REPO
-// is the repository (its oracle and example log) when these files are not in
-// it; WMREPLAY_BIN the CLI.
+// Which package is tested (WMREPLAY_PACKAGE, WMREPLAY_REPO, WMREPLAY_BIN):
+// support.js.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const { execFileSync, spawnSync } = require('child_process');
 
-const INSTALLED = Boolean(process.env.WMREPLAY_PACKAGE);
-const PACKAGE = process.env.WMREPLAY_PACKAGE || path.resolve(__dirname, '..');
+const { INSTALLED, PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch } = require('./support');
 const { replayWorkingMemoryLog, buildRequestBody, LiveReplay } = require(PACKAGE);
-const PACKAGE_DIR = path.dirname(require.resolve(PACKAGE));
-
-const ROOT = path.resolve(process.env.WMREPLAY_REPO || path.join(__dirname, '../../..'));
-const oracle = require(path.join(ROOT, 'tests/oracle/replay.js'));
-const EXAMPLE = path.join(ROOT, 'examples/working_memory.log');
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'wmreplay-node-'));
-test.after(() => fs.rmSync(tmp, { recursive: true, force: true }));
-
-function cli() {
-  if (process.env.WMREPLAY_BIN) return process.env.WMREPLAY_BIN;
-  // The newer of the binaries cargo built.
-  const built = ['release', 'debug'].map((p) => path.join(ROOT, 'target', p, 'wmreplay')).filter((p) => fs.existsSync(p));
-  if (built.length) return built.sort((a, b) => fs.statSync(b).mtimeMs - fs.statSync(a).mtimeMs)[0];
-  throw new Error('build the CLI first (cargo build) or set WMREPLAY_BIN');
-}
-
-let n = 0;
-function write(content) {
-  const p = path.join(tmp, `log-${n++}.log`);
-  fs.writeFileSync(p, content);
-  return p;
-}
+const { tmp, write } = scratch('wmreplay-node-');
 
 const EDGE_CASES = [
   '\ufeff{"type":"a","ts_ms":2}\r\n\n  \t{"type":"b","ts_ms":1}\t\n',
