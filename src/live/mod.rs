@@ -249,6 +249,13 @@ impl LiveReplay {
         self.facts.as_deref()
     }
 
+    /// The `wm_facts` message text of the facts held now, whatever the
+    /// selection (`None` without a live key): read from what was parsed,
+    /// without a replay. Call [`refresh`](Self::refresh) first.
+    pub fn current_facts(&self) -> Option<String> {
+        view::facts(&self.memos)
+    }
+
     /// Rendered bytes held (the sum of the chunks' lengths).
     pub fn rendered_len(&self) -> u64 {
         self.rendered

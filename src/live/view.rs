@@ -34,22 +34,7 @@ pub(super) struct View {
 /// and [`crate::Selection::facts`]), from the summaries and facts `memos`
 /// (file order) kept beside them.
 pub(super) fn build(segments: &[Segment], sel: &Selection, memos: &[Memo]) -> View {
-    let facts = if sel.facts {
-        let mut f: Vec<(u64, u64, f64, &str, Option<&str>)> = memos
-            .iter()
-            .filter_map(|m| match m {
-                Memo::Fact { at, ts, key, value } => {
-                    Some((ts_key(*ts), *at, *ts, key.as_str(), value.as_deref()))
-                }
-                Memo::Summary { .. } => None,
-            })
-            .collect();
-        // Replay order: ts_ms, then file position.
-        f.sort_by_key(|&(k, at, ..)| (k, at));
-        memory::facts_message(f.into_iter().map(|(_, _, ts, k, v)| (ts, k, v)))
-    } else {
-        None
-    };
+    let facts = if sel.facts { facts(memos) } else { None };
     let newest = if sel.summaries {
         memos.iter().rev().find_map(|m| match m {
             Memo::Summary { at, cover } => Some((*at, *cover)),
@@ -88,6 +73,23 @@ pub(super) fn build(segments: &[Segment], sel: &Selection, memos: &[Memo]) -> Vi
         summary,
         facts,
     }
+}
+
+/// The facts message of the facts among `memos` (file order), as a
+/// one-shot replay with facts writes it.
+pub(super) fn facts(memos: &[Memo]) -> Option<String> {
+    let mut f: Vec<(u64, u64, f64, &str, Option<&str>)> = memos
+        .iter()
+        .filter_map(|m| match m {
+            Memo::Fact { at, ts, key, value } => {
+                Some((ts_key(*ts), *at, *ts, key.as_str(), value.as_deref()))
+            }
+            Memo::Summary { .. } => None,
+        })
+        .collect();
+    // Replay order: ts_ms, then file position.
+    f.sort_by_key(|&(k, at, ..)| (k, at));
+    memory::facts_message(f.into_iter().map(|(_, _, ts, k, v)| (ts, k, v)))
 }
 
 /// The chunks of `msgs` (in order): runs of adjacent messages as slices of

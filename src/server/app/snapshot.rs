@@ -105,6 +105,15 @@ pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
 
 /// The log replayed up to its end.
 pub(crate) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snapshot, ApiError> {
+    with_live(state, move |st, live| snapshot_of(st, live, report, false)).await
+}
+
+/// `f` on the log's live state brought up to its end, off the async
+/// threads, admitted as a replay.
+pub(crate) async fn with_live<T: Send + 'static>(
+    state: &Arc<AppState>,
+    f: impl FnOnce(&AppState, &mut LiveReplay) -> Result<T, crate::Error> + Send + 'static,
+) -> Result<T, ApiError> {
     let _held = state.admit_replay()?;
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
@@ -113,9 +122,9 @@ pub(crate) async fn snapshot(state: &Arc<AppState>, report: bool) -> Result<Snap
             // Another file now: a remembered window start means nothing.
             *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
-        let snap = snapshot_of(&st, &mut live, report, false);
+        let out = f(&st, &mut live);
         st.note_held(&live);
-        snap
+        out
     })
     .await;
     match res {

@@ -14,6 +14,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::server::app::AppState;
+use crate::server::app::snapshot::with_live;
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::writer::Line;
 
@@ -93,41 +94,22 @@ pub(crate) async fn write(
     Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
-/// `GET …/facts`: `{"facts":{…}}`, the latest value of every live key.
+/// `GET …/facts`: `{"facts":{…}}`, the latest value of every live key,
+/// from the log's live state (brought up to date; no replay).
 pub(crate) async fn read(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
     let _permit = state.permit()?;
-    let st = state.clone();
-    let facts = tokio::task::spawn_blocking(move || current_facts(&st))
-        .await
-        .map_err(|e| internal("replay_failed", e))??;
+    let text = with_live(&state, |_, live| Ok(live.current_facts())).await?;
+    let facts = match text.as_deref() {
+        None => "{}",
+        Some(text) => {
+            // `…WM_JSON: {"type":"wm_facts","ts_ms":T,"facts":{…}}`
+            let doc = text.split_once("WM_JSON: ").map_or("", |(_, j)| j);
+            let start = doc.find("\"facts\":").map_or(0, |i| i + "\"facts\":".len());
+            &doc[start..doc.len().saturating_sub(1)]
+        }
+    };
     Ok(json_response(
         StatusCode::OK,
         format!("{{\"facts\":{facts}}}"),
     ))
-}
-
-/// The facts object of the log as it is now (`{}` when no key is live).
-fn current_facts(state: &AppState) -> Result<String, ApiError> {
-    let opts = &state.cfg.replay;
-    let log = crate::LogBytes::open_with(&state.cfg.log, crate::ReadMode::Auto, opts.refuse_links)
-        .map_err(|e| internal("replay_failed", e))?;
-    let mut replayed = crate::try_replay(log.bytes(), opts)
-        .map_err(|e| internal("replay_failed", e.for_log(log.path())))?;
-    let sel = crate::Selection {
-        facts: true,
-        ..Default::default()
-    };
-    replayed.select(&sel, None);
-    let facts = match replayed.facts_text() {
-        None => "{}".to_string(),
-        Some(text) => {
-            // `WM_JSON: {"type":"wm_facts","ts_ms":T,"facts":{…}}`
-            let doc = text.split_once("WM_JSON: ").map_or("", |(_, j)| j);
-            let start = doc.find("\"facts\":").map_or(0, |i| i + "\"facts\":".len());
-            doc[start..doc.len().saturating_sub(1)].to_string()
-        }
-    };
-    drop(replayed);
-    log.verify().map_err(|e| internal("replay_failed", e))?;
-    Ok(facts)
 }
