@@ -372,14 +372,15 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         o.facts = args.facts;
         o
     };
-    cfg.selection.validate().map_err(Failure::Usage)?;
-    if cfg.selection.max_tokens.is_some() {
-        cfg.selection.tokenizer.warm_up();
-    }
     cfg.state = args.state;
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;
+    // Every setting checked before anything is bound or logged as listening.
+    cfg.validate().map_err(Failure::Usage)?;
+    if cfg.selection.max_tokens.is_some() {
+        cfg.selection.tokenizer.warm_up();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
