@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::Error;
 use crate::parse::{DEFAULT_MAX_DEPTH, LineParser, SkipReason};
+use crate::select::fold::Guard;
 
 /// Where one appended record went.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -138,9 +139,42 @@ pub fn append<R: AsRef<[u8]>>(
     // Blocks while another writer holds the lock; released when `file` is
     // dropped (closed), whatever happens below.
     file.lock().map_err(io("cannot lock"))?;
-    let report = write_locked(&file, path, &checked)?;
+    let report = write_locked(&file, path, &checked, None)?.expect("no guard to break");
     file.sync_data().map_err(io("cannot sync"))?;
     Ok(report)
+}
+
+/// [`append`] under `guard` (a summary's): `Ok(Err(offset))`, and nothing
+/// written, when the record at `offset` breaks it. Checked under the lock,
+/// so no writer that takes the lock can slip a record in between.
+#[cfg_attr(not(feature = "server"), allow(dead_code))]
+pub(crate) fn append_guarded<R: AsRef<[u8]>>(
+    path: &Path,
+    records: &[R],
+    guard: &Guard,
+) -> Result<Result<AppendReport, u64>, AppendError> {
+    let checked = check_records(records)?;
+    let file = open_for_append(path)?;
+    let io = |op: &'static str| move |e: std::io::Error| Error::io(path, op, e);
+    file.lock().map_err(io("cannot lock"))?;
+    match write_locked(&file, path, &checked, Some(guard))? {
+        Ok(report) => {
+            file.sync_data().map_err(io("cannot sync"))?;
+            Ok(Ok(report))
+        }
+        Err(offset) => Ok(Err(offset)),
+    }
+}
+
+/// Where `guard` is broken in `file` (its first `len` bytes), if it is.
+pub(crate) fn guard_broken(file: &File, len: u64, guard: &Guard) -> std::io::Result<Option<u64>> {
+    if len <= guard.since {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; (len - guard.since) as usize];
+    let n = read_at(file, &mut buf, guard.since)?;
+    buf.truncate(n);
+    Ok(guard.broken_by(&buf))
 }
 
 /// A checked record: the compact line, and its `ts_ms` if it has one (a
@@ -245,12 +279,23 @@ fn open_for_append(path: &Path) -> Result<File, Error> {
     Ok(file)
 }
 
-/// The write itself, with the lock held.
-fn write_locked(file: &File, path: &Path, records: &[Checked]) -> Result<AppendReport, Error> {
+/// The write itself, with the lock held; `Err(offset)` when the record at
+/// `offset` breaks `guard` (nothing written).
+fn write_locked(
+    file: &File,
+    path: &Path,
+    records: &[Checked],
+    guard: Option<&Guard>,
+) -> Result<Result<AppendReport, u64>, Error> {
     let io = |op: &'static str| move |e: std::io::Error| Error::io(path, op, e);
     let mut newline_first = false;
     for _ in 0..=MAX_REWRITES {
         let len = file.metadata().map_err(io("cannot read"))?.len();
+        if let Some(g) = guard
+            && let Some(at) = guard_broken(file, len, g).map_err(io("cannot read"))?
+        {
+            return Ok(Err(at));
+        }
         let terminated =
             len == 0 || byte_at(file, len - 1).map_err(io("cannot read"))? == Some(b'\n');
         newline_first |= !terminated;
@@ -272,7 +317,7 @@ fn write_locked(file: &File, path: &Path, records: &[Checked]) -> Result<AppendR
         let start = end - buf.len() as u64;
         if start == len {
             report.shift(start);
-            return Ok(report);
+            return Ok(Ok(report));
         }
         // Someone who does not take the lock wrote between the look at the
         // end and the write.
@@ -281,7 +326,7 @@ fn write_locked(file: &File, path: &Path, records: &[Checked]) -> Result<AppendR
             && byte_at(file, start - 1).map_err(io("cannot read"))? != Some(b'\n');
         if !glued {
             report.shift(start);
-            return Ok(report);
+            return Ok(Ok(report));
         }
         // Their bytes do not end a line, so the first record is glued to
         // them: take the batch back out when nothing follows it, and write

@@ -163,6 +163,9 @@ pub mod __internals {
         pub use crate::replay::*;
     }
     /// Windows and filters.
+    pub mod fold {
+        pub use crate::select::fold::*;
+    }
     pub mod select {
         pub use crate::select::*;
     }

@@ -9,6 +9,7 @@
 //! whose lines are not records) are one line on stderr each, and exit 0.
 
 mod args;
+mod compact;
 mod generate;
 mod replay;
 mod serve;
@@ -99,6 +100,18 @@ enum Command {
     /// https://api.anthropic.com --model claude-sonnet-4-5, then curl -d
     /// '{"text":"hi"}' localhost:8787/respond
     Serve(Box<serve::ServeArgs>),
+    /// Fold the oldest records replayed after the newest wm_summary into a
+    /// new summary written by a model, until about --to tokens of records
+    /// remain (as `serve --summaries --compact-at` does in the background).
+    /// The summary is appended under the log's append lock, and only if no
+    /// record written meanwhile sorts into what it folds. Prints
+    /// {"summaries","folded_records","folded_tokens","kept_tokens","usage"};
+    /// nothing is written when nothing is due. `--print-prompt` shows the
+    /// built-in instructions.
+    ///
+    /// Example: ANTHROPIC_API_KEY=... wmreplay compact wm.log --upstream
+    /// https://api.anthropic.com --model claude-sonnet-4-5 --to 50000
+    Compact(compact::CompactArgs),
     /// Print the replay stats as one JSON object.
     ///
     /// A LOG that does not exist gives all-zero stats, with a warning on
@@ -172,5 +185,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Gen(a) => generate::run(a),
         Command::Serve(a) => serve::serve(*a),
         Command::Stats(a) => replay::stats(a),
+        Command::Compact(a) => compact::compact(a),
     }
 }

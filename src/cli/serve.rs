@@ -239,6 +239,50 @@ pub struct ServeArgs {
     /// with PUT /v1/facts/{key}).
     #[arg(long, env = "WMREPLAY_FACTS")]
     facts: bool,
+    /// Compaction: when the records replayed after the newest summary pass
+    /// T tokens (counted with --tokenizer), fold the oldest of them into a
+    /// new wm_summary written by the upstream model, in the background
+    /// (one at a time per log; a failure writes nothing and is retried).
+    /// Needs --summaries and --upstream. Example: --summaries --compact-at
+    /// 100000 keeps each request's replay under about 100k tokens.
+    #[arg(long, env = "WMREPLAY_COMPACT_AT", value_name = "T")]
+    compact_at: Option<u64>,
+    /// The share of --compact-at left replayed after a fold: the next fold
+    /// comes (1-F)×T tokens later, and the cached prefix holds until then.
+    #[arg(
+        long,
+        env = "WMREPLAY_COMPACT_TO",
+        value_name = "F",
+        default_value_t = 0.5,
+        requires = "compact_at"
+    )]
+    compact_to: f64,
+    /// A file of instructions for the summary, instead of the built-in ones
+    /// (`wmreplay compact --print-prompt` shows them).
+    #[arg(
+        long,
+        env = "WMREPLAY_COMPACT_PROMPT",
+        value_name = "FILE",
+        requires = "compact_at"
+    )]
+    compact_prompt: Option<std::path::PathBuf>,
+    /// The model that writes summaries [default: --model].
+    #[arg(
+        long,
+        env = "WMREPLAY_COMPACT_MODEL",
+        value_name = "NAME",
+        requires = "compact_at"
+    )]
+    compact_model: Option<String>,
+    /// A summary's token limit.
+    #[arg(
+        long,
+        env = "WMREPLAY_COMPACT_MAX_OUTPUT_TOKENS",
+        value_name = "N",
+        default_value_t = 4096,
+        requires = "compact_at"
+    )]
+    compact_max_output_tokens: u32,
     /// Prompt caching. auto: with Anthropic, up to 4 cache_control
     /// breakpoints placed so that each turn reads the previous turn's prefix
     /// from the cache (the last replayed message, the previous turn's last
@@ -282,22 +326,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
                 .into(),
         ));
     }
-    let key_env = args
-        .api_key_env
-        .unwrap_or_else(|| provider.default_key_env().to_string());
-    let api_key = match key_env.as_str() {
-        "" => None,
-        var => std::env::var(var)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(ApiKey),
-    };
-    if args.upstream.is_some() && api_key.is_none() && !key_env.is_empty() {
-        return Err(Failure::Usage(format!(
-            "--upstream needs an API key: {key_env} is not set or empty (name another variable \
-             with --api-key-env VAR, or pass --api-key-env '' for an upstream that needs none)"
-        )));
-    }
+    let api_key = api_key(provider, args.api_key_env.clone(), args.upstream.is_some())?;
     let auth_token = match &args.auth_token_env {
         None => None,
         Some(var) => match std::env::var(var) {
@@ -373,12 +402,27 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         o
     };
     cfg.state = args.state;
+    cfg.compaction = match args.compact_at {
+        None => None,
+        Some(at) => {
+            let mut c = server::Compaction::new(at);
+            c.to = args.compact_to;
+            c.model = args.compact_model;
+            c.max_output_tokens = args.compact_max_output_tokens;
+            if let Some(file) = &args.compact_prompt {
+                c.instructions = std::fs::read_to_string(file).map_err(|e| {
+                    Failure::Usage(format!("--compact-prompt {}: {e}", file.display()))
+                })?;
+            }
+            Some(c)
+        }
+    };
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;
     // Every setting checked before anything is bound or logged as listening.
     cfg.validate().map_err(Failure::Usage)?;
-    if cfg.selection.max_tokens.is_some() {
+    if cfg.selection.max_tokens.is_some() || cfg.compaction.is_some() {
         cfg.selection.tokenizer.warm_up();
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -411,6 +455,32 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
                 e => Failure::Io(e.to_string()),
             })
     })
+}
+
+/// The API key named by `--api-key-env` (or the provider's variable);
+/// with an upstream, a missing or empty one is an error unless the name is
+/// empty (an upstream that needs no key).
+pub(super) fn api_key(
+    provider: wmreplay::server::Provider,
+    env: Option<String>,
+    upstream: bool,
+) -> Result<Option<wmreplay::server::ApiKey>, Failure> {
+    use wmreplay::server::ApiKey;
+    let key_env = env.unwrap_or_else(|| provider.default_key_env().to_string());
+    let api_key = match key_env.as_str() {
+        "" => None,
+        var => std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(ApiKey),
+    };
+    if upstream && api_key.is_none() && !key_env.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--upstream needs an API key: {key_env} is not set or empty (name another variable \
+             with --api-key-env VAR, or pass --api-key-env '' for an upstream that needs none)"
+        )));
+    }
+    Ok(api_key)
 }
 
 /// Server logs on stderr: text (coloured only on a terminal) or JSON lines,

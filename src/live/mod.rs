@@ -33,6 +33,8 @@
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.
 
+#[cfg(feature = "server")]
+mod fold;
 mod segments;
 mod selection;
 mod view;

@@ -17,6 +17,7 @@
 //! Tokens are counted only from the newest record backwards, until the
 //! budget is spent: a window on a huge log costs no more than its size.
 
+pub(crate) mod fold;
 pub(crate) mod memory;
 pub(crate) mod tokens;
 mod window;

@@ -113,6 +113,51 @@ pub struct Config {
     /// before each starts; past it a request is answered 503 with
     /// `retry-after`. Default as `max_live_bytes`.
     pub max_memory: u64,
+    /// Compaction (`--compact-at`): summaries written by the server when the
+    /// replay after the newest one grows too long. Needs `--summaries` and
+    /// an upstream. Default off.
+    pub compaction: Option<Compaction>,
+}
+
+/// When and how the server folds the oldest replayed records into a new
+/// `wm_summary` (see `docs/server.md`, "Compaction").
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Compaction {
+    /// Fold once the records replayed after the newest summary pass this
+    /// many tokens (counted with the selection's tokenizer).
+    pub at: u64,
+    /// Keep about `to × at` tokens of records replayed after a fold, in
+    /// (0, 1). Default 0.5.
+    pub to: f64,
+    /// What the model is told to do with a fold [default:
+    /// [`Compaction::INSTRUCTIONS`]].
+    pub instructions: String,
+    /// The model that writes summaries [default: the server's model].
+    pub model: Option<String>,
+    /// A summary's token limit. Default 4096.
+    pub max_output_tokens: u32,
+}
+
+impl Compaction {
+    /// The default instructions of a fold.
+    pub const INSTRUCTIONS: &'static str = crate::select::fold::INSTRUCTIONS;
+
+    /// Folds past `at` tokens, the other settings by default.
+    pub fn new(at: u64) -> Compaction {
+        Compaction {
+            at,
+            to: 0.5,
+            instructions: Self::INSTRUCTIONS.to_string(),
+            model: None,
+            max_output_tokens: 4096,
+        }
+    }
+
+    /// The tokens kept after a fold.
+    pub(crate) fn keep(&self) -> u64 {
+        (self.at as f64 * self.to).floor() as u64
+    }
 }
 
 impl Config {
@@ -160,6 +205,7 @@ impl Config {
             idle_timeout: Duration::from_secs(600),
             max_record_bytes: 1 << 20,
             auth_token: None,
+            compaction: None,
         }
     }
 }

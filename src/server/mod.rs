@@ -45,6 +45,7 @@
 
 mod app;
 mod auth;
+mod compact;
 mod config;
 mod conn;
 mod errors;
@@ -65,7 +66,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-pub use config::Config;
+pub use compact::{CompactError, CompactReport, compact_once};
+pub use config::{Compaction, Config};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use upstream::{ApiKey, Provider, Usage};
 
@@ -120,33 +122,7 @@ pub async fn serve(
 ) -> Result<(), ServeError> {
     install_crypto_provider();
     cfg.validate().map_err(ServeError::Config)?;
-    let endpoint = match &cfg.upstream {
-        None => None,
-        Some(u) => Some(settings::parse_upstream(u).map_err(ServeError::Config)?),
-    }
-    .map(|u| cfg.provider.endpoint(&u));
-    let client = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("wmreplay/", env!("CARGO_PKG_VERSION")))
-        // The key goes to the configured upstream only: a redirect is an
-        // upstream error, never followed.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| ServeError::Client(e.to_string()))?;
-    let upstream = endpoint.map(|endpoint| {
-        Arc::new(Upstream {
-            client,
-            endpoint,
-            provider: cfg.provider,
-            headers: cfg
-                .provider
-                .headers(cfg.api_key.as_ref(), &cfg.upstream_headers),
-            key: cfg.api_key.clone(),
-            retries: cfg.upstream_retries,
-            retry_min_delay: cfg.retry_min_delay,
-            timeout: cfg.upstream_timeout,
-        })
-    });
+    let upstream = upstream_of(&cfg)?;
     let shared = Arc::new(Shared {
         upstream,
         system: crate::system_prompt(cfg.system.as_deref()),
@@ -251,6 +227,38 @@ pub async fn serve(
     Ok(())
 }
 
+/// The upstream `cfg` names, with its client, if it names one.
+pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeError> {
+    let endpoint = match &cfg.upstream {
+        None => None,
+        Some(u) => Some(settings::parse_upstream(u).map_err(ServeError::Config)?),
+    }
+    .map(|u| cfg.provider.endpoint(&u));
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("wmreplay/", env!("CARGO_PKG_VERSION")))
+        // The key goes to the configured upstream only: a redirect is an
+        // upstream error, never followed.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| ServeError::Client(e.to_string()))?;
+    let upstream = endpoint.map(|endpoint| {
+        Arc::new(Upstream {
+            client,
+            endpoint,
+            provider: cfg.provider,
+            headers: cfg
+                .provider
+                .headers(cfg.api_key.as_ref(), &cfg.upstream_headers),
+            key: cfg.api_key.clone(),
+            retries: cfg.upstream_retries,
+            retry_min_delay: cfg.retry_min_delay,
+            timeout: cfg.upstream_timeout,
+        })
+    });
+    Ok(upstream)
+}
+
 /// How long before the shutdown deadline running turns are cut, so that
 /// their closing records are written within it.
 fn cut_margin(timeout: Duration) -> Duration {
@@ -291,6 +299,8 @@ async fn open_one(shared: &Arc<Shared>) -> Result<Arc<AppState>, ServeError> {
         .expect("reading the window start does not panic")?;
         *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
     }
+    // A fold a stop left undone is due again.
+    app::compact::compact_soon(&state);
     Ok(state)
 }
 

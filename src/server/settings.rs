@@ -204,6 +204,9 @@ impl Config {
         if self.max_output_tokens == 0 {
             return Err("--max-output-tokens must be at least 1".into());
         }
+        if let Some(c) = &self.compaction {
+            check_compaction(self, c)?;
+        }
         if let Some(u) = &self.upstream {
             parse_upstream(u)?;
             if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
@@ -237,6 +240,35 @@ impl Config {
         }
         self.selection.validate()
     }
+}
+
+/// `--compact-at` and its companions.
+fn check_compaction(cfg: &Config, c: &super::config::Compaction) -> Result<(), String> {
+    if !cfg.selection.summaries {
+        return Err("--compact-at needs --summaries: a summary is replayed only with it".into());
+    }
+    if cfg.upstream.is_none() {
+        return Err("--compact-at needs --upstream: a model writes the summaries".into());
+    }
+    if c.at == 0 {
+        return Err("--compact-at must be at least 1 token".into());
+    }
+    if !(c.to > 0.0 && c.to < 1.0) {
+        return Err(format!(
+            "--compact-to must be between 0 and 1 (exclusive), got {}",
+            c.to
+        ));
+    }
+    if c.max_output_tokens == 0 {
+        return Err("--compact-max-output-tokens must be at least 1".into());
+    }
+    if c.instructions.trim().is_empty() {
+        return Err("--compact-prompt: the instructions are empty".into());
+    }
+    if c.model.as_deref().is_some_and(|m| m.trim().is_empty()) {
+        return Err("--compact-model is empty".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -220,6 +220,40 @@ pub fn current_text(body: &Value) -> String {
     text.split_once("user_text: ").unwrap().1.to_string()
 }
 
+/// The model's input when the request asks for a summary (its one user
+/// message starts `<previous_summary>`).
+pub fn fold_input(body: &Value) -> Option<String> {
+    let msgs = body["messages"].as_array()?;
+    let last = msgs.last()?;
+    let text = last["content"].as_str()?;
+    text.starts_with("<previous_summary>")
+        .then(|| text.to_string())
+}
+
+/// The mock's summary of `input`: every distinct `FACT-<n>` in it, by `n`
+/// (so a fold that carries the previous summary keeps every fact).
+pub fn summary_of(input: &str) -> String {
+    let mut facts: Vec<u64> = Vec::new();
+    let mut rest = input;
+    while let Some(i) = rest.find("FACT-") {
+        rest = &rest[i + 5..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Ok(n) = digits.parse::<u64>() {
+            facts.push(n);
+        }
+    }
+    facts.sort_unstable();
+    facts.dedup();
+    if facts.is_empty() {
+        return "No facts yet.".to_string();
+    }
+    facts
+        .iter()
+        .map(|n| format!("FACT-{n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// What the mock answers to a request whose current text is `t`.
 pub fn answer_to(t: &str) -> String {
     format!("answer to «{t}» \"quoted\"\nline two")
@@ -361,7 +395,10 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         Mode::Big(kib) => big = kib,
         Mode::Ok => {}
     }
-    let mut answer = answer_to(&current_text(&v));
+    let mut answer = match fold_input(&v) {
+        Some(input) => summary_of(&input),
+        None => answer_to(&current_text(&v)),
+    };
     if big > 0 {
         answer.push('\n');
         answer.push_str(&"y".repeat(big << 10));

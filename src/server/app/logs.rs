@@ -72,6 +72,7 @@ impl Shared {
             turns: self.turns.clone(),
             budget: self.budget.clone(),
             totals: Mutex::new(Totals::default()),
+            compactor: Default::default(),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
                 cfg.cache_key
@@ -260,6 +261,8 @@ impl Server {
                             self.shared.cfg.create_logs,
                         ));
                         states.put(id.to_string(), st.clone());
+                        // A fold a stop left undone is due again.
+                        super::compact::compact_soon(&st);
                         st
                     }
                 };

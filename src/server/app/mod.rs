@@ -5,6 +5,7 @@
 //! the turn build on this module; it knows nothing of them.
 
 pub(crate) mod budget;
+pub(crate) mod compact;
 pub(crate) mod logs;
 pub(crate) mod snapshot;
 
@@ -62,6 +63,8 @@ pub(crate) struct AppState {
     pub(crate) cache: Mutex<crate::CacheMemory>,
     /// OpenAI's `prompt_cache_key`, when caching.
     pub(crate) cache_key: Option<String>,
+    /// Folds into summaries (`--compact-at`).
+    pub(crate) compactor: compact::Compactor,
 }
 
 impl AppState {

@@ -14,6 +14,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::server::app::AppState;
+use crate::server::app::compact::compact_soon;
 use crate::server::app::snapshot::with_live;
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::writer::Line;
@@ -81,6 +82,7 @@ pub(crate) async fn write(
         Err(e) => Err(e),
     };
     let appended = written.map_err(|e| state.append_failed(&e))?;
+    compact_soon(&state);
     let a = appended
         .first()
         .ok_or_else(|| internal("append_failed", "no line written"))?;

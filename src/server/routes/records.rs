@@ -28,6 +28,7 @@ use crate::append::compact;
 
 use crate::parse::{LineParser, SkipReason};
 use crate::server::app::AppState;
+use crate::server::app::compact::compact_soon;
 use crate::server::errors::{ApiError, idempotency_key, internal, json_response};
 use crate::server::writer::{Appended, BatchKey, Line, LogWriter};
 use crate::state::{TurnBegin, TurnStatus};
@@ -207,6 +208,7 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         }
     }
     let appended = outcome?;
+    compact_soon(&state);
     Ok(json_response(StatusCode::OK, answer_of(&appended, &given)))
 }
 

@@ -50,6 +50,7 @@ pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Respons
             "answered": totals.turns,
             "usage": totals.usage.to_json(),
         },
+        "compaction": state.cfg.compaction.as_ref().map(|c| state.compactor.json(c)),
         "logging": { "dropped_lines": crate::server::logging::dropped_log_lines() },
         "memory": {
             "budget_bytes": state.budget.total(),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::input::Input;
+use crate::server::app::compact::compact_soon;
 use crate::server::app::{AppState, Outcome};
 use crate::server::errors::ApiError;
 use crate::server::sse::sse;
@@ -136,6 +137,7 @@ pub(super) async fn run_turn(
         return Err(e);
     }
     state.count_usage(&answer.usage);
+    compact_soon(state);
     tracing::info!(
         input_tokens = answer.usage.input_tokens,
         cache_read_input_tokens = answer.usage.cache_read_input_tokens,

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use super::file::{identity, options};
 use super::local::{Appender, Job, Spec};
 use super::pool::{CloseOnDrop, Closer, Msg, pool};
-use super::{Appended, BatchKey, Durable, Line, LogIdentity, LogWriter};
+use super::{Appended, BatchKey, Durable, Guard, GuardBroken, Line, LogIdentity, LogWriter};
 
 /// A handle to a log's writer; cloning it shares the one writer. The log
 /// is closed (after its queued appends) when the last handle is dropped.
@@ -120,12 +120,41 @@ impl Writer {
         self.send(Job {
             lines,
             key,
+            guard: None,
             written: written_tx,
             durable: durable_tx,
         })?;
         let appended = written.await.map_err(|_| stopped())??;
         durable.await.map_err(|_| stopped())??;
         Ok(appended)
+    }
+
+    /// Appends `lines` as one batch if the log keeps `guard` when they are
+    /// written; `Ok(Err(offset))`, nothing written, when the record at
+    /// `offset` breaks it.
+    pub async fn append_guarded(
+        &self,
+        lines: Vec<Line>,
+        guard: Guard,
+    ) -> std::io::Result<Result<Vec<Appended>, u64>> {
+        let (written_tx, written) = oneshot::channel();
+        let (durable_tx, durable) = oneshot::channel();
+        self.send(Job {
+            lines,
+            key: None,
+            guard: Some(guard),
+            written: written_tx,
+            durable: durable_tx,
+        })?;
+        let appended = match written.await.map_err(|_| stopped())? {
+            Ok(a) => a,
+            Err(e) => match GuardBroken::of(&e) {
+                Some(at) => return Ok(Err(at)),
+                None => return Err(e),
+            },
+        };
+        durable.await.map_err(|_| stopped())??;
+        Ok(Ok(appended))
     }
 
     /// Appends `lines` from a blocking thread; returns as soon as they are
@@ -136,6 +165,7 @@ impl Writer {
         self.send(Job {
             lines,
             key: None,
+            guard: None,
             written: written_tx,
             durable: durable_tx,
         })?;
@@ -151,6 +181,14 @@ impl LogWriter for Writer {
         key: Option<BatchKey>,
     ) -> BoxFuture<'_, std::io::Result<Vec<Appended>>> {
         Box::pin(self.append_keyed(lines, key))
+    }
+
+    fn append_guarded(
+        &self,
+        lines: Vec<Line>,
+        guard: Guard,
+    ) -> BoxFuture<'_, std::io::Result<Result<Vec<Appended>, u64>>> {
+        Box::pin(Writer::append_guarded(self, lines, guard))
     }
 
     fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
@@ -195,6 +233,41 @@ mod tests {
         assert_eq!(back, b"{\"type\":\"b\",\"ts_ms\":2}\n");
         let (dev, inode) = identity(&std::fs::metadata(&path).unwrap());
         assert_eq!(w.identity().unwrap(), LogIdentity { dev, inode });
+        drop(w);
+        thread.join();
+    }
+
+    #[test]
+    fn a_guarded_append_writes_nothing_after_a_record_that_sorts_before_its_cover() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let first = b"{\"type\":\"a\",\"ts_ms\":10}\n{\"type\":\"a\",\"ts_ms\":20}\n";
+        std::fs::write(&path, first).unwrap();
+        let (w, thread) = Writer::start(&path, false, &dir.path().join("wm.db"), true).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let since = first.len() as u64;
+        // A cover at ts_ms 20: a record of ts_ms 15 written since breaks it.
+        let guard = Guard {
+            since,
+            below: crate::order::ts_key(20.0),
+        };
+        let summary = || vec![Line::stamped_object(b"{\"type\":\"wm_summary\"}")];
+        let late = Line::verbatim(b"{\"type\":\"a\",\"ts_ms\":25}".to_vec());
+        rt.block_on(w.append(vec![late])).unwrap();
+        let ok = rt.block_on(w.append_guarded(summary(), guard)).unwrap();
+        assert!(
+            ok.is_ok(),
+            "a record sorting after the cover keeps the guard"
+        );
+        let late = Line::verbatim(b"{\"type\":\"a\",\"ts_ms\":15}".to_vec());
+        let at = rt.block_on(w.append(vec![late])).unwrap()[0].offset;
+        let before = std::fs::read(&path).unwrap();
+        let broken = rt.block_on(w.append_guarded(summary(), guard)).unwrap();
+        assert_eq!(broken, Err(at));
+        assert_eq!(std::fs::read(&path).unwrap(), before, "nothing written");
         drop(w);
         thread.join();
     }

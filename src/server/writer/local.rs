@@ -47,7 +47,7 @@ use tokio::sync::oneshot;
 use super::file::{Locked, byte_at, identity, moved, open_log};
 use super::journal::{self, journal_err, journal_lines};
 use super::line::render;
-use super::{Appended, BatchKey, Line};
+use super::{Appended, BatchKey, Guard, GuardBroken, Line};
 use crate::state::{BatchLine, Store};
 
 /// Times a batch glued to another writer's half line is written again.
@@ -57,6 +57,8 @@ const MAX_REWRITES: usize = 3;
 pub(super) struct Job {
     pub(super) lines: Vec<Line>,
     pub(super) key: Option<BatchKey>,
+    /// Written only if the log still keeps it (see [`Guard`]).
+    pub(super) guard: Option<Guard>,
     pub(super) written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
     pub(super) durable: oneshot::Sender<std::io::Result<()>>,
 }
@@ -149,14 +151,21 @@ impl Appender {
             Vec::with_capacity(round.len());
         let all: Vec<&[Line]> = round.iter().map(|j| j.lines.as_slice()).collect();
         let keys: Vec<Option<&BatchKey>> = round.iter().map(|j| j.key.as_ref()).collect();
-        let result = self.write(&all, &keys);
+        // A guarded job is checked against the log as it is just before its
+        // own write: such a round goes a job at a time.
+        let guarded = round.iter().any(|j| j.guard.is_some());
+        let result = match (guarded, round.len()) {
+            (false, _) => self.write(&all, &keys, None),
+            (true, 1) => self.write(&all, &keys, round[0].guard.as_ref()),
+            (true, _) => Err(std::io::Error::other("a guarded round goes job by job")),
+        };
         let results: Vec<std::io::Result<(Vec<Appended>, i64)>> = match result {
             Ok((appended, journal)) => appended.into_iter().map(|a| Ok((a, journal))).collect(),
             Err(e) if round.len() == 1 => vec![Err(e)],
             Err(_) => round
                 .iter()
                 .map(|j| {
-                    self.write(&[j.lines.as_slice()], &[j.key.as_ref()])
+                    self.write(&[j.lines.as_slice()], &[j.key.as_ref()], j.guard.as_ref())
                         .map(|(mut a, journal)| (a.pop().expect("one job"), journal))
                 })
                 .collect(),
@@ -167,6 +176,7 @@ impl Appender {
                     let _ = job.written.send(Ok(a));
                     done.push((job.durable, journal, job.key.is_some()));
                 }
+                Err(e) if GuardBroken::of(&e).is_some() => job.fail(e),
                 Err(e) => {
                     tracing::error!(path = %self.path.display(), error = %e, "append failed");
                     let again = std::io::Error::new(e.kind(), e.to_string());
@@ -218,11 +228,13 @@ impl Appender {
 
     /// Writes `jobs` as one batch with one `write`, journalled first (with
     /// the answers of their keys); returns where each job's lines went and
-    /// the batch's journal entry.
+    /// the batch's journal entry. With `guard`, nothing is written (a
+    /// [`GuardBroken`] error) when the log no longer keeps it.
     fn write(
         &mut self,
         jobs: &[&[Line]],
         keys: &[Option<&BatchKey>],
+        guard: Option<&Guard>,
     ) -> std::io::Result<(Vec<Vec<Appended>>, i64)> {
         // A rotated or removed log: append to the file now at the path.
         if moved(&self.file, &self.path) {
@@ -236,6 +248,11 @@ impl Appender {
         for _ in 0..=MAX_REWRITES {
             let meta = file.metadata()?;
             let len = meta.len();
+            if let Some(g) = guard
+                && let Some(at) = crate::append::guard_broken(file, len, g)?
+            {
+                return Err(std::io::Error::other(GuardBroken(at)));
+            }
             let terminated = len == 0 || byte_at(file, len - 1)? == Some(b'\n');
             newline_first |= !terminated;
             let (buf, mut appended) = render_jobs(jobs, newline_first, &mut self.last_ts);
@@ -386,7 +403,7 @@ mod tests {
             settled: Vec::new(),
             follow: true,
         };
-        let (mut appended, journal) = a.write(&[lines.as_slice()], &[None]).unwrap();
+        let (mut appended, journal) = a.write(&[lines.as_slice()], &[None], None).unwrap();
         a.journal.end_batch(journal, true).unwrap();
         assert!(a.journal.pending_batches().unwrap().is_empty());
         (std::fs::read(&path).unwrap(), appended.pop().unwrap())

@@ -19,8 +19,24 @@ use std::io;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
+pub use crate::select::fold::Guard;
 pub use handle::{Writer, WriterThread, durable};
 pub use line::Line;
+
+/// Why a guarded append wrote nothing: the record at this offset breaks
+/// its [`Guard`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the record at offset {0} sorts before the summary's cover")]
+pub(crate) struct GuardBroken(pub(crate) u64);
+
+impl GuardBroken {
+    /// The offset, if `e` is a [`GuardBroken`].
+    pub(crate) fn of(e: &io::Error) -> Option<u64> {
+        e.get_ref()
+            .and_then(|i| i.downcast_ref::<GuardBroken>())
+            .map(|g| g.0)
+    }
+}
 
 /// Where one appended line went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +91,17 @@ pub trait LogWriter: Send + Sync {
         lines: Vec<Line>,
         key: Option<BatchKey>,
     ) -> BoxFuture<'_, io::Result<Vec<Appended>>>;
+
+    /// Appends `lines` as one batch only if the log keeps `guard` at the
+    /// moment they are written (no record written since `guard.since`
+    /// sorts before `guard.below`: a summary's cover stays exact);
+    /// `Ok(Err(offset))`, and nothing written, when the record at `offset`
+    /// breaks it.
+    fn append_guarded(
+        &self,
+        lines: Vec<Line>,
+        guard: Guard,
+    ) -> BoxFuture<'_, io::Result<Result<Vec<Appended>, u64>>>;
 
     /// [`append_batch`](Self::append_batch) without a key.
     fn append(&self, lines: Vec<Line>) -> BoxFuture<'_, io::Result<Vec<Appended>>> {
