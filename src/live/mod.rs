@@ -35,6 +35,7 @@
 
 #[cfg(feature = "server")]
 mod fold;
+mod prune;
 mod segments;
 mod selection;
 mod view;
@@ -165,6 +166,10 @@ pub struct LiveReplay {
     fingerprint: u64,
     /// The file's length and change times at the last refresh.
     seen: Option<(u64, crate::input::Stamp)>,
+    /// The summary (offset, cover) the held messages were last pruned for.
+    pruned_for: Option<(u64, (u64, u64))>,
+    /// A newer summary covers less than the one pruned for: build afresh.
+    regressed: bool,
 }
 
 impl LiveReplay {
@@ -195,11 +200,16 @@ impl LiveReplay {
             facts: None,
             fingerprint: 0,
             seen: None,
+            pruned_for: None,
+            regressed: false,
         }
     }
 
     /// Keeps only the records that pass `selection`'s filters (its windows
-    /// and pending mark apply per call, in [`select`](Self::select)).
+    /// and pending mark apply per call, in [`select`](Self::select)). With
+    /// [`Selection::summaries`], the state also lets go of the messages
+    /// the newest summary covers (it holds the uncovered tail, not the whole
+    /// log): select with summaries from then on.
     pub fn with_selection(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self
@@ -378,6 +388,13 @@ impl LiveReplay {
                 .map_err(|e| Error::io(&self.path, "cannot read", e))?
                 .unwrap_or(0);
         }
+        if self.regressed {
+            // Records let go for an earlier summary are replayed again.
+            self.reset();
+            report.rebuilt = true;
+            self.identity = Some(id);
+            return self.build(report, limit);
+        }
         Ok(report)
     }
 
@@ -525,6 +542,7 @@ impl LiveReplay {
             }
         }
         self.compact_if_needed();
+        self.prune_covered();
         Ok(())
     }
 }

@@ -264,93 +264,115 @@ mod tests {
                 (Format::Anthropic, Some(CachePolicy::default())),
                 (Format::OpenAi, None),
             ] {
-                let mut file = std::fs::File::create(&path).unwrap();
-                let mut live = LiveReplay::new(&path, format, ReplayOptions::default());
-                let mut spec = crate::RequestSpec::new(format, crate::SYSTEM_RULE, current);
-                spec.cache = cache;
-                let mut written = 0u64;
-                let mut offsets = Vec::new();
-                let mut line = |file: &mut std::fs::File, offsets: &mut Vec<u64>, text: String| {
-                    offsets.push(written);
-                    written += text.len() as u64 + 1;
-                    writeln!(file, "{text}").unwrap();
-                };
-                for turn in 0..14u64 {
-                    let ts = 100 + turn * 10;
-                    line(
-                        &mut file,
-                        &mut offsets,
-                        format!(r#"{{"type":"text_input","ts_ms":{ts},"text":"q{turn}"}}"#),
-                    );
-                    line(
-                        &mut file,
-                        &mut offsets,
-                        format!(
-                            r#"{{"type":"wm_fact","ts_ms":{},"key":"k{}","value":{}}}"#,
-                            ts + 1,
-                            turn % 4,
-                            if turn % 5 == 4 {
-                                "null".to_string()
-                            } else {
-                                format!("[{turn}]")
-                            }
-                        ),
-                    );
-                    line(
-                        &mut file,
-                        &mut offsets,
-                        format!(r#"{{"type":"wm_event","ts_ms":{},"late":true}}"#, ts - 15),
-                    );
-                    if turn % 3 == 2 {
-                        // A summary covering an earlier record, written now.
-                        let o = offsets[offsets.len() / 2];
-                        line(
-                            &mut file,
-                            &mut offsets,
-                            format!(
-                                r#"{{"type":"wm_summary","ts_ms":{ts},"covers":{{"ts_ms":{},"offset":{o}}},"text":"s{turn}"}}"#,
-                                100 + (turn / 2) * 10
-                            ),
-                        );
-                        // Written after it, sorted into what it covers: replayed.
-                        line(
-                            &mut file,
-                            &mut offsets,
-                            format!(
-                                r#"{{"type":"wm_event","ts_ms":{},"after":true}}"#,
-                                99 + (turn / 2) * 10
-                            ),
-                        );
+                for pruned in [false, true] {
+                    let mut file = std::fs::File::create(&path).unwrap();
+                    let mut live = LiveReplay::new(&path, format, ReplayOptions::default());
+                    if pruned {
+                        // The state's own selection: it lets go of what the
+                        // newest summary covers.
+                        live = live.with_selection(sel.clone());
                     }
-                    if turn % 4 == 3 {
+                    let mut spec = crate::RequestSpec::new(format, crate::SYSTEM_RULE, current);
+                    spec.cache = cache;
+                    let mut written = 0u64;
+                    let mut offsets = Vec::new();
+                    let mut line =
+                        |file: &mut std::fs::File, offsets: &mut Vec<u64>, text: String| {
+                            offsets.push(written);
+                            written += text.len() as u64 + 1;
+                            writeln!(file, "{text}").unwrap();
+                        };
+                    for turn in 0..14u64 {
+                        let ts = 100 + turn * 10;
+                        line(
+                            &mut file,
+                            &mut offsets,
+                            format!(r#"{{"type":"text_input","ts_ms":{ts},"text":"q{turn}"}}"#),
+                        );
                         line(
                             &mut file,
                             &mut offsets,
                             format!(
-                                r#"{{"type":"wm_summary","ts_ms":{ts},"covers":{{"ts_ms":1}},"text":"invalid"}}"#
+                                r#"{{"type":"wm_fact","ts_ms":{},"key":"k{}","value":{}}}"#,
+                                ts + 1,
+                                turn % 4,
+                                if turn % 5 == 4 {
+                                    "null".to_string()
+                                } else {
+                                    format!("[{turn}]")
+                                }
                             ),
                         );
+                        line(
+                            &mut file,
+                            &mut offsets,
+                            format!(r#"{{"type":"wm_event","ts_ms":{},"late":true}}"#, ts - 15),
+                        );
+                        if turn % 3 == 2 {
+                            // A summary covering an earlier record, written now.
+                            let o = offsets[offsets.len() / 2];
+                            line(
+                                &mut file,
+                                &mut offsets,
+                                format!(
+                                    r#"{{"type":"wm_summary","ts_ms":{ts},"covers":{{"ts_ms":{},"offset":{o}}},"text":"s{turn}"}}"#,
+                                    100 + (turn / 2) * 10
+                                ),
+                            );
+                            // Written after it, sorted into what it covers: replayed.
+                            line(
+                                &mut file,
+                                &mut offsets,
+                                format!(
+                                    r#"{{"type":"wm_event","ts_ms":{},"after":true}}"#,
+                                    99 + (turn / 2) * 10
+                                ),
+                            );
+                        }
+                        if turn == 12 {
+                            // A newer summary that covers less than the last.
+                            line(
+                                &mut file,
+                                &mut offsets,
+                                format!(
+                                    r#"{{"type":"wm_summary","ts_ms":{ts},"covers":{{"ts_ms":105,"offset":0}},"text":"less"}}"#
+                                ),
+                            );
+                        }
+                        if turn % 4 == 3 {
+                            line(
+                                &mut file,
+                                &mut offsets,
+                                format!(
+                                    r#"{{"type":"wm_summary","ts_ms":{ts},"covers":{{"ts_ms":1}},"text":"invalid"}}"#
+                                ),
+                            );
+                        }
+                        line(
+                            &mut file,
+                            &mut offsets,
+                            format!(
+                                r#"{{"type":"text_output","ts_ms":{},"text":"a{turn}"}}"#,
+                                ts + 2
+                            ),
+                        );
+                        let (got, _) = live
+                            .request_body_with(&spec, sel, None, &mut CacheMemory::default())
+                            .unwrap();
+                        let bytes = std::fs::read(&path).unwrap();
+                        let mut one = replay(&bytes, &ReplayOptions::default());
+                        one.select(sel, None);
+                        let want = one.render_request_with(&spec);
+                        assert_eq!(
+                            String::from_utf8(got).unwrap(),
+                            String::from_utf8(want).unwrap(),
+                            "selection {k} {format:?} turn {turn} pruned {pruned}"
+                        );
+                        if pruned && sel.summaries && turn == 11 {
+                            let held = live.info().records;
+                            assert!(held < one.stats().parsed_entries / 2, "{held} held");
+                        }
                     }
-                    line(
-                        &mut file,
-                        &mut offsets,
-                        format!(
-                            r#"{{"type":"text_output","ts_ms":{},"text":"a{turn}"}}"#,
-                            ts + 2
-                        ),
-                    );
-                    let (got, _) = live
-                        .request_body_with(&spec, sel, None, &mut CacheMemory::default())
-                        .unwrap();
-                    let bytes = std::fs::read(&path).unwrap();
-                    let mut one = replay(&bytes, &ReplayOptions::default());
-                    one.select(sel, None);
-                    let want = one.render_request_with(&spec);
-                    assert_eq!(
-                        String::from_utf8(got).unwrap(),
-                        String::from_utf8(want).unwrap(),
-                        "selection {k} {format:?} turn {turn}"
-                    );
                 }
             }
         }
