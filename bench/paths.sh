@@ -5,7 +5,11 @@
 #     replay) and its peak and settled RSS, against `respond` on the same log;
 #   - `respond` into a pipe read by `cat > /dev/null`, against `respond` into
 #     /dev/null;
-#   - `respond` end to end against `wc -l` on the same log.
+#   - `respond` end to end against `wc -l` on the same log;
+#   - with a summary covering all but the log's last ~10 MiB: `serve
+#     --summaries` until its first /v1/context answer, against `respond
+#     --summaries`, and the server's anonymous memory then (RssAnon: what it
+#     holds apart from the mapped log).
 #
 #   bash bench/paths.sh [SIZE] [RUNS]      (default 1GiB, 5)
 #
@@ -23,6 +27,38 @@ fi
 mkdir -p target/bench-data
 LOG=target/bench-data/paths-$SIZE-seed1.log
 [ -s "$LOG" ] || "$BIN" gen "$LOG" --size "$SIZE" --seed 1
+# The same log with a summary covering all but its last ~10 MiB.
+SUMLOG=target/bench-data/paths-$SIZE-seed1-summary.log
+if [ ! -s "$SUMLOG" ]; then
+  cp "$LOG" "$SUMLOG"
+  python3 - "$SUMLOG" <<'PY'
+import json, os, sys
+path = sys.argv[1]
+size = os.path.getsize(path)
+with open(path, 'rb') as f:
+    f.seek(max(0, size - (10 << 20) - (1 << 20)))
+    tail = f.read()
+base = size - len(tail)
+cut = size - (10 << 20)
+# The last record starting before the cut: the summary covers up to it.
+lines, at, last, newest = tail.split(b'\n'), base, None, 0.0
+for line in lines:
+    if line.strip():
+        try:
+            v = json.loads(line)
+            newest = max(newest, float(v.get('ts_ms', 0)))
+            if at < cut:
+                last = (float(v['ts_ms']), at)
+        except Exception:
+            pass
+    at += len(line) + 1
+summary = {"type": "wm_summary", "ts_ms": newest + 1,
+           "covers": {"ts_ms": last[0], "offset": last[1]},
+           "text": "What happened before: " + "the agent worked on the task. " * 200}
+with open(path, 'ab') as f:
+    f.write(json.dumps(summary).encode() + b'\n')
+PY
+fi
 SERVER=
 trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; true' EXIT
 
@@ -30,7 +66,7 @@ now() { date +%s.%N; }
 secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$1" "$2"; }
 median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
 
-startup=() peak=() settled=() respond=() pipe=() null100=() wc=()
+startup=() peak=() settled=() respond=() pipe=() null100=() wc=() sfirst=() srespond=() sanon=()
 for _ in $(seq "$RUNS"); do
   t0=$(now)
   RUST_LOG=warn "$BIN" serve --log "$LOG" --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
@@ -47,15 +83,29 @@ for _ in $(seq "$RUNS"); do
   pipe+=("$(secs "$t0" "$t1")")
   t0=$(now); wc -l "$LOG" > /dev/null; t1=$(now)
   wc+=("$(secs "$t0" "$t1")")
+  t0=$(now)
+  RUST_LOG=warn "$BIN" serve --log "$SUMLOG" --summaries --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
+  SERVER=$!
+  until curl -sf -o /dev/null -d '{"text":"hi"}' "http://127.0.0.1:$PORT/v1/context"; do sleep 0.005; done
+  t1=$(now)
+  sfirst+=("$(secs "$t0" "$t1")")
+  sanon+=("$(awk '/RssAnon/ {print $2 * 1024}' /proc/$SERVER/status)")
+  kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
+  t0=$(now); "$BIN" respond "$SUMLOG" --summaries --text hi > /dev/null; t1=$(now)
+  srespond+=("$(secs "$t0" "$t1")")
 done
 LEN=$(stat -L -c %s "$LOG")
 S=$(median "${startup[@]}"); R=$(median "${respond[@]}"); P=$(median "${pipe[@]}"); W=$(median "${wc[@]}")
-python3 - "$LEN" "$S" "$R" "$P" "$W" "$(median "${peak[@]}")" "$(median "${settled[@]}")" <<'PY'
+python3 - "$LEN" "$S" "$R" "$P" "$W" "$(median "${peak[@]}")" "$(median "${settled[@]}")" \
+  "$(median "${sfirst[@]}")" "$(median "${srespond[@]}")" "$(median "${sanon[@]}")" <<'PY'
 import sys
-n, s, r, p, w, peak, settled = map(float, sys.argv[1:])
+n, s, r, p, w, peak, settled, sf, sr, anon = map(float, sys.argv[1:])
 print(f"log: {n / 2**20:.0f} MiB")
 print(f"serve start-up   {s:.3f} s   = {s / r:.2f}x respond")
 print(f"serve RSS        peak {peak / n:.2f}x the log, settled {settled / n:.2f}x")
 print(f"respond          {r:.3f} s   = {r / w:.2f}x wc -l ({w:.3f} s)")
 print(f"respond | cat    {p:.3f} s   = {p / r:.2f}x respond > /dev/null")
+print(f"--summaries, all but the last 10 MiB covered:")
+print(f"  serve first answer {sf:.3f} s   = {sf / sr:.2f}x respond --summaries ({sr:.3f} s)")
+print(f"  serve anonymous memory {anon / 2**20:.0f} MiB (target: 100 MiB + 2 x 10 MiB)")
 PY

@@ -1,6 +1,7 @@
 //! `wmreplay compact`: one compaction of a log, as the server's
 //! `--compact-at` makes them, run once.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -71,7 +72,7 @@ pub struct CompactArgs {
 /// summary on stderr.
 pub fn compact(args: CompactArgs) -> Result<(), Failure> {
     if args.print_prompt {
-        println!("{}", Compaction::INSTRUCTIONS);
+        writeln!(std::io::stdout(), "{}", Compaction::INSTRUCTIONS)?;
         return Ok(());
     }
     let (Some(log), Some(upstream), Some(model)) = (args.log, args.upstream, args.model) else {
@@ -142,6 +143,6 @@ pub fn compact(args: CompactArgs) -> Result<(), Failure> {
         "kept_tokens": report.kept_tokens,
         "usage": report.usage.to_json(),
     });
-    println!("{out}");
+    writeln!(std::io::stdout(), "{out}")?;
     Ok(())
 }
