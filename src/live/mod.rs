@@ -170,6 +170,9 @@ pub struct LiveReplay {
     pruned_for: Option<(u64, (u64, u64))>,
     /// A newer summary covers less than the one pruned for: build afresh.
     regressed: bool,
+    /// During a first build with summaries: the newest summary found by a
+    /// look from the end, whose covered records are not rendered.
+    skip: Option<(u64, (u64, u64))>,
 }
 
 impl LiveReplay {
@@ -202,6 +205,7 @@ impl LiveReplay {
             seen: None,
             pruned_for: None,
             regressed: false,
+            skip: None,
         }
     }
 
@@ -399,7 +403,18 @@ impl LiveReplay {
     }
 
     /// A first (or fresh) build: the whole file, mapped.
-    fn build(&mut self, mut report: Refresh, limit: u64) -> Result<Refresh, Error> {
+    fn build(&mut self, report: Refresh, limit: u64) -> Result<Refresh, Error> {
+        self.build_with(report, limit, true)
+    }
+
+    /// [`build`](Self::build); `skip`: with summaries, leave what the newest
+    /// one covers unrendered.
+    fn build_with(
+        &mut self,
+        mut report: Refresh,
+        limit: u64,
+        skip: bool,
+    ) -> Result<Refresh, Error> {
         let log = LogBytes::open_with(&self.path, ReadMode::Auto, self.options.refuse_links)?;
         let all = log.bytes();
         let bytes = &all[..all.len().min(usize::try_from(limit).unwrap_or(usize::MAX))];
@@ -412,9 +427,21 @@ impl LiveReplay {
         // Each chunk's pages of the map are dropped once its messages are
         // rendered: the map and the messages are not both held whole.
         let release = |r: std::ops::Range<usize>| log.release_range(r);
-        if let Err(e) = self.absorb(bytes, start, 0, &mut report, Some(&release)) {
+        // With summaries, what the newest one covers is never rendered.
+        self.skip = (skip && self.selection.summaries)
+            .then(|| prune::newest_summary(bytes, &self.options))
+            .flatten();
+        let absorbed = self.absorb(bytes, start, 0, &mut report, Some(&release));
+        let skipped = self.skip.take();
+        if let Err(e) = absorbed {
             self.reset();
             return Err(e);
+        }
+        if skipped.is_some() && skipped != self.pruned_for {
+            // The parse found another newest summary than the look from the
+            // end did: build again, rendering everything.
+            self.reset();
+            return self.build_with(report, limit, false);
         }
         self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {
@@ -453,6 +480,7 @@ impl LiveReplay {
         let spec = RenderSpec {
             format: self.format,
             filter: self.selection.has_filters().then_some(&self.selection),
+            skip: self.skip,
             base,
             done,
         };

@@ -8,7 +8,37 @@ use bytes::BytesMut;
 
 use super::LiveReplay;
 use super::segments::Segment;
+use crate::ReplayOptions;
+use crate::parse::LineParser;
 use crate::replay::rendered::{Entry, Memo, SUMMARY};
+use crate::select::memory;
+
+/// The newest valid summary among the whole lines of `bytes` (a log from
+/// its start), looked for from the end: its offset and cover. A first
+/// build with summaries skips rendering what it covers (the parse checks
+/// that it found the same one).
+pub(super) fn newest_summary(bytes: &[u8], options: &ReplayOptions) -> Option<(u64, (u64, u64))> {
+    let end = memchr::memrchr(b'\n', bytes)? + 1;
+    let data = &bytes[..end];
+    let mut parser = LineParser::new(options.max_depth);
+    let mut seen = usize::MAX;
+    for hit in memchr::memmem::rfind_iter(data, memory::SUMMARY.as_bytes()) {
+        let start = memchr::memrchr(b'\n', &data[..hit]).map_or(0, |i| i + 1);
+        if start == seen {
+            continue;
+        }
+        seen = start;
+        let stop = start + memchr::memchr(b'\n', &data[start..])?;
+        let line = &data[start..stop];
+        if let Ok(r) = parser.parse(line, 0)
+            && r.kind_is(line, memory::SUMMARY)
+            && let Some(cover) = memory::cover_of(&r, line)
+        {
+            return Some((start as u64, cover));
+        }
+    }
+    None
+}
 
 impl LiveReplay {
     /// Drops the messages the newest summary covers, and the summaries

@@ -368,6 +368,21 @@ mod tests {
                             String::from_utf8(want).unwrap(),
                             "selection {k} {format:?} turn {turn} pruned {pruned}"
                         );
+                        if pruned {
+                            // A first build: what the newest summary covers is
+                            // never rendered.
+                            let mut fresh =
+                                LiveReplay::new(&path, format, ReplayOptions::default())
+                                    .with_selection(sel.clone());
+                            let (again, _) = fresh
+                                .request_body_with(&spec, sel, None, &mut CacheMemory::default())
+                                .unwrap();
+                            assert_eq!(
+                                String::from_utf8(again).unwrap(),
+                                String::from_utf8(one.render_request_with(&spec)).unwrap(),
+                                "fresh: selection {k} {format:?} turn {turn}"
+                            );
+                        }
                         if pruned && sel.summaries && turn == 11 {
                             let held = live.info().records;
                             assert!(held < one.stats().parsed_entries / 2, "{held} held");

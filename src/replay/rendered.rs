@@ -83,6 +83,10 @@ pub(crate) struct RenderSpec<'s> {
     pub(crate) format: Format,
     /// Only records that pass these filters are rendered (and kept).
     pub(crate) filter: Option<&'s Selection>,
+    /// `(at, cover)`: the summary at offset `at` covering up to `cover`;
+    /// the records it covers and the other summaries are not rendered
+    /// (parsed and counted all the same).
+    pub(crate) skip: Option<(u64, (u64, u64))>,
     /// Added to every entry's offset (the range's place in the file).
     pub(crate) base: u64,
     /// Called with each chunk's range once its messages are rendered (the
@@ -173,12 +177,23 @@ pub(super) fn render_chunk(
         }
     }
     scratch.clear();
-    match spec.filter {
+    let covered = |r: &Record| {
+        spec.skip.is_some_and(|(at, cover)| {
+            let o = origin(r);
+            if r.kind_is(data, memory::SUMMARY) {
+                return o != at;
+            }
+            o < at && (ts_key(r.ts), o) <= cover
+        })
+    };
+    match (spec.filter, spec.skip) {
         // With summaries, a summary is replayed whatever the filters say.
-        Some(sel) => scratch.extend(records.iter().filter(|r| {
-            sel.matches(r, data) || (sel.summaries && r.kind_is(data, memory::SUMMARY))
+        (Some(sel), _) => scratch.extend(records.iter().filter(|r| {
+            !covered(r)
+                && (sel.matches(r, data) || (sel.summaries && r.kind_is(data, memory::SUMMARY)))
         })),
-        None => scratch.extend_from_slice(records),
+        (None, Some(_)) => scratch.extend(records.iter().filter(|r| !covered(r))),
+        (None, None) => scratch.extend_from_slice(records),
     }
     if !ordered {
         order::sort_records(scratch, false);
