@@ -6,6 +6,7 @@
 
 pub(crate) mod budget;
 pub(crate) mod compact;
+pub(crate) mod compactor;
 pub(crate) mod logs;
 pub(crate) mod snapshot;
 
@@ -64,7 +65,7 @@ pub(crate) struct AppState {
     /// OpenAI's `prompt_cache_key`, when caching.
     pub(crate) cache_key: Option<String>,
     /// Folds into summaries (`--compact-at`).
-    pub(crate) compactor: compact::Compactor,
+    pub(crate) compactor: compactor::Compactor,
 }
 
 impl AppState {
