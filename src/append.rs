@@ -132,38 +132,30 @@ pub fn append<R: AsRef<[u8]>>(
     path: impl AsRef<Path>,
     records: &[R],
 ) -> Result<AppendReport, AppendError> {
-    let path = path.as_ref();
+    let report = append_guarded(path.as_ref(), records, None)?;
+    Ok(report.expect("no guard to break"))
+}
+
+/// [`append`], under `guard` when there is one (a summary's):
+/// `Ok(Err(offset))`, and nothing written, when the record at `offset`
+/// breaks it. Checked under the lock, so no writer that takes the lock can
+/// slip a record in between.
+pub(crate) fn append_guarded<R: AsRef<[u8]>>(
+    path: &Path,
+    records: &[R],
+    guard: Option<&Guard>,
+) -> Result<Result<AppendReport, u64>, AppendError> {
     let checked = check_records(records)?;
     let file = open_for_append(path)?;
     let io = |op: &'static str| move |e: std::io::Error| Error::io(path, op, e);
     // Blocks while another writer holds the lock; released when `file` is
     // dropped (closed), whatever happens below.
     file.lock().map_err(io("cannot lock"))?;
-    let report = write_locked(&file, path, &checked, None)?.expect("no guard to break");
-    file.sync_data().map_err(io("cannot sync"))?;
-    Ok(report)
-}
-
-/// [`append`] under `guard` (a summary's): `Ok(Err(offset))`, and nothing
-/// written, when the record at `offset` breaks it. Checked under the lock,
-/// so no writer that takes the lock can slip a record in between.
-#[cfg_attr(not(feature = "server"), allow(dead_code))]
-pub(crate) fn append_guarded<R: AsRef<[u8]>>(
-    path: &Path,
-    records: &[R],
-    guard: &Guard,
-) -> Result<Result<AppendReport, u64>, AppendError> {
-    let checked = check_records(records)?;
-    let file = open_for_append(path)?;
-    let io = |op: &'static str| move |e: std::io::Error| Error::io(path, op, e);
-    file.lock().map_err(io("cannot lock"))?;
-    match write_locked(&file, path, &checked, Some(guard))? {
-        Ok(report) => {
-            file.sync_data().map_err(io("cannot sync"))?;
-            Ok(Ok(report))
-        }
-        Err(offset) => Ok(Err(offset)),
+    let written = write_locked(&file, path, &checked, guard)?;
+    if written.is_ok() {
+        file.sync_data().map_err(io("cannot sync"))?;
     }
+    Ok(written)
 }
 
 /// Where `guard` is broken in `file` (its first `len` bytes), if it is.

@@ -60,6 +60,17 @@ async fn stats(url: &str) -> Value {
     r.json().await.unwrap()
 }
 
+/// The request body `/v1/context` answers for the text "now".
+async fn context(url: &str) -> Vec<u8> {
+    let r = mock::client()
+        .post(format!("{url}/v1/context"))
+        .body(r#"{"text":"now"}"#)
+        .send()
+        .await
+        .unwrap();
+    r.bytes().await.unwrap().to_vec()
+}
+
 /// Waits until no fold runs nor is due (the stats say so twice in a row).
 async fn settled(url: &str, limit: Duration) -> Value {
     let t0 = Instant::now();
@@ -178,13 +189,7 @@ async fn sixty_facts_survive_every_compaction() {
     assert_eq!(facts_in(newest["text"].as_str().unwrap()), facts);
     // What stays replayed is under the threshold; the live replay is the
     // one-shot's.
-    let r = mock::client()
-        .post(format!("{}/v1/context", srv.url))
-        .body(r#"{"text":"now"}"#)
-        .send()
-        .await
-        .unwrap();
-    let got = r.bytes().await.unwrap();
+    let got = context(&srv.url).await;
     let want = one_shot(&log, "now");
     assert_eq!(
         String::from_utf8_lossy(&mock::without_cache_markers(&got)),
@@ -291,13 +296,7 @@ async fn a_failed_fold_is_tried_again_and_late_records_after_a_summary_replay() 
         &[json!({"type": "wm_event", "ts_ms": 1001, "text": "late FACT-777"})],
     )
     .await;
-    let r = mock::client()
-        .post(format!("{}/v1/context", srv.url))
-        .body(r#"{"text":"now"}"#)
-        .send()
-        .await
-        .unwrap();
-    let body = r.text().await.unwrap();
+    let body = String::from_utf8(context(&srv.url).await).unwrap();
     assert!(
         body.contains("late FACT-777"),
         "the late record is replayed"

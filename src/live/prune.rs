@@ -74,7 +74,7 @@ impl LiveReplay {
             if e.flags & SUMMARY != 0 {
                 return e.offset != n;
             }
-            e.offset < n && (e.key, e.offset) <= cover
+            memory::covered(n, cover, e.key, e.offset)
         };
         let mut removed = (0u64, 0u64);
         let mut kept_segments = Vec::with_capacity(self.segments.len());

@@ -60,8 +60,7 @@ pub(super) fn build(segments: &[Segment], sel: &Selection, memos: &[Memo]) -> Vi
                 continue;
             }
             if let Some((n, cover)) = newest
-                && e.offset < n
-                && (e.key, e.offset) <= cover
+                && memory::covered(n, cover, e.key, e.offset)
             {
                 continue;
             }

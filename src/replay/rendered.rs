@@ -183,7 +183,7 @@ pub(super) fn render_chunk(
             if r.kind_is(data, memory::SUMMARY) {
                 return o != at;
             }
-            o < at && (ts_key(r.ts), o) <= cover
+            memory::covered(at, cover, ts_key(r.ts), o)
         })
     };
     match (spec.filter, spec.skip) {

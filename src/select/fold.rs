@@ -53,20 +53,48 @@ summary.";
 /// at most `max_fold` tokens of them (a backlog is folded over several
 /// summaries), and never the newest message.
 pub fn plan(tokens: &[u64], at: u64, keep: u64, max_fold: u64) -> Option<usize> {
-    let total: u64 = tokens.iter().sum();
-    if total <= at || tokens.len() < 2 {
+    plan_with(tokens.len(), at, keep, max_fold, |i| tokens[i])
+}
+
+/// [`plan`] over `n` messages whose tokens `tokens_of(i)` gives, asked
+/// only as far as the answer needs: from the newest back until the total
+/// passes `at`, and from the oldest forward over what is folded (a huge
+/// backlog is never counted whole).
+pub fn plan_with(
+    n: usize,
+    at: u64,
+    keep: u64,
+    max_fold: u64,
+    mut tokens_of: impl FnMut(usize) -> u64,
+) -> Option<usize> {
+    if n < 2 {
         return None;
     }
-    let mut left = total;
-    let mut folded = 0u64;
-    let mut k = 0;
-    while k < tokens.len() - 1 && left > keep {
-        let t = tokens[k];
+    // From the newest back: where the newest `keep` tokens start, and
+    // whether the whole passes `at`.
+    let (mut sum, mut start, mut over) = (0u64, n, false);
+    for i in (0..n).rev() {
+        sum += tokens_of(i);
+        if sum <= keep {
+            start = i;
+        }
+        if sum > at {
+            over = true;
+            break;
+        }
+    }
+    // The newest message always stays.
+    let start = start.min(n - 1);
+    if !over || start == 0 {
+        return None;
+    }
+    let (mut k, mut folded) = (0, 0u64);
+    while k < start {
+        let t = tokens_of(k);
         if k > 0 && folded + t > max_fold {
             break;
         }
         folded += t;
-        left -= t;
         k += 1;
     }
     Some(k)

@@ -65,6 +65,14 @@ pub(crate) fn cover_of(r: &Record, log: &[u8]) -> Option<(u64, u64)> {
         .then(|| (ts_key(s.covers.ts_ms), s.covers.offset))
 }
 
+/// Whether the summary at offset `at`, covering up to `cover` (`ts_key`,
+/// offset), leaves out the record at `offset` whose `ts_ms` key is `key`:
+/// it is at or before the cover in replay order and was written before the
+/// summary. The one statement of the rule, for every replay that applies it.
+pub(crate) fn covered(at: u64, cover: (u64, u64), key: u64, offset: u64) -> bool {
+    offset < at && (key, offset) <= cover
+}
+
 /// Applies the newest valid summary to `records` (replay order): removes
 /// every summary and the records it covers that were written before it,
 /// and returns it, to be replayed first. `origin(offset)` is the log
@@ -93,8 +101,7 @@ pub(crate) fn take_summary(
         if r.kind_is(log, SUMMARY) {
             return false;
         }
-        let o = origin(r.offset);
-        o > at || (ts_key(r.ts), o) > cover
+        !covered(at, cover, ts_key(r.ts), origin(r.offset))
     });
     Some(summary)
 }

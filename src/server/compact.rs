@@ -83,7 +83,7 @@ pub async fn compact_once(
         let planned = tokio::task::spawn_blocking(move || plan(&path, &sel, &options, keep, fold))
             .await
             .map_err(|e| CompactError::Config(format!("the fold's task failed: {e}")))??;
-        let (cover, guard, input, kept) = match planned {
+        let (cover, guard, input) = match planned {
             Planned::Nothing(kept) => {
                 report.kept_tokens = kept;
                 return Ok(report);
@@ -109,7 +109,7 @@ pub async fn compact_once(
         let record = fold::record(&cover, &answer.text, &model);
         let path = cfg.log.clone();
         let written = tokio::task::spawn_blocking(move || {
-            crate::append::append_guarded(&path, &[record.as_bytes()], &guard)
+            crate::append::append_guarded(&path, &[record.as_bytes()], Some(&guard))
         })
         .await
         .map_err(|e| CompactError::Config(format!("the append's task failed: {e}")))??;
@@ -120,7 +120,6 @@ pub async fn compact_once(
                 report.folded_records += cover.records as u64;
                 report.folded_tokens += cover.tokens;
                 report.last_offset = r.records.first().map(|a| a.offset);
-                report.kept_tokens = kept;
                 progress(&report);
             }
             Err(_) => {
@@ -136,12 +135,12 @@ pub async fn compact_once(
 /// A fold to make, or the tokens replayed when none is due.
 enum Planned {
     Nothing(u64),
-    Fold(Box<(Cover, Guard, String, u64)>),
+    Fold(Box<(Cover, Guard, String)>),
 }
 
-/// The next fold of the log at `path`: tokens counted from the newest
-/// record back until `keep` is passed, then from the oldest forward up to
-/// `fold` (never reading more of a huge backlog than one fold).
+/// The next fold of the log at `path` ([`fold::plan_with`]: tokens counted
+/// from the newest record back until `keep` is passed, then from the oldest
+/// forward up to `fold`, never a whole backlog).
 fn plan(
     path: &std::path::Path,
     sel: &crate::Selection,
@@ -157,41 +156,21 @@ fn plan(
         .first()
         .filter(|s| s.kind_is(r.data(), crate::select::memory::SUMMARY));
     let items = &records[usize::from(summary.is_some())..];
+    // Each record counted once, and only as far as the plan asks.
+    let mut counted: Vec<Option<u64>> = vec![None; items.len()];
     let mut text = String::new();
     let mut tokens = |i: usize| {
-        text.clear();
-        r.message_text(&items[i], &mut text);
-        sel.tokenizer.count(&text)
+        *counted[i].get_or_insert_with(|| {
+            text.clear();
+            r.message_text(&items[i], &mut text);
+            sel.tokenizer.count(&text)
+        })
     };
-    // The newest records that fit `keep` stay.
-    let mut start = items.len();
-    let mut kept = 0u64;
-    while start > 0 {
-        let t = tokens(start - 1);
-        if kept + t > keep {
-            break;
-        }
-        kept += t;
-        start -= 1;
-    }
-    if start == 0 {
+    let Some(k) = fold::plan_with(items.len(), keep, keep, fold, &mut tokens) else {
+        let kept = (0..items.len()).map(&mut tokens).sum();
         return Ok(Planned::Nothing(kept));
-    }
-    // The newest record always stays, however big.
-    let start = start.min(items.len() - 1);
-    if start == 0 {
-        return Ok(Planned::Nothing(kept));
-    }
-    let mut k = 0;
-    let mut folded = 0u64;
-    while k < start {
-        let t = tokens(k);
-        if k > 0 && folded + t > fold {
-            break;
-        }
-        folded += t;
-        k += 1;
-    }
+    };
+    let folded = (0..k).map(&mut tokens).sum();
     let mut texts = String::new();
     for rec in &items[..k] {
         if !texts.is_empty() {
@@ -216,5 +195,5 @@ fn plan(
         below: ts_key(last.ts_ms()),
     };
     let input = fold::input(previous.as_deref(), &texts);
-    Ok(Planned::Fold(Box::new((cover, guard, input, kept))))
+    Ok(Planned::Fold(Box::new((cover, guard, input))))
 }

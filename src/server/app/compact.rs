@@ -133,13 +133,11 @@ async fn step(weak: &Weak<AppState>, upstream: &Upstream) -> Step {
         let Some(cfg) = state.cfg.compaction.clone() else {
             return Step::Idle;
         };
-        let plan = match plan(&state, &cfg).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Step::Idle,
+        let (cover, guard, input) = match plan(&state, &cfg).await {
+            Ok(Planned::Fold(cover, guard, input)) => (cover, guard, input),
+            Ok(Planned::Changed) => continue,
+            Ok(Planned::Nothing) => return Step::Idle,
             Err(m) => return Step::Failed(m),
-        };
-        let Some((cover, guard, input)) = plan else {
-            continue;
         };
         let model = cfg
             .model
@@ -231,15 +229,20 @@ async fn step(weak: &Weak<AppState>, upstream: &Upstream) -> Step {
     Step::Failed("the log kept changing under the fold".into())
 }
 
-/// A fold planned: its cover, its guard and the model's input; `None`
-/// inside when the log changed between looks (plan again); `Ok(None)` when
-/// nothing is due.
-type Plan = Option<(Cover, Guard, String)>;
+/// What a look at the log found.
+enum Planned {
+    /// Nothing is due.
+    Nothing,
+    /// The log changed between the two looks a plan takes: plan again.
+    Changed,
+    /// A fold: its cover, its guard and the model's input.
+    Fold(Cover, Guard, String),
+}
 
 async fn plan(
     state: &Arc<AppState>,
     cfg: &crate::server::config::Compaction,
-) -> Result<Option<Plan>, String> {
+) -> Result<Planned, String> {
     let sel = state.cfg.selection.clone();
     let at = cfg.at;
     let s = sel.clone();
@@ -255,7 +258,7 @@ async fn plan(
     .await
     .map_err(|e| e.message)?;
     if seen.bytes <= at {
-        return Ok(None);
+        return Ok(Planned::Nothing);
     }
     // Counted off the lock, then cached.
     let st = state.clone();
@@ -288,7 +291,7 @@ async fn plan(
     .map_err(|e| format!("counting tokens failed: {e}"))?;
     let (seen, tokens) = seen;
     let Some(k) = fold::plan(&tokens, at, cfg.keep(), at) else {
-        return Ok(None);
+        return Ok(Planned::Nothing);
     };
     let items: Vec<(u64, u64)> = seen.items[..k].to_vec();
     let rebuilds = seen.rebuilds;
@@ -299,7 +302,7 @@ async fn plan(
     .await
     .map_err(|e| e.message)?;
     let Some((previous, texts)) = texts else {
-        return Ok(Some(None));
+        return Ok(Planned::Changed);
     };
     let (key, offset) = seen.items[k - 1];
     let cover = Cover {
@@ -312,11 +315,11 @@ async fn plan(
         since: seen.read_end,
         below: key,
     };
-    Ok(Some(Some((
+    Ok(Planned::Fold(
         cover,
         guard,
         fold::input(previous.as_deref(), &texts),
-    ))))
+    ))
 }
 
 /// The request asking `model` for a summary of `input`.

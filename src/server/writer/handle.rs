@@ -107,20 +107,21 @@ impl Writer {
 
     /// Appends `lines` as one batch; resolves once they are durable.
     pub async fn append(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
-        self.append_keyed(lines, None).await
+        self.append_keyed(lines, None, None).await
     }
 
     async fn append_keyed(
         &self,
         lines: Vec<Line>,
         key: Option<BatchKey>,
+        guard: Option<Guard>,
     ) -> std::io::Result<Vec<Appended>> {
         let (written_tx, written) = oneshot::channel();
         let (durable_tx, durable) = oneshot::channel();
         self.send(Job {
             lines,
             key,
-            guard: None,
+            guard,
             written: written_tx,
             durable: durable_tx,
         })?;
@@ -137,24 +138,13 @@ impl Writer {
         lines: Vec<Line>,
         guard: Guard,
     ) -> std::io::Result<Result<Vec<Appended>, u64>> {
-        let (written_tx, written) = oneshot::channel();
-        let (durable_tx, durable) = oneshot::channel();
-        self.send(Job {
-            lines,
-            key: None,
-            guard: Some(guard),
-            written: written_tx,
-            durable: durable_tx,
-        })?;
-        let appended = match written.await.map_err(|_| stopped())? {
-            Ok(a) => a,
+        match self.append_keyed(lines, None, Some(guard)).await {
+            Ok(appended) => Ok(Ok(appended)),
             Err(e) => match GuardBroken::of(&e) {
-                Some(at) => return Ok(Err(at)),
-                None => return Err(e),
+                Some(at) => Ok(Err(at)),
+                None => Err(e),
             },
-        };
-        durable.await.map_err(|_| stopped())??;
-        Ok(Ok(appended))
+        }
     }
 
     /// Appends `lines` from a blocking thread; returns as soon as they are
@@ -180,7 +170,7 @@ impl LogWriter for Writer {
         lines: Vec<Line>,
         key: Option<BatchKey>,
     ) -> BoxFuture<'_, std::io::Result<Vec<Appended>>> {
-        Box::pin(self.append_keyed(lines, key))
+        Box::pin(self.append_keyed(lines, key, None))
     }
 
     fn append_guarded(

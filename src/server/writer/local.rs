@@ -154,15 +154,17 @@ impl Appender {
         // A guarded job is checked against the log as it is just before its
         // own write: such a round goes a job at a time.
         let guarded = round.iter().any(|j| j.guard.is_some());
-        let result = match (guarded, round.len()) {
-            (false, _) => self.write(&all, &keys, None),
-            (true, 1) => self.write(&all, &keys, round[0].guard.as_ref()),
-            (true, _) => Err(std::io::Error::other("a guarded round goes job by job")),
+        let together = match round.as_slice() {
+            [one] => Some(self.write(&all, &keys, one.guard.as_ref())),
+            _ if !guarded => Some(self.write(&all, &keys, None)),
+            _ => None,
         };
-        let results: Vec<std::io::Result<(Vec<Appended>, i64)>> = match result {
-            Ok((appended, journal)) => appended.into_iter().map(|a| Ok((a, journal))).collect(),
-            Err(e) if round.len() == 1 => vec![Err(e)],
-            Err(_) => round
+        let results: Vec<std::io::Result<(Vec<Appended>, i64)>> = match together {
+            Some(Ok((appended, journal))) => {
+                appended.into_iter().map(|a| Ok((a, journal))).collect()
+            }
+            Some(Err(e)) if round.len() == 1 => vec![Err(e)],
+            _ => round
                 .iter()
                 .map(|j| {
                     self.write(&[j.lines.as_slice()], &[j.key.as_ref()], j.guard.as_ref())
