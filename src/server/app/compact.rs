@@ -153,13 +153,14 @@ async fn step(weak: &Weak<AppState>, upstream: &Upstream) -> Step {
         );
         let mut cut = state.turns.cut_signal();
         let timeout = state.cfg.upstream_timeout;
-        // No hold on the log's state while the model writes.
-        drop(state);
         tracing::info!(
+            log = %state.cfg.log.display(),
             records = cover.records,
             tokens = cover.tokens,
             "compacting: asking for a summary"
         );
+        // No hold on the log's state while the model writes.
+        drop(state);
         let answer = tokio::select! {
             a = ask(upstream, body, timeout) => a,
             _ = cut.wait_for(|c| *c) => return Step::Gone,
