@@ -439,3 +439,66 @@ fn compaction_needs_summaries_and_an_upstream() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Under `--log-dir`, a log let go (idle) while the model writes its
+/// summary drops that summary unwritten; the state opened next folds the
+/// log again, once: the summaries' covers only move forward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_let_go_mid_fold_drops_the_summary_and_the_next_state_folds_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("a.log");
+    write_log(&log, 400, &[3]);
+    let before = std::fs::read(&log).unwrap();
+    let (upstream, m) = mock::start_mock(Provider::Anthropic, Mode::Ok).await;
+    m.then([Mode::Slow(2_000)]);
+    let mut cfg = compacting(&dir.path().join("unused.log"), &upstream, 4_000);
+    cfg.log_dir = Some(dir.path().to_path_buf());
+    cfg.idle_timeout = Duration::from_millis(300);
+    let srv = mock::start(cfg).await;
+    let stats_of_a = || {
+        let url = format!("{}/v1/logs/a/stats", srv.url);
+        async move {
+            let r = mock::client().get(url).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+        }
+    };
+    // Opening the log starts a fold; the state is let go while it runs.
+    stats_of_a().await;
+    let t0 = Instant::now();
+    while m.requests() == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no fold started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "the evicted fold wrote nothing"
+    );
+    // Asked for again (and kept in use): a new state folds the log.
+    let t0 = Instant::now();
+    let (mut last, mut same) = (0, 0);
+    while same < 5 {
+        stats_of_a().await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let n = summaries(&log).len();
+        same = if n == last && n > 0 { same + 1 } else { 0 };
+        last = n;
+        assert!(t0.elapsed() < Duration::from_secs(20), "{n} summaries");
+    }
+    let all = summaries(&log);
+    assert_eq!(
+        m.requests(),
+        all.len() + 1,
+        "one fold was dropped, none doubled"
+    );
+    let covers: Vec<f64> = all
+        .iter()
+        .map(|s| s["covers"]["ts_ms"].as_f64().unwrap())
+        .collect();
+    assert!(covers.windows(2).all(|w| w[0] < w[1]), "{covers:?}");
+    for s in &all {
+        assert_eq!(facts_in(s["text"].as_str().unwrap()), vec![3]);
+    }
+    srv.stop().await;
+}
