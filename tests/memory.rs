@@ -512,6 +512,34 @@ async fn the_server_places_summaries_and_facts_as_a_one_shot_replay_does() {
         !body.contains("q1\\\""),
         "covered turns are left out: {body}"
     );
+    // Session deltas take the same rules: XML has no place for the facts
+    // message; a full prepare is the one-shot replay's messages.
+    let prepare = format!("{}/v1/turn/prepare", srv.url);
+    let (s, e) = call(
+        Method::POST,
+        prepare.clone(),
+        Some(r#"{"session_key":"k"}"#),
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (400, Some("invalid_format"))
+    );
+    let (s, p) = call(
+        Method::POST,
+        prepare,
+        Some(r#"{"session_key":"k","format":"anthropic"}"#),
+    )
+    .await;
+    assert_eq!(s, 200, "{p}");
+    let bytes = std::fs::read(&log).unwrap();
+    let mut one = replay(&bytes, &ReplayOptions::default());
+    one.select(&sel(true, true), None);
+    assert_eq!(p["mode"], "full");
+    assert_eq!(
+        p["body"].as_str().unwrap(),
+        String::from_utf8(one.render_messages(Format::Anthropic)).unwrap()
+    );
     srv.stop().await;
 }
 

@@ -465,3 +465,127 @@ fn a_rewrite_anywhere_before_the_position_gives_full() {
         );
     }
 }
+
+/// With summaries and facts, a prepare is a delta only while no summary
+/// and no fact was appended; otherwise it is full, and a full body is the
+/// one-shot replay's messages (the newest summary first, the facts
+/// message last). Without the flags a summary is a record like another.
+#[test]
+fn prepare_with_summaries_and_facts_gives_full_when_memory_changes() {
+    let mut f = Fixture::new();
+    f.sel.summaries = true;
+    f.sel.facts = true;
+    let one_shot = |f: &Fixture| {
+        let bytes = std::fs::read(&f.log).unwrap();
+        let mut r = wmreplay::replay(&bytes, &ReplayOptions::default());
+        r.select(&f.sel, None);
+        r.render_messages(Format::Anthropic)
+    };
+    append(&f.log, &rec(1, "a"));
+    append(&f.log, &rec(2, "b"));
+    append(
+        &f.log,
+        "{\"type\":\"wm_fact\",\"ts_ms\":3,\"key\":\"user.name\",\"value\":\"Ann\"}\n",
+    );
+    let p = f.prepare_as("k", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Full);
+    assert_eq!(p.body, one_shot(&f));
+    assert!(String::from_utf8_lossy(&p.body).contains("WM_KIND=wm_facts"));
+    f.ack(&p, true);
+
+    // New records only: a delta of them.
+    append(&f.log, &rec(4, "c"));
+    let p = f.prepare_as("k", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Delta);
+    assert_eq!(texts_in(&p.body).len(), 1);
+    assert!(String::from_utf8_lossy(&p.body).contains(r#"\"text\":\"c\""#));
+    f.ack(&p, true);
+
+    // A summary covering the first two: full, the summary first.
+    let second = rec(1, "a").len();
+    append(
+        &f.log,
+        &format!(
+            "{{\"type\":\"wm_summary\",\"ts_ms\":5,\"covers\":{{\"ts_ms\":2,\"offset\":{second}}},\"text\":\"SUM\"}}\n"
+        ),
+    );
+    let p = f.prepare_as("k", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Full);
+    let body = String::from_utf8(p.body.clone()).unwrap();
+    assert_eq!(p.body, one_shot(&f));
+    assert!(!body.contains(r#"\"text\":\"a\""#) && !body.contains(r#"\"text\":\"b\""#));
+    assert!(body.find("SUM").unwrap() < body.find(r#"\"text\":\"c\""#).unwrap());
+    f.ack(&p, true);
+
+    // A record written after the summary, sorted into what it covers: a
+    // delta still replays it.
+    append(&f.log, &rec(1, "late"));
+    let p = f.prepare_as("k", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Delta);
+    assert!(String::from_utf8_lossy(&p.body).contains(r#"\"text\":\"late\""#));
+    f.ack(&p, true);
+
+    // A changed fact: full, the facts message last with the new value.
+    append(
+        &f.log,
+        "{\"type\":\"wm_fact\",\"ts_ms\":6,\"key\":\"user.name\",\"value\":\"Bea\"}\n",
+    );
+    let p = f.prepare_as("k", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Full);
+    assert_eq!(p.body, one_shot(&f));
+    let body = String::from_utf8(p.body).unwrap();
+    assert!(body.rfind("Bea").unwrap() > body.find(r#"\"text\":\"late\""#).unwrap());
+    assert!(!body.contains("Ann"));
+
+    // Without the flags, a summary is appended to a delta like any record.
+    f.sel = Selection::default();
+    let p = f.prepare_as("plain", Format::Anthropic);
+    f.ack(&p, true);
+    append(
+        &f.log,
+        "{\"type\":\"wm_summary\",\"ts_ms\":7,\"covers\":{\"ts_ms\":1,\"offset\":0},\"text\":\"S2\"}\n",
+    );
+    let p = f.prepare_as("plain", Format::Anthropic);
+    assert_eq!(p.mode, Mode::Delta);
+    assert!(String::from_utf8_lossy(&p.body).contains("WM_KIND=wm_summary"));
+}
+
+#[test]
+fn cli_prepare_refuses_facts_in_xml_and_takes_them_in_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    append(&log, &rec(1, "a"));
+    append(
+        &log,
+        "{\"type\":\"wm_fact\",\"ts_ms\":2,\"key\":\"k\",\"value\":1}\n",
+    );
+    let out = bin()
+        .args([
+            "prepare",
+            log.to_str().unwrap(),
+            "--session-key",
+            "k",
+            "--facts",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--facts has no place in the XML document"),
+        "{err}"
+    );
+    let out = bin()
+        .args(["prepare", log.to_str().unwrap(), "--session-key", "k"])
+        .args(["--facts", "--summaries", "--format", "openai"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mode"], "full");
+    assert!(v["body"].as_str().unwrap().contains("WM_KIND=wm_facts"));
+}

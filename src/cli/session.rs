@@ -55,9 +55,11 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
         engine,
     } = args;
     let sel = select.selection(session)?;
-    if sel.summaries || sel.facts {
+    if sel.facts && format == Format::Xml {
         return Err(Failure::Usage(
-            "--summaries and --facts are not supported by prepare yet: use respond".into(),
+            "--facts has no place in the XML document: use --format anthropic, openai or ndjson \
+             (the facts message comes last)"
+                .into(),
         ));
     }
     // Before the store is made: with --require-log a missing log leaves

@@ -170,6 +170,8 @@ pub struct LiveReplay {
     pruned_for: Option<(u64, (u64, u64))>,
     /// A newer summary covers less than the one pruned for: build afresh.
     regressed: bool,
+    /// Messages before the own selection's window were let go.
+    let_go: bool,
     /// During a first build with summaries: the newest summary found by a
     /// look from the end, whose covered records are not rendered.
     skip: Option<(u64, (u64, u64))>,
@@ -205,6 +207,7 @@ impl LiveReplay {
             seen: None,
             pruned_for: None,
             regressed: false,
+            let_go: false,
             skip: None,
         }
     }
@@ -213,7 +216,11 @@ impl LiveReplay {
     /// and pending mark apply per call, in [`select`](Self::select)). With
     /// [`Selection::summaries`], the state also lets go of the messages
     /// the newest summary covers (it holds the uncovered tail, not the whole
-    /// log): select with summaries from then on.
+    /// log): select with summaries from then on. With a window (`tail` or
+    /// `max_tokens`), selecting with this same selection lets go of the
+    /// messages before the lowest record any of its windows can reach
+    /// (about 32 bytes a record stay, for the order); a call with another
+    /// selection first builds the state again from the file.
     pub fn with_selection(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self

@@ -9,7 +9,7 @@ use super::LiveReplay;
 /// a stream of one-record appends does not leave one segment per record.
 const SMALL_SEGMENT: usize = 256 << 10;
 
-pub(super) use crate::replay::rendered::{INPUT, NOT_COUNTED, OUTPUT, Piece as Segment};
+pub(super) use crate::replay::rendered::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, Piece as Segment};
 
 impl LiveReplay {
     /// Segment and entry index where a record with `key` goes: after every

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::segments::{INPUT, NOT_COUNTED, OUTPUT, entry_offset};
+use super::segments::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, Segment, entry_offset};
 use super::view::{self, Item, mark_pending, message_kind_is, message_text_of};
 use super::{LiveReplay, read_from};
 
@@ -133,6 +133,30 @@ impl LiveReplay {
         prev: Option<WindowStart>,
         cache: Option<(&CachePolicy, &mut CacheMemory)>,
     ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
+        if self.let_go && sel != &self.selection {
+            // Messages were let go for the state's own window; this
+            // selection may replay them: build again from the file.
+            let limit = self.committed;
+            self.reset();
+            self.refresh_to(limit)?;
+        }
+        let (selected, below) = self.select_view(sel, prev, cache)?;
+        if let Some(below) = below {
+            self.let_go_before(below);
+        }
+        Ok(selected)
+    }
+
+    /// [`select_with`](Self::select_with), and, for the state's own
+    /// selection with a window, where what no window can reach ends: the
+    /// (key, offset) of the lowest record it can read.
+    #[allow(clippy::type_complexity)]
+    fn select_view(
+        &mut self,
+        sel: &Selection,
+        prev: Option<WindowStart>,
+        cache: Option<(&CachePolicy, &mut CacheMemory)>,
+    ) -> Result<((Vec<Bytes>, SelectReport, usize), Option<(u64, u64)>), Error> {
         // With summaries or facts, the messages replayed are a view of
         // those held (the newest summary apart, to go first).
         let mview =
@@ -225,17 +249,16 @@ impl LiveReplay {
                 let e = &segments[si].entries[ei];
                 (e.key, e.offset)
             },
-            // The text is at least a sixth of its rendered message, less the
-            // message's wrapping (JSON escapes write at most 6 bytes a byte).
-            |i| {
-                let (si, ei) = locate(i);
-                let len = segments[si].entries[ei].len;
-                sel.tokenizer.least_tokens(len.saturating_sub(64) / 6)
-            },
+            |i| least_tokens(segments, locate(i), sel),
             |i| {
                 let (si, ei) = locate(i);
                 let seg = &segments[si];
                 let e = seg.entries[ei];
+                if e.flags & DROPPED != 0 {
+                    // Before every window (see `let_go_before`): it does not
+                    // fit what is left of any budget.
+                    return LET_GO_TOKENS;
+                }
                 if e.tokens != NOT_COUNTED && mark != Some(i) {
                     return e.tokens as u64;
                 }
@@ -262,6 +285,7 @@ impl LiveReplay {
                 if kind == "text_input" {
                     return e.flags & INPUT != 0;
                 }
+                debug_assert_eq!(e.flags & DROPPED, 0, "a window looked before its floor");
                 let at = entry_offset(seg, ei);
                 let msg = &seg.bytes[at as usize..(at + e.len) as usize];
                 message_kind_is(msg, format, e.flags & OUTPUT != 0, kind)
@@ -270,6 +294,50 @@ impl LiveReplay {
         for (si, ei, t) in counted {
             self.segments[si].entries[ei].tokens = t;
         }
+        // The state's own window: what lies before the lowest record any of
+        // its windows can read is let go once this call's chunks are made.
+        let below = if sel.has_window() && sel == &self.selection {
+            let segments = &self.segments;
+            let mut fresh: Vec<(usize, usize, u32)> = Vec::new();
+            let d = select::floor(
+                n,
+                sel,
+                |i| least_tokens(segments, locate(i), sel),
+                |i| {
+                    let (si, ei) = locate(i);
+                    let seg = &segments[si];
+                    let e = seg.entries[ei];
+                    if e.flags & DROPPED != 0 {
+                        return LET_GO_TOKENS;
+                    }
+                    if e.tokens != NOT_COUNTED {
+                        return e.tokens as u64;
+                    }
+                    let at = entry_offset(seg, ei);
+                    text.clear();
+                    let msg = &seg.bytes[at as usize..(at + e.len) as usize];
+                    message_text_of(msg, format, e.flags & OUTPUT != 0, &mut text);
+                    let t = sel.tokenizer.count(&text);
+                    fresh.push((si, ei, t.min(NOT_COUNTED as u64 - 1) as u32));
+                    t
+                },
+            );
+            let below = match d {
+                0 => None,
+                d if d >= n => Some((u64::MAX, u64::MAX)),
+                d => {
+                    let (si, ei) = locate(d);
+                    let e = &segments[si].entries[ei];
+                    Some((e.key, e.offset))
+                }
+            };
+            for (si, ei, t) in fresh {
+                self.segments[si].entries[ei].tokens = t;
+            }
+            below
+        } else {
+            None
+        };
         report.selected = range.len() as u64;
         report.tokens = tokens;
         report.trimmed = trimmed;
@@ -310,7 +378,7 @@ impl LiveReplay {
                 .filter(|m| range.contains(m))
                 .map(|m| m - range.start + shift);
             let chunks = view::chunks(&self.segments, &msgs, mark, &breakpoints, member, format);
-            return Ok((chunks, report, breakpoints.len()));
+            return Ok(((chunks, report, breakpoints.len()), below));
         }
         let breakpoints: Vec<usize> = match cache {
             Some((policy, memory)) => {
@@ -332,7 +400,7 @@ impl LiveReplay {
         // patched and the breakpoints' messages split, if inside.
         let mut chunks = Vec::with_capacity(self.segments.len() + 2 + 3 * breakpoints.len());
         if range.is_empty() {
-            return Ok((chunks, report, 0));
+            return Ok(((chunks, report, 0), below));
         }
         let (first_seg, first_entry) = locate(range.start);
         let mut global = starts[first_seg];
@@ -375,7 +443,7 @@ impl LiveReplay {
             }
             global += s.entries.len();
         }
-        Ok((chunks, report, breakpoints.len()))
+        Ok(((chunks, report, breakpoints.len()), below))
     }
 
     /// The 1-based line number of a committed offset: committed lines minus
@@ -408,144 +476,20 @@ impl LiveReplay {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::io::Write;
+/// Tokens a let-go message answers a window with: more than any budget.
+const LET_GO_TOKENS: u64 = u64::MAX / 4;
 
-    use crate::render::cache::{CacheMemory, CachePolicy};
-    use crate::render::request::{CurrentRequest, cached_envelope};
-    use crate::select::Selection;
-    use crate::{Format, LiveReplay, ReplayOptions, replay};
-
-    #[test]
-    fn cached_chunks_are_the_one_shot_cached_body_turn_after_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let mut file = std::fs::File::create(&path).unwrap();
-        let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
-        let policy = CachePolicy {
-            stride: 7,
-            ..CachePolicy::default()
-        };
-        let sel = Selection {
-            mark_pending: true,
-            ..Selection::default()
-        };
-        let (mut live_memory, mut oneshot_memory) =
-            (CacheMemory::default(), CacheMemory::default());
-        let current = CurrentRequest {
-            text: "now",
-            session_id: None,
-        };
-        let mut ts = 100;
-        for turn in 0..40u64 {
-            // A burst of events (past the lookback now and then), a late
-            // record every seventh turn, and a question left pending.
-            for _ in 0..(turn * 13) % 45 {
-                ts += 1;
-                writeln!(file, r#"{{"type":"wm_event","ts_ms":{ts}}}"#).unwrap();
-            }
-            if turn % 7 == 3 {
-                writeln!(file, r#"{{"type":"wm_event","ts_ms":{}}}"#, ts - 30).unwrap();
-            }
-            ts += 1;
-            writeln!(
-                file,
-                r#"{{"type":"text_input","ts_ms":{ts},"text":"q{turn}"}}"#
-            )
-            .unwrap();
-            live.refresh().unwrap();
-            let (chunks, _, marks) = live
-                .select_cached(&sel, None, &policy, &mut live_memory)
-                .unwrap();
-            let member = if marks < policy.max_breakpoints {
-                policy.ttl.member()
-            } else {
-                b""
-            };
-            let (head, tail) = cached_envelope(
-                crate::render::request::Lead::default(),
-                crate::SYSTEM_RULE,
-                &current,
-                member,
-            );
-            let got = [head, chunks.concat(), tail].concat();
-
-            let bytes = std::fs::read(&path).unwrap();
-            let mut replayed = replay(&bytes, &ReplayOptions::default());
-            replayed.select(&sel, None);
-            let want = replayed.render_request_cached(
-                crate::SYSTEM_RULE,
-                &current,
-                &policy,
-                &mut oneshot_memory,
-            );
-            assert_eq!(
-                String::from_utf8(got).unwrap(),
-                String::from_utf8(want).unwrap(),
-                "turn {turn}"
-            );
-            ts += 1;
-            writeln!(
-                file,
-                r#"{{"type":"text_output","ts_ms":{ts},"text":"a{turn}"}}"#
-            )
-            .unwrap();
-        }
+/// A cheap lower bound of the tokens of the message at (segment, entry):
+/// its text is at least a sixth of the rendered message, less the
+/// message's wrapping (JSON escapes write at most 6 bytes a byte).
+fn least_tokens(segments: &[Segment], (si, ei): (usize, usize), sel: &Selection) -> u64 {
+    let e = &segments[si].entries[ei];
+    if e.flags & DROPPED != 0 {
+        return LET_GO_TOKENS;
     }
-
-    #[test]
-    fn a_spec_body_from_the_live_state_is_the_one_shot_body() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("log");
-        let mut file = std::fs::File::create(&path).unwrap();
-        let fields = r#""model":"m","max_tokens":9,"temperature":0.2"#;
-        let current = CurrentRequest {
-            text: "now",
-            session_id: Some(""),
-        };
-        let sel = Selection {
-            tail: Some(25),
-            mark_pending: true,
-            ..Selection::default()
-        };
-        for (format, cache) in [
-            (Format::Anthropic, Some(CachePolicy::default())),
-            (Format::Anthropic, None),
-            (Format::OpenAi, None),
-        ] {
-            let mut live = LiveReplay::new(&path, format, ReplayOptions::default());
-            let mut spec =
-                crate::RequestSpec::new(format, crate::SYSTEM_RULE, current).with_fields(fields);
-            spec.cache = cache;
-            for turn in 0..12u64 {
-                for k in 0..turn * 3 {
-                    writeln!(
-                        file,
-                        r#"{{"type":"wm_event","ts_ms":{},"k":{k}}}"#,
-                        1000 + turn * 10 + k % 7
-                    )
-                    .unwrap();
-                }
-                writeln!(
-                    file,
-                    r#"{{"type":"text_input","ts_ms":{},"text":"q{turn}"}}"#,
-                    1000 + turn * 10
-                )
-                .unwrap();
-                let (got, _) = live
-                    .request_body_with(&spec, &sel, None, &mut CacheMemory::default())
-                    .unwrap();
-                let bytes = std::fs::read(&path).unwrap();
-                let mut replayed = replay(&bytes, &ReplayOptions::default());
-                replayed.select(&sel, None);
-                let want = replayed.render_request_with(&spec);
-                assert_eq!(
-                    String::from_utf8(got).unwrap(),
-                    String::from_utf8(want).unwrap(),
-                    "{format:?} {cache:?} turn {turn}"
-                );
-            }
-        }
-    }
+    sel.tokenizer.least_tokens(e.len.saturating_sub(64) / 6)
 }
+
+#[cfg(test)]
+#[path = "selection_tests.rs"]
+mod tests;

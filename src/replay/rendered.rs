@@ -51,6 +51,10 @@ pub(crate) const OUTPUT: u8 = 2;
 pub(crate) const SUMMARY: u8 = 4;
 /// Entry flag: a `wm_fact` record.
 pub(crate) const FACT: u8 = 8;
+/// Entry flag: a live state let its message go (it lies before every
+/// window its selection can take); the entry stays, with no bytes, for its
+/// place in the order.
+pub(crate) const DROPPED: u8 = 16;
 
 /// What a live state keeps of a `wm_summary` or `wm_fact` record beside
 /// its message, read once when the record is parsed (`at`: its line's

@@ -215,7 +215,7 @@ impl Replay<'_> {
 
     /// The body `spec` describes, the breakpoints (if any) placed with
     /// `memory`: what every `render_request*` method writes.
-    fn render_spec(
+    pub(crate) fn render_spec(
         &self,
         spec: &RequestSpec<'_>,
         memory: &mut CacheMemory,

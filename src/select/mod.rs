@@ -27,6 +27,7 @@ use crate::parse::Record;
 use crate::parse::json::{self, Member};
 use crate::render;
 use crate::select::tokens::Tokenizer;
+pub(crate) use window::floor;
 pub use window::window;
 
 /// Which records to replay. The default keeps everything.

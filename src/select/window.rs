@@ -116,6 +116,45 @@ pub fn window(
     }
 }
 
+/// The lowest index any window of `sel` over these `n` items can read
+/// (its start, a turn start it looks for, a remembered start it keeps),
+/// whatever start is remembered: items before it are never replayed, nor
+/// looked at, while items are only added after it. The item just before it
+/// is asked for its tokens at most, to learn that it does not fit (a
+/// caller that let it go answers with more than any budget). With
+/// `max_tokens`, `tokens_of` is called from the newest item back.
+pub(crate) fn floor(
+    n: usize,
+    sel: &Selection,
+    least_tokens_of: impl Fn(usize) -> u64,
+    mut tokens_of: impl FnMut(usize) -> u64,
+) -> usize {
+    let tail = sel.tail.map(|t| n.saturating_sub(t));
+    let budget = sel.max_tokens.map(|limit| {
+        let (mut start, mut sum) = (n, 0u64);
+        while start > 0 {
+            if sum.saturating_add(least_tokens_of(start - 1)) > limit {
+                break;
+            }
+            let t = tokens_of(start - 1);
+            if sum.saturating_add(t) > limit {
+                break;
+            }
+            sum += t;
+            start -= 1;
+        }
+        start
+    });
+    match (tail, budget) {
+        // A turn start is looked for from the tail's start; without one,
+        // the budget's fit stops at the tail's start or later.
+        (Some(t), Some(b)) if sel.start_on.is_some() => t.min(b),
+        (Some(t), Some(b)) => t.max(b),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => 0,
+    }
+}
+
 /// The first index whose key is at least `target`.
 fn partition(n: usize, key_of: &impl Fn(usize) -> (u64, u64), target: (u64, u64)) -> usize {
     let (mut lo, mut hi) = (0, n);

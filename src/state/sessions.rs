@@ -16,7 +16,7 @@ use crate::order;
 use crate::render::Format;
 use crate::render::xml::Document;
 use crate::replay::{ReplayOptions, parse_range};
-use crate::select::{self, Selection};
+use crate::select::{self, Selection, memory};
 
 /// What a prepare returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,11 +321,29 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
         }
         _ => None,
     };
-    let (prepared, fp, id) = match delta {
-        Some((from, buf)) => {
+    // With summaries or facts, what was appended since the position is a
+    // delta only when it holds no summary and no fact: a new summary
+    // replaces the start of what the client holds, and a changed fact the
+    // facts message at its end, so either makes a full replay.
+    let memory = |r: &crate::parse::Record, data: &[u8]| {
+        (req.selection.summaries && r.kind_is(data, memory::SUMMARY))
+            || (req.selection.facts && r.kind_is(data, memory::FACT))
+    };
+    let parsed = delta.as_ref().and_then(|(from, buf)| {
+        let tail = &buf[..];
+        let commit = memchr::memrchr(b'\n', tail).map_or(0, |k| k + 1);
+        let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
+        let data: &[u8] = parsed.arena.as_deref().unwrap_or(tail);
+        let changed = parsed
+            .records
+            .iter()
+            .chain(&parsed.late)
+            .any(|r| memory(r, data));
+        (!changed).then_some((*from, commit, parsed))
+    });
+    let (prepared, fp, id) = match (parsed, &delta) {
+        (Some((from, commit, parsed)), Some((_, buf))) => {
             let tail = &buf[..];
-            let commit = memchr::memrchr(b'\n', tail).map_or(0, |k| k + 1);
-            let parsed = parse_range(tail, 0..commit, 1, req.options, &|_| {});
             if let Some(e) = parsed.alloc_failed {
                 return Err(e.for_log(path));
             }
@@ -363,7 +381,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             };
             (prepared, fp, id)
         }
-        None => {
+        _ => {
             // The whole log (a position of 0 too: the file's start is where a
             // byte-order mark is dropped, which only a full replay does).
             let log = LogBytes::open_with(path, ReadMode::Auto, req.options.refuse_links)?;
@@ -372,8 +390,12 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
             let mut r = crate::replay::try_replay(&all[..commit], req.options)
                 .map_err(|e| e.for_log(path))?;
             r.select(req.selection, None);
-            let body = render_body(r.records(), r.data(), req.format, Document::Context)
-                .map_err(|e| e.for_log(path))?;
+            let body = match req.format {
+                Format::Xml => render_body(r.records(), r.data(), req.format, Document::Context),
+                // The facts message, if any, comes last.
+                f => r.try_render_messages(f),
+            }
+            .map_err(|e| e.for_log(path))?;
             let fp = crate::input::fingerprint_bytes(&all[..commit]);
             log.verify()?;
             let prepared = Prepared {

@@ -33,6 +33,14 @@ pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<R
             .parse::<Format>()
             .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "invalid_format", m))?,
     };
+    if format == Format::Xml && state.cfg.selection.facts {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_format",
+            "the server replays facts (--facts), which have no place in the XML document: \
+             ask for \"format\": \"anthropic\", \"openai\" or \"ndjson\"",
+        ));
+    }
     let _permit = state.permit()?;
     let _work = state.admit_prepare()?;
     let st = state.clone();
