@@ -69,6 +69,18 @@ pub enum Error {
     /// An ack named a prepare id the store has never issued.
     #[error("unknown prepare_id {0:?}")]
     UnknownPrepare(String),
+    /// The search index next to a log could not be made, read or written.
+    #[error("{}: search index: {message}", path.display())]
+    Search {
+        /// The index file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A search query that cannot be searched (no word, too long) or a
+    /// limit out of range.
+    #[error("{0}")]
+    Query(String),
 }
 
 /// A buffer sized from the log (the replayed records, the re-serialised

@@ -71,6 +71,8 @@ mod order;
 mod parse;
 mod render;
 mod replay;
+#[cfg(feature = "state")]
+pub mod search;
 mod select;
 #[cfg(feature = "server")]
 pub mod server;

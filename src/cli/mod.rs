@@ -12,6 +12,7 @@ mod args;
 mod compact;
 mod generate;
 mod replay;
+mod search;
 mod serve;
 mod session;
 
@@ -112,6 +113,21 @@ enum Command {
     /// Example: ANTHROPIC_API_KEY=... wmreplay compact wm.log --upstream
     /// https://api.anthropic.com --model claude-sonnet-4-5 --to 50000
     Compact(compact::CompactArgs),
+    /// Print the records best matching a query, ranked by BM25 over the
+    /// words of their string values (keys, numbers, and the top-level type
+    /// and session_id are not searched; filter on those with --kinds and
+    /// --session). Each hit is {"offset","ts_ms","type","score","record"}.
+    /// The index is kept next to the log (LOG.wmreplay.idx), built on first
+    /// use (with a progress bar on a terminal), brought up to date with the
+    /// lines appended since before each search, and built again when the log
+    /// was replaced, truncated or rewritten.
+    ///
+    /// A LOG that does not exist finds nothing, with a warning (exit status
+    /// 0); --require-log makes it exit 1. A query without a word, or longer
+    /// than 4096 bytes or 64 words, exits 2.
+    ///
+    /// Example: wmreplay search wm.log "lisbon invoice" --limit 5 --kinds text_input
+    Search(search::SearchArgs),
     /// Print the replay stats as one JSON object.
     ///
     /// A LOG that does not exist gives all-zero stats, with a warning on
@@ -186,5 +202,6 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve(a) => serve::serve(*a),
         Command::Stats(a) => replay::stats(a),
         Command::Compact(a) => compact::compact(a),
+        Command::Search(a) => search::search(a),
     }
 }

@@ -63,6 +63,12 @@ pub struct RespondArgs {
     /// (repeatable): for a parameter newer than this version.
     #[arg(long = "allow-param", value_name = "NAME")]
     pub allow_params: Vec<String>,
+    /// Recall: the K records best matching --text that the replay does not
+    /// already hold (records folded into a summary count as not held), as
+    /// one WM_KIND=recall message just before CURRENT_USER_REQUEST. Found
+    /// by `wmreplay search`'s index next to the log (built on first use).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub recall: Option<u64>,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -118,6 +124,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         max_output_tokens,
         params,
         allow_params,
+        recall,
         select,
         engine,
     } = args;
@@ -156,7 +163,13 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         session_id: session.as_deref(),
     };
     let t = std::time::Instant::now();
-    let mut spec = wmreplay::RequestSpec::new(format, &system, current).with_fields(&fields);
+    let recalled = match recall {
+        Some(k) => recall_for(&log.log, &text, k as usize, &replayed, &engine)?,
+        None => None,
+    };
+    let mut spec = wmreplay::RequestSpec::new(format, &system, current)
+        .with_fields(&fields)
+        .with_recall(recalled.as_deref());
     if cached {
         let mut policy = wmreplay::CachePolicy::default();
         policy.ttl = cache_ttl;
@@ -169,6 +182,42 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     // serial unmap at exit.
     bytes.release_pages();
     Ok(())
+}
+
+/// The recall message for `text` (see `--recall`): the index is brought up
+/// to date (with a progress bar on a long build), and the records
+/// `replayed` holds are left out.
+fn recall_for(
+    log: &std::path::Path,
+    text: &str,
+    k: usize,
+    replayed: &wmreplay::Replay<'_>,
+    engine: &EngineArgs,
+) -> Result<Option<String>, Failure> {
+    let held: std::collections::HashSet<u64> = replayed
+        .records()
+        .iter()
+        .map(|r| replayed.source_offset(r))
+        .collect();
+    let options = replay_options(engine, 0);
+    let mut index = wmreplay::search::SearchIndex::at(
+        log,
+        wmreplay::search::SearchIndex::path_for(log),
+        &options,
+    );
+    let total = std::fs::metadata(log).map_or(0, |m| m.len());
+    let bar = progress_bar(total, format!("indexing {}", log.display()));
+    let refreshed = index.refresh_with_progress(&mut |done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    refreshed?;
+    Ok(index.recall(text, k, &|o| held.contains(&o))?)
 }
 
 /// `wmreplay replay`.

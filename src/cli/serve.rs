@@ -283,6 +283,13 @@ pub struct ServeArgs {
         requires = "compact_at"
     )]
     compact_max_output_tokens: u32,
+    /// Recall: each turn gets the K records best matching its text that the
+    /// replay does not hold (a summary's folded records included), as one
+    /// WM_KIND=recall message just before CURRENT_USER_REQUEST, after the
+    /// cached prefix. Found by the search index next to each log
+    /// (LOG.wmreplay.idx, built on first use; POST /v1/search uses it too).
+    #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    recall: Option<u64>,
     /// Prompt caching. auto: with Anthropic, up to 4 cache_control
     /// breakpoints placed so that each turn reads the previous turn's prefix
     /// from the cache (the last replayed message, the previous turn's last
@@ -417,6 +424,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             Some(c)
         }
     };
+    cfg.recall = args.recall.map(|k| k as usize);
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;

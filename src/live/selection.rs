@@ -82,6 +82,7 @@ impl LiveReplay {
                     crate::render::request::Lead {
                         fields: spec.fields,
                         facts: self.facts.as_deref(),
+                        recall: spec.recall,
                     },
                     spec.system,
                     &spec.current,
@@ -93,6 +94,7 @@ impl LiveReplay {
                 crate::render::request::Lead {
                     fields: spec.fields,
                     facts: self.facts.as_deref(),
+                    recall: spec.recall,
                 },
                 spec.system,
                 &spec.current,
@@ -338,6 +340,20 @@ impl LiveReplay {
         } else {
             None
         };
+        if self.track {
+            let mut offsets: Vec<u64> = mview
+                .as_ref()
+                .and_then(|v| v.summary)
+                .map(|it| self.segments[it.si].entries[it.ei].offset)
+                .into_iter()
+                .chain(range.clone().map(|i| {
+                    let (si, ei) = locate(i);
+                    self.segments[si].entries[ei].offset
+                }))
+                .collect();
+            offsets.sort_unstable();
+            self.selected = offsets;
+        }
         report.selected = range.len() as u64;
         report.tokens = tokens;
         report.trimmed = trimmed;

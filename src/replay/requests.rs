@@ -16,10 +16,11 @@ use crate::render::request::{self, CurrentRequest, Lead};
 impl Replay<'_> {
     /// What the body carries besides the messages: `fields`, and the facts
     /// message once selected.
-    fn lead<'s>(&'s self, fields: &'s str) -> Lead<'s> {
+    fn lead<'s>(&'s self, fields: &'s str, recall: Option<&'s str>) -> Lead<'s> {
         Lead {
             fields,
             facts: self.facts_text(),
+            recall,
         }
     }
 
@@ -154,7 +155,7 @@ impl Replay<'_> {
             self.records(),
             self.data(),
             format,
-            self.lead(""),
+            self.lead("", None),
             system,
             current,
         )
@@ -221,7 +222,7 @@ impl Replay<'_> {
         memory: &mut CacheMemory,
     ) -> Result<Vec<u8>, AllocError> {
         let records = self.records();
-        let lead = self.lead(spec.fields);
+        let lead = self.lead(spec.fields, spec.recall);
         match &spec.cache {
             Some(policy) if spec.format == Format::Anthropic => Ok(request::render_request_cached(
                 records,
@@ -252,7 +253,7 @@ impl Replay<'_> {
         memory: &mut CacheMemory,
         w: &mut dyn Write,
     ) -> std::io::Result<()> {
-        let lead = self.lead(spec.fields);
+        let lead = self.lead(spec.fields, spec.recall);
         match &spec.cache {
             Some(policy) if spec.format == Format::Anthropic => {
                 let records = self.records();

@@ -117,6 +117,23 @@ pub struct Config {
     /// replay after the newest one grows too long. Needs `--summaries` and
     /// an upstream. Default off.
     pub compaction: Option<Compaction>,
+    /// Recall (`--recall K`): the K records best matching a turn's text that
+    /// the replay does not hold, as one `WM_KIND=recall` message before the
+    /// current request. Default off.
+    pub recall: Option<usize>,
+}
+
+impl Config {
+    /// A live replay of the log as this server keeps it.
+    pub(crate) fn live(&self) -> crate::LiveReplay {
+        let live = crate::LiveReplay::new(&self.log, self.provider.format(), self.replay.clone())
+            .with_selection(self.selection.clone());
+        if self.recall.is_some() {
+            live.tracking_selected()
+        } else {
+            live
+        }
+    }
 }
 
 /// When and how the server folds the oldest replayed records into a new
@@ -206,6 +223,7 @@ impl Config {
             max_record_bytes: 1 << 20,
             auth_token: None,
             compaction: None,
+            recall: None,
         }
     }
 }

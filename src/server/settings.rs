@@ -207,6 +207,14 @@ impl Config {
         if let Some(c) = &self.compaction {
             check_compaction(self, c)?;
         }
+        if let Some(k) = self.recall
+            && !(1..=crate::search::MAX_LIMIT).contains(&k)
+        {
+            return Err(format!(
+                "--recall must be 1 to {}, not {k}",
+                crate::search::MAX_LIMIT
+            ));
+        }
         if let Some(u) = &self.upstream {
             parse_upstream(u)?;
             if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {

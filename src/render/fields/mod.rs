@@ -23,6 +23,7 @@ use crate::render::request::CurrentRequest;
 /// system prompt, current request, and prompt-cache breakpoints (Anthropic
 /// only). See [`Replay::render_request_with`](crate::Replay::render_request_with).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RequestSpec<'a> {
     /// The body format.
     pub format: Format,
@@ -35,6 +36,9 @@ pub struct RequestSpec<'a> {
     pub current: CurrentRequest<'a>,
     /// Prompt-cache breakpoints: `Some` places them (Anthropic bodies).
     pub cache: Option<CachePolicy>,
+    /// The recall message's text ([`crate::search::recall_text`]), written
+    /// just before the current request, after the facts message.
+    pub recall: Option<&'a str>,
 }
 
 impl<'a> RequestSpec<'a> {
@@ -46,6 +50,7 @@ impl<'a> RequestSpec<'a> {
             system,
             current,
             cache: None,
+            recall: None,
         }
     }
 
@@ -58,6 +63,12 @@ impl<'a> RequestSpec<'a> {
     /// With prompt-cache breakpoints placed by `policy`.
     pub fn with_cache(mut self, policy: CachePolicy) -> Self {
         self.cache = Some(policy);
+        self
+    }
+
+    /// With a recall message (see [`RequestSpec::recall`]).
+    pub fn with_recall(mut self, recall: Option<&'a str>) -> Self {
+        self.recall = recall;
         self
     }
 }

@@ -19,6 +19,8 @@ pub const SYSTEM_RULE: &str = "Messages prefixed with `WM_KIND=` are working-mem
 pub(crate) struct Lead<'a> {
     pub(crate) fields: &'a str,
     pub(crate) facts: Option<&'a str>,
+    /// The recall message, after the facts.
+    pub(crate) recall: Option<&'a str>,
 }
 
 /// The live ask that follows the replayed log.
@@ -100,6 +102,7 @@ pub fn request_envelope(
         Lead {
             fields,
             facts: None,
+            recall: None,
         },
         system,
         current,
@@ -194,9 +197,9 @@ fn envelope(
         }
     }
     let mut tail = Vec::new();
-    if let Some(facts) = lead.facts {
+    for text in [lead.facts, lead.recall].into_iter().flatten() {
         tail.extend_from_slice(format.open(Role::User));
-        tail.extend_from_slice(&escaped(facts));
+        tail.extend_from_slice(&escaped(text));
         tail.extend_from_slice(format.close());
         tail.extend_from_slice(format.separator());
     }

@@ -18,7 +18,6 @@ use axum::http::StatusCode;
 use tokio::sync::Semaphore;
 
 use super::{AppState, Totals, Turns, derived_cache_key};
-use crate::LiveReplay;
 use crate::server::config::Config;
 use crate::server::errors::ApiError;
 use crate::server::upstream::Provider;
@@ -53,8 +52,7 @@ impl Shared {
             cfg.state = None;
             cfg.replay.refuse_links = true;
         }
-        let live = LiveReplay::new(&cfg.log, cfg.provider.format(), cfg.replay.clone())
-            .with_selection(cfg.selection.clone());
+        let live = cfg.live();
         AppState {
             id,
             upstream: self.upstream.clone(),
@@ -73,6 +71,7 @@ impl Shared {
             budget: self.budget.clone(),
             totals: Mutex::new(Totals::default()),
             compactor: Default::default(),
+            search: Default::default(),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
                 cfg.cache_key

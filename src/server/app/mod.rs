@@ -66,6 +66,8 @@ pub(crate) struct AppState {
     pub(crate) cache_key: Option<String>,
     /// Folds into summaries (`--compact-at`).
     pub(crate) compactor: compactor::Compactor,
+    /// The log's search index, opened on first use.
+    pub(crate) search: Arc<Mutex<Option<crate::search::SearchIndex>>>,
 }
 
 impl AppState {
@@ -92,6 +94,21 @@ impl AppState {
     /// `--log-dir`, whose files are opened without following any.
     pub(crate) fn follows_links(&self) -> bool {
         self.cfg.log_dir.is_none()
+    }
+
+    /// The search index, kept open from the first search on (next to the
+    /// log; under `--log-dir` no link is followed).
+    pub(crate) fn search_index(&self) -> Arc<Mutex<Option<crate::search::SearchIndex>>> {
+        let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(crate::search::SearchIndex::at(
+                &self.cfg.log,
+                crate::search::SearchIndex::path_for(&self.cfg.log),
+                &self.cfg.replay,
+            ));
+        }
+        drop(slot);
+        self.search.clone()
     }
 
     /// The state store, opened on first use.

@@ -22,6 +22,10 @@ pub(crate) struct Snapshot {
     pub(crate) cache_marks: Option<usize>,
     /// With `--facts`: the facts message, written before the request.
     pub(crate) facts: Option<String>,
+    /// With `--recall`: the recall message, written after the facts
+    /// ([`add_recall`]), and the offsets of the records replayed, sorted.
+    pub(crate) recall: Option<String>,
+    pub(crate) held: Vec<u64>,
 }
 
 /// The selection applied to `live` as it stands. `report`: also find the
@@ -37,31 +41,32 @@ pub(crate) fn snapshot_of(
 ) -> Result<Snapshot, crate::Error> {
     let sel = &st.cfg.selection;
     let mut cache_marks = None;
-    let (chunks, select) = if sel.is_everything() && !report && !st.marks_cache() {
-        (live.chunks(), None)
-    } else {
-        let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
-        let (chunks, report) = if st.marks_cache() {
-            let mut slot = st.cache.lock().unwrap_or_else(|p| p.into_inner());
-            let mut memory = *slot;
-            let (chunks, report, marks) =
-                live.select_cached(sel, *window, &st.cache_policy(), &mut memory)?;
-            if commit {
-                *slot = memory;
-            }
-            cache_marks = Some(marks);
-            (chunks, report)
+    let (chunks, select) =
+        if sel.is_everything() && !report && !st.marks_cache() && st.cfg.recall.is_none() {
+            (live.chunks(), None)
         } else {
-            live.select(sel, *window)?
+            let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
+            let (chunks, report) = if st.marks_cache() {
+                let mut slot = st.cache.lock().unwrap_or_else(|p| p.into_inner());
+                let mut memory = *slot;
+                let (chunks, report, marks) =
+                    live.select_cached(sel, *window, &st.cache_policy(), &mut memory)?;
+                if commit {
+                    *slot = memory;
+                }
+                cache_marks = Some(marks);
+                (chunks, report)
+            } else {
+                live.select(sel, *window)?
+            };
+            if sel.trim_to.is_some() && report.window_start != *window {
+                *window = report.window_start;
+                let store = st.store()?;
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
+            }
+            (chunks, Some(report))
         };
-        if sel.trim_to.is_some() && report.window_start != *window {
-            *window = report.window_start;
-            let store = st.store()?;
-            let store = store.lock().unwrap_or_else(|p| p.into_inner());
-            store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
-        }
-        (chunks, Some(report))
-    };
     Ok(Snapshot {
         chunks,
         stats: live.stats().clone(),
@@ -72,6 +77,12 @@ pub(crate) fn snapshot_of(
             live.facts_text().map(str::to_string)
         } else {
             None
+        },
+        recall: None,
+        held: if st.cfg.recall.is_some() {
+            live.selected_offsets().to_vec()
+        } else {
+            Vec::new()
         },
     })
 }
@@ -100,6 +111,27 @@ pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
             "replay_failed",
             e.to_string(),
         ),
+    }
+}
+
+/// With `--recall K`: the recall message for `text`, leaving out the
+/// records the snapshot replays and those at or after `before` (a turn's
+/// own input). Blocking (the index is brought up to date): call it off the
+/// async threads, without the live state held. A recall that fails is
+/// logged and left out; the turn goes on without it.
+pub(crate) fn add_recall(st: &AppState, snap: &mut Snapshot, text: &str, before: u64) {
+    let Some(k) = st.cfg.recall else {
+        return;
+    };
+    let index = st.search_index();
+    let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(idx) = slot.as_mut() else {
+        return;
+    };
+    let held = &snap.held;
+    match idx.recall(text, k, &|o| o >= before || held.binary_search(&o).is_ok()) {
+        Ok(r) => snap.recall = r,
+        Err(e) => tracing::warn!(error = %e, "recall failed; the turn goes on without it"),
     }
 }
 
@@ -211,6 +243,7 @@ impl AppState {
                     crate::render::request::Lead {
                         fields,
                         facts: snap.facts.as_deref(),
+                        recall: snap.recall.as_deref(),
                     },
                     &self.system,
                     current,
@@ -222,6 +255,7 @@ impl AppState {
                 crate::render::request::Lead {
                     fields,
                     facts: snap.facts.as_deref(),
+                    recall: snap.recall.as_deref(),
                 },
                 &self.system,
                 current,

@@ -1,5 +1,6 @@
 //! The routes, one file per group: `respond.rs` (`/respond`,
 //! `/v1/context`), `records.rs` (`/v1/records`), `facts.rs` (`/v1/facts`),
+//! `search.rs` (`/v1/search`),
 //! `sessions.rs`
 //! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`), `logs.rs`
 //! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
@@ -10,6 +11,7 @@ mod facts;
 mod logs;
 mod records;
 mod respond;
+mod search;
 mod sessions;
 mod stats;
 
@@ -54,6 +56,7 @@ per_log!(prepare_one, prepare_at, sessions::turn_prepare);
 per_log!(ack_one, ack_at, sessions::turn_ack);
 per_log!(records_one, records_at, records::append);
 per_log!(facts_one, facts_at, facts::read);
+per_log!(search_one, search_at, search::search);
 
 async fn put_fact_one(
     State(server): State<Arc<Server>>,
@@ -103,6 +106,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route("/v1/turn/prepare", post(prepare_one))
             .route("/v1/turn/ack", post(ack_one))
             .route("/v1/records", post(records_one))
+            .route("/v1/search", post(search_one))
             .route("/v1/facts", get(facts_one))
             .route("/v1/facts/{key}", put(put_fact_one).delete(delete_fact_one)),
         Logs::Dir(_) => Router::new()
@@ -113,6 +117,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route("/v1/logs/{id}/turn/prepare", post(prepare_at))
             .route("/v1/logs/{id}/turn/ack", post(ack_at))
             .route("/v1/logs/{id}/records", post(records_at))
+            .route("/v1/logs/{id}/search", post(search_at))
             .route("/v1/logs/{id}/facts", get(facts_at))
             .route(
                 "/v1/logs/{id}/facts/{key}",

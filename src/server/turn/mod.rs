@@ -39,8 +39,7 @@ pub(crate) use input::{Input, parse_input};
 use keys::{Plan, finish_key, plan_for, wait_for};
 use run::{close_turn, run_turn};
 
-use crate::LiveReplay;
-use crate::server::app::snapshot::{Snapshot, replay_failed, snapshot_of, stats_json};
+use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot_of, stats_json};
 use crate::server::app::{AppState, Claim};
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::sse::{sse, sse_headers};
@@ -209,16 +208,16 @@ async fn begin(
     };
     let st = state.clone();
     let key = input.key.clone();
+    let text = input.text.clone();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
         move || -> Result<(Snapshot, Option<writer::Durable>), ApiError> {
             if let Some(offset) = retry {
                 // The live state has moved on: replay the log's prefix afresh.
-                let mut fresh =
-                    LiveReplay::new(&st.cfg.log, st.cfg.provider.format(), st.cfg.replay.clone())
-                        .with_selection(st.cfg.selection.clone());
+                let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
-                let snap = snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?;
+                let mut snap = snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?;
+                add_recall(&st, &mut snap, &text, offset);
                 return Ok((snap, None));
             }
             // Hold the replay while the line is written: nothing else brings
@@ -244,12 +243,10 @@ async fn begin(
             if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
                 *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
             }
-            let snap = if live.info().committed_bytes > offset {
+            let mut snap = if live.info().committed_bytes > offset {
                 // Only if the file changed identity under us: build afresh.
                 drop(live);
-                let mut fresh =
-                    LiveReplay::new(&st.cfg.log, st.cfg.provider.format(), st.cfg.replay.clone())
-                        .with_selection(st.cfg.selection.clone());
+                let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
                 snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?
             } else {
@@ -258,6 +255,7 @@ async fn begin(
                 drop(live);
                 s
             };
+            add_recall(&st, &mut snap, &text, offset);
             Ok((snap, Some(durable)))
         },
     )

@@ -1,0 +1,397 @@
+//! Search over the whole log: the records best matching a query, ranked by
+//! BM25 over their words (see [`text`] for what is searched), from an
+//! index kept next to the log and brought up to date before each search.
+//!
+//! ```
+//! use wmreplay::search::{SearchIndex, SearchOptions};
+//!
+//! let dir = std::env::temp_dir().join(format!("wmreplay-doc-search-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let log = dir.join("wm.log");
+//! std::fs::write(&log, concat!(
+//!     "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"Pay the Lisbon invoice on Friday\"}\n",
+//!     "{\"type\":\"wm_event\",\"ts_ms\":2,\"e\":\"calendar synced\"}\n",
+//! ))?;
+//! let mut index = SearchIndex::new(&log);
+//! let hits = index.search("lisbon invoice", &SearchOptions::default())?;
+//! assert_eq!(hits.len(), 1);
+//! assert_eq!((hits[0].offset, hits[0].kind.as_str()), (0, "text_input"));
+//! assert!(hits[0].line.contains("Friday"));
+//! // Appended lines are found by the next search.
+//! std::fs::OpenOptions::new().append(true).open(&log)?
+//!     .write_all(b"{\"type\":\"wm_insight\",\"ts_ms\":3,\"text\":\"the invoice was paid\"}\n")?;
+//! let hits = index.search("invoice", &SearchOptions::default())?;
+//! assert_eq!(hits.len(), 2);
+//! # use std::io::Write;
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod index;
+#[cfg(test)]
+mod naive;
+#[cfg(test)]
+mod tests;
+pub(crate) mod text;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use index::Index;
+pub use index::Refreshed;
+
+use crate::error::Error;
+use crate::parse::LineParser;
+use crate::select::Selection;
+
+/// The longest query accepted, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// The most distinct words a query may have.
+pub const MAX_QUERY_WORDS: usize = 64;
+/// The most records one search returns.
+pub const MAX_LIMIT: usize = 1000;
+
+/// What to look for besides the words, and how many.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SearchOptions {
+    /// The most records returned (1 to [`MAX_LIMIT`]; default 10).
+    pub limit: usize,
+    /// Only records whose `type` is one of these.
+    pub kinds: Option<Vec<String>>,
+    /// Only records of this `session_id`, or with none.
+    pub session: Option<String>,
+    /// Only records with `ts_ms` at least this.
+    pub since: Option<f64>,
+    /// Only records with `ts_ms` at most this.
+    pub until: Option<f64>,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions {
+            limit: 10,
+            kinds: None,
+            session: None,
+            since: None,
+            until: None,
+        }
+    }
+}
+
+impl SearchOptions {
+    /// [`SearchOptions::default`] with `limit`.
+    pub fn with_limit(limit: usize) -> Self {
+        SearchOptions {
+            limit,
+            ..SearchOptions::default()
+        }
+    }
+
+    fn filters(&self) -> Selection {
+        Selection {
+            kinds: self.kinds.clone(),
+            session: self.session.clone(),
+            since: self.since,
+            until: self.until,
+            ..Selection::default()
+        }
+    }
+}
+
+/// One record found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Hit {
+    /// Byte offset of its line in the log.
+    pub offset: u64,
+    /// Its `ts_ms`.
+    pub ts_ms: f64,
+    /// Its `type`.
+    pub kind: String,
+    /// Its BM25 score (higher is better).
+    pub score: f64,
+    /// The line as written (invalid UTF-8 replaced).
+    pub line: String,
+}
+
+impl Hit {
+    /// The hit as a JSON object: `{"offset","ts_ms","type","score","record"}`,
+    /// `record` being the line's JSON itself.
+    pub fn to_json(&self) -> String {
+        let ts = crate::escape::JsNumber::new(self.ts_ms);
+        let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("null");
+        let ts = if self.ts_ms.is_finite() { ts } else { "null" };
+        let record = if serde_json::from_str::<serde::de::IgnoredAny>(&self.line).is_ok() {
+            self.line.clone()
+        } else {
+            serde_json::to_string(&self.line).expect("a string serialises")
+        };
+        format!(
+            "{{\"offset\":{},\"ts_ms\":{ts},\"type\":{},\"score\":{},\"record\":{record}}}",
+            self.offset,
+            serde_json::to_string(&self.kind).expect("a string serialises"),
+            serde_json::Number::from_f64(self.score).map_or("0".into(), |n| n.to_string()),
+        )
+    }
+}
+
+/// The words searched for in `query` (see [`text`]), each once, in order:
+/// an [`Error::Query`] when there is none, or the query is too long.
+pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(Error::Query(format!(
+            "the query is {} bytes long; at most {MAX_QUERY_BYTES} are searched",
+            query.len()
+        )));
+    }
+    let mut words: Vec<String> = Vec::new();
+    text::words(query, &mut String::new(), |w| {
+        if !words.iter().any(|x| x == w) {
+            words.push(w.to_string());
+        }
+    });
+    if words.is_empty() {
+        return Err(Error::Query(
+            "the query has no word to search for (letters or digits)".into(),
+        ));
+    }
+    if words.len() > MAX_QUERY_WORDS {
+        return Err(Error::Query(format!(
+            "the query has {} distinct words; at most {MAX_QUERY_WORDS} are searched",
+            words.len()
+        )));
+    }
+    Ok(words)
+}
+
+/// A log's search index, kept open across searches.
+pub struct SearchIndex {
+    log: PathBuf,
+    index: Index,
+    max_depth: usize,
+}
+
+impl SearchIndex {
+    /// The index of `log`, at [`SearchIndex::path_for`]`(log)`. Nothing is
+    /// read or made until the first search or [`refresh`](Self::refresh).
+    pub fn new(log: impl Into<PathBuf>) -> SearchIndex {
+        let log = log.into();
+        let path = SearchIndex::path_for(&log);
+        SearchIndex::at(log, path, &crate::ReplayOptions::default())
+    }
+
+    /// The index of `log` kept at `path`, reading lines as `options` says
+    /// (`max_depth`; `refuse_links` refuses a log or an index that is a
+    /// symbolic link).
+    pub fn at(
+        log: impl Into<PathBuf>,
+        path: impl Into<PathBuf>,
+        options: &crate::ReplayOptions,
+    ) -> SearchIndex {
+        let log = log.into();
+        SearchIndex {
+            index: Index::new(
+                &log,
+                path.into(),
+                options.max_depth.max(1),
+                options.refuse_links,
+            ),
+            log,
+            max_depth: options.max_depth.max(1),
+        }
+    }
+
+    /// Where the index of `log` is kept by default: its path with
+    /// `.wmreplay.idx` appended.
+    pub fn path_for(log: &Path) -> PathBuf {
+        let mut p = log.as_os_str().to_owned();
+        p.push(".wmreplay.idx");
+        PathBuf::from(p)
+    }
+
+    /// The index file.
+    pub fn path(&self) -> &Path {
+        self.index.path()
+    }
+
+    /// The log.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// Brings the index up to date with the log: indexes the lines
+    /// appended since the last call, or the whole log when it was replaced,
+    /// truncated or rewritten (or the index cannot be used).
+    pub fn refresh(&mut self) -> Result<Refreshed, Error> {
+        self.index.refresh(&mut |_, _| {})
+    }
+
+    /// [`refresh`](Self::refresh), calling `progress(bytes_done, bytes_total)`
+    /// as it goes.
+    pub fn refresh_with_progress(
+        &mut self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Refreshed, Error> {
+        self.index.refresh(progress)
+    }
+
+    /// The best `options.limit` records for `query` that pass the filters,
+    /// best first (ties in log order), after a [`refresh`](Self::refresh).
+    pub fn search(&mut self, query: &str, options: &SearchOptions) -> Result<Vec<Hit>, Error> {
+        self.refresh()?;
+        self.search_fresh(query, options, &|_| false)
+    }
+
+    /// The search without a refresh first, leaving out the records whose
+    /// offsets `skip` names.
+    pub(crate) fn search_fresh(
+        &mut self,
+        query: &str,
+        options: &SearchOptions,
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Hit>, Error> {
+        if options.limit == 0 || options.limit > MAX_LIMIT {
+            return Err(Error::Query(format!(
+                "limit must be 1 to {MAX_LIMIT}, not {}",
+                options.limit
+            )));
+        }
+        let words = query_words(query)?;
+        let Some((file, _)) = crate::input::open_regular(&self.log, false)? else {
+            return Ok(Vec::new());
+        };
+        let filters = options.filters();
+        let mut parser = LineParser::new(self.max_depth);
+        let mut hits = Vec::new();
+        let mut buf = Vec::new();
+        let log = self.log.clone();
+        self.index.matches(&words, &mut |offset, score| {
+            if skip(offset) {
+                return Ok(true);
+            }
+            if let Some(hit) =
+                read_hit(&file, &log, offset, score, &filters, &mut parser, &mut buf)?
+            {
+                hits.push(hit);
+            }
+            Ok(hits.len() < options.limit)
+        })?;
+        Ok(hits)
+    }
+}
+
+impl SearchIndex {
+    /// The recall message for the current request `text`: the `k` best
+    /// records for its words (its first [`MAX_QUERY_WORDS`] distinct words,
+    /// within [`MAX_QUERY_BYTES`]) whose offsets `replayed` does not name,
+    /// as [`recall_text`] writes them; `None` when none is found or the
+    /// text has no word. Brings the index up to date first.
+    pub fn recall(
+        &mut self,
+        text: &str,
+        k: usize,
+        replayed: &dyn Fn(u64) -> bool,
+    ) -> Result<Option<String>, Error> {
+        self.refresh()?;
+        let mut cut = text.len().min(MAX_QUERY_BYTES);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let mut words: Vec<String> = Vec::new();
+        text::words(&text[..cut], &mut String::new(), |w| {
+            if words.len() < MAX_QUERY_WORDS && !words.iter().any(|x| x == w) {
+                words.push(w.to_string());
+            }
+        });
+        if words.is_empty() || k == 0 {
+            return Ok(None);
+        }
+        let hits = self.search_fresh(
+            &words.join(" "),
+            &SearchOptions::with_limit(k.min(MAX_LIMIT)),
+            replayed,
+        )?;
+        Ok(recall_text(text, &hits))
+    }
+}
+
+/// The `WM_KIND=recall` message text for `hits` found for `query`:
+/// `WM_KIND=recall\nWM_JSON: {"type":"recall","query":Q,"records":[{"offset":O,"record":LINE},…]}`,
+/// best first; `None` without hits.
+pub fn recall_text(query: &str, hits: &[Hit]) -> Option<String> {
+    if hits.is_empty() {
+        return None;
+    }
+    let mut json = format!(
+        "{{\"type\":\"recall\",\"query\":{},\"records\":[",
+        serde_json::to_string(query).expect("a string serialises")
+    );
+    for (i, h) in hits.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        let record = if serde_json::from_str::<serde::de::IgnoredAny>(&h.line).is_ok() {
+            h.line.clone()
+        } else {
+            serde_json::to_string(&h.line).expect("a string serialises")
+        };
+        json.push_str(&format!("{{\"offset\":{},\"record\":{record}}}", h.offset));
+    }
+    json.push_str("]}");
+    Some(format!("WM_KIND=recall\nWM_JSON: {json}"))
+}
+
+/// Searches `log` for `query` with its default index (see
+/// [`SearchIndex`]).
+pub fn search(
+    log: impl Into<PathBuf>,
+    query: &str,
+    options: &SearchOptions,
+) -> Result<Vec<Hit>, Error> {
+    SearchIndex::new(log).search(query, options)
+}
+
+/// The record whose line starts at `offset`, if it is still there, is a
+/// record and passes `filters`.
+fn read_hit(
+    file: &File,
+    log: &Path,
+    offset: u64,
+    score: f64,
+    filters: &Selection,
+    parser: &mut LineParser,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Hit>, Error> {
+    buf.clear();
+    let mut want = 4096u64;
+    loop {
+        buf.clear();
+        crate::live::read_from(file, offset, want, buf)
+            .map_err(|e| Error::io(log, "cannot read", e))?;
+        if memchr::memchr(b'\n', buf).is_some() || (buf.len() as u64) < want {
+            break;
+        }
+        want *= 4;
+    }
+    let Some(end) = memchr::memchr(b'\n', buf) else {
+        return Ok(None);
+    };
+    let line = &buf[crate::input::lines::trim(&buf[..end])];
+    if line.is_empty() {
+        return Ok(None);
+    }
+    let Ok(r) = parser.parse(line, 0) else {
+        return Ok(None);
+    };
+    if !filters.matches(&r, line) {
+        return Ok(None);
+    }
+    Ok(Some(Hit {
+        offset,
+        ts_ms: r.ts_ms(),
+        kind: r.kind(line),
+        score,
+        line: String::from_utf8_lossy(line).into_owned(),
+    }))
+}

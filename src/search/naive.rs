@@ -1,0 +1,82 @@
+//! The search as a plain scan of the log, scored as FTS5's `bm25()` scores
+//! (k1 = 1.2, b = 0.75; IDF = ln((N − n + 0.5) / (n + 0.5)), 10⁻⁶ when not
+//! positive; document length in words, over the average): the oracle of
+//! the index, and the brute-force baseline it is measured against.
+
+use super::text::{self, Scratch};
+use super::{SearchOptions, query_words};
+use crate::parse::LineParser;
+
+/// The best `options.limit` records of `log` for `query`: (offset, score),
+/// best first, ties in log order.
+pub(crate) fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64)> {
+    let Ok(words) = query_words(query) else {
+        return Vec::new();
+    };
+    let mut parser = LineParser::new(crate::DEFAULT_MAX_DEPTH);
+    let mut scratch = Scratch::default();
+    // Per document with words: offset, length, frequency of each query word.
+    let mut docs: Vec<(u64, u64, Vec<u64>)> = Vec::new();
+    let mut total = 0u64;
+    let mut pos = crate::input::lines::content_start(log);
+    let end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
+    for line in log[pos..end].split_inclusive(|&b| b == b'\n') {
+        let t = crate::input::lines::trim(line);
+        let at = pos + t.start;
+        pos += line.len();
+        let line = &line[t];
+        if line.is_empty() || parser.parse(line, 0).is_err() {
+            continue;
+        }
+        let mut len = 0u64;
+        let mut freq = vec![0u64; words.len()];
+        text::record_words(line, &mut scratch, |w| {
+            len += 1;
+            if let Some(i) = words.iter().position(|q| q == w) {
+                freq[i] += 1;
+            }
+        });
+        if len > 0 {
+            total += len;
+            docs.push((at as u64, len, freq));
+        }
+    }
+    let n = docs.len() as f64;
+    let avgdl = total as f64 / n;
+    let idf: Vec<f64> = (0..words.len())
+        .map(|i| {
+            let hits = docs.iter().filter(|d| d.2[i] > 0).count() as f64;
+            let idf = ((n - hits + 0.5) / (hits + 0.5)).ln();
+            if idf <= 0.0 { 1e-6 } else { idf }
+        })
+        .collect();
+    let (k1, b) = (1.2f64, 0.75f64);
+    let mut scored: Vec<(u64, f64)> = docs
+        .iter()
+        .filter(|d| d.2.iter().any(|&f| f > 0))
+        .map(|(offset, len, freq)| {
+            let d = *len as f64;
+            let mut score = 0.0f64;
+            for (i, &f) in freq.iter().enumerate() {
+                let f = f as f64;
+                score += idf[i] * ((f * (k1 + 1.0)) / (f + k1 * (1.0 - b + b * d / avgdl)));
+            }
+            (*offset, -score)
+        })
+        .collect();
+    scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let filters = options.filters();
+    scored
+        .into_iter()
+        .filter(|&(offset, _)| {
+            let rest = &log[offset as usize..];
+            let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
+            let line = &line[crate::input::lines::trim(line)];
+            parser
+                .parse(line, 0)
+                .is_ok_and(|r| filters.matches(&r, line))
+        })
+        .take(options.limit)
+        .map(|(o, s)| (o, -s))
+        .collect()
+}

@@ -1,0 +1,213 @@
+//! The index held to a plain scan-and-score of the log as it is now,
+//! through appends, torn lines, truncations, rewrites, replacement and
+//! deletion.
+
+use std::io::Write;
+
+use proptest::prelude::*;
+
+use super::{SearchIndex, SearchOptions, naive};
+
+const WORDS: [&str; 8] = [
+    "lisbon", "invoice", "paid", "friday", "Café", "tea", "the", "x9",
+];
+
+fn line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => (
+            prop::sample::select(vec!["text_input", "text_output", "wm_event"]),
+            0u64..50,
+            prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..6),
+            prop::option::of(prop::sample::select(vec!["a", "b"])),
+        )
+            .prop_map(|(kind, ts, words, session)| {
+                let session = session.map_or(String::new(), |s| format!(r#","session_id":"{s}""#));
+                format!(
+                    r#"{{"type":"{kind}","ts_ms":{ts}{session},"text":"{}","n":{ts}}}"#,
+                    words.join(" ")
+                )
+            }),
+        1 => Just("not json at all lisbon".to_string()),
+        1 => Just(r#"{"type":"wm_event","text":"no ts lisbon"}"#.to_string()),
+        1 => Just("   ".to_string()),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Append(Vec<String>),
+    /// A line written in two steps: its start now.
+    Torn(String),
+    Truncate(u8),
+    Rewrite(Vec<String>),
+    /// Rewritten in place to the same length, then grown.
+    Edit(String),
+    Delete,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => prop::collection::vec(line(), 1..8).prop_map(Op::Append),
+        1 => line().prop_map(Op::Torn),
+        1 => any::<u8>().prop_map(Op::Truncate),
+        1 => prop::collection::vec(line(), 0..8).prop_map(Op::Rewrite),
+        1 => line().prop_map(Op::Edit),
+        1 => Just(Op::Delete),
+    ]
+}
+
+fn query() -> impl Strategy<Value = (String, SearchOptions)> {
+    (
+        prop::collection::vec(prop::sample::select(WORDS.to_vec()), 1..4),
+        1usize..6,
+        prop::option::of(prop::sample::select(vec!["text_input", "wm_event"])),
+        prop::option::of(prop::sample::select(vec!["a", "b"])),
+        prop::option::of(0f64..50.0),
+    )
+        .prop_map(|(words, limit, kind, session, since)| {
+            let mut o = SearchOptions::with_limit(limit);
+            o.kinds = kind.map(|k| vec![k.to_string()]);
+            o.session = session.map(str::to_string);
+            o.since = since;
+            (words.join(" "), o)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn search_equals_a_scan_of_the_log_as_it_is_now(
+        ops in prop::collection::vec(op(), 1..10),
+        queries in prop::collection::vec(query(), 1..4),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        let mut index = SearchIndex::new(&log);
+        let mut torn = String::new();
+        for op in ops {
+            match op {
+                Op::Append(lines) => {
+                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+                    for l in lines {
+                        writeln!(f, "{}{l}", std::mem::take(&mut torn)).unwrap();
+                    }
+                }
+                Op::Torn(l) => {
+                    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+                    let half = &l[..l.len() / 2];
+                    write!(f, "{half}").unwrap();
+                    torn = String::new();
+                }
+                Op::Truncate(k) => {
+                    let len = std::fs::metadata(&log).map_or(0, |m| m.len());
+                    let f = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+                    f.set_len(len * u64::from(k) / 256).unwrap();
+                }
+                Op::Rewrite(lines) => {
+                    // Replaced in place: same file, other bytes.
+                    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                    std::fs::write(&log, body).unwrap();
+                }
+                Op::Edit(l) => {
+                    let old = std::fs::read_to_string(&log).unwrap_or_default();
+                    std::fs::write(&log, format!("{}{l}\n", old.replace("lisbon", "oporto"))).unwrap();
+                }
+                Op::Delete => {
+                    let _ = std::fs::remove_file(&log);
+                }
+            }
+            let bytes = std::fs::read(&log).unwrap_or_default();
+            for (q, o) in &queries {
+                let got: Vec<(u64, f64)> = index
+                    .search(q, o)
+                    .unwrap()
+                    .iter()
+                    .map(|h| (h.offset, h.score))
+                    .collect();
+                let want = naive::search(&bytes, q, o);
+                prop_assert_eq!(got.len(), want.len(), "{} {:?}: {:?} vs {:?}", q, o, got, want);
+                for (g, w) in got.iter().zip(&want) {
+                    prop_assert_eq!(g.0, w.0, "{} {:?}: {:?} vs {:?}", q, o, got, want);
+                    prop_assert!((g.1 - w.1).abs() <= 1e-9 * w.1.abs().max(1.0), "{:?} vs {:?}", got, want);
+                }
+            }
+        }
+    }
+}
+
+/// Hits carry the record's fields and line, a torn last line waits for its
+/// end, and a corrupt or foreign index file is made again, never trusted.
+#[test]
+fn hits_torn_lines_and_a_corrupt_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    std::fs::write(
+        &log,
+        "{\"type\":\"text_input\",\"ts_ms\":5,\"text\":\"Lisbon invoice\"}\n{\"type\":\"wm_event\",\"ts_ms\":6,\"text\":\"lisbon",
+    )
+    .unwrap();
+    let mut index = SearchIndex::new(&log);
+    let hits = index.search("lisbon", &SearchOptions::default()).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(
+        (hits[0].offset, hits[0].ts_ms, hits[0].kind.as_str()),
+        (0, 5.0, "text_input")
+    );
+    let json: serde_json::Value = serde_json::from_str(&hits[0].to_json()).unwrap();
+    assert_eq!(json["record"]["text"], "Lisbon invoice");
+    assert_eq!(
+        (json["offset"].as_u64(), json["ts_ms"].as_f64()),
+        (Some(0), Some(5.0))
+    );
+    assert_eq!(json["score"].as_f64(), Some(hits[0].score));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(b" tram\"}\n").unwrap();
+    let hits = index.search("tram", &SearchOptions::default()).unwrap();
+    assert_eq!(hits.len(), 1);
+    // Garbage in place of the index: built again.
+    let path = index.path().to_path_buf();
+    drop(index);
+    std::fs::write(&path, vec![7u8; 9000]).unwrap();
+    let mut index = SearchIndex::new(&log);
+    assert!(index.refresh().unwrap().rebuilt);
+    assert_eq!(
+        index
+            .search("lisbon", &SearchOptions::default())
+            .unwrap()
+            .len(),
+        2
+    );
+    // An index of another log at that path: built again.
+    let other = dir.path().join("other.log");
+    std::fs::write(&other, "{\"type\":\"a\",\"ts_ms\":1,\"text\":\"porto\"}\n").unwrap();
+    let mut o = SearchIndex::at(&other, &path, &crate::ReplayOptions::default());
+    assert!(o.refresh().unwrap().rebuilt);
+    assert!(index.refresh().unwrap().rebuilt);
+    assert!(
+        index
+            .search("porto", &SearchOptions::default())
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn queries_without_words_or_too_long_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    std::fs::write(&log, "").unwrap();
+    let mut index = SearchIndex::new(&log);
+    for q in ["", "  ?! ", &"a ".repeat(3000)] {
+        let e = index.search(q, &SearchOptions::default()).unwrap_err();
+        assert!(matches!(e, crate::Error::Query(_)), "{q:?}: {e}");
+    }
+    let many: String = (0..70).map(|i| format!("w{i} ")).collect();
+    assert!(index.search(&many, &SearchOptions::default()).is_err());
+    assert!(index.search("ok", &SearchOptions::with_limit(0)).is_err());
+    assert!(
+        index
+            .search("ok", &SearchOptions::default())
+            .unwrap()
+            .is_empty()
+    );
+}
