@@ -71,7 +71,7 @@ mod order;
 mod parse;
 mod render;
 mod replay;
-#[cfg(feature = "state")]
+#[cfg(feature = "search")]
 pub mod search;
 mod select;
 #[cfg(feature = "server")]
@@ -115,6 +115,11 @@ pub mod __internals {
     /// JSON.stringify's escaping and JavaScript's number formatting.
     pub mod escape {
         pub use crate::escape::*;
+    }
+    /// Search as a plain scan of the log (the index's oracle and baseline).
+    #[cfg(feature = "search")]
+    pub mod search_scan {
+        pub use crate::search::naive::search;
     }
     /// Opening a log: what checking a prefix costs.
     pub mod input {

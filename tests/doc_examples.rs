@@ -67,7 +67,7 @@ fn examples_in(text: &str) -> Vec<String> {
         .into_iter()
         .filter_map(|l| {
             let l = l.trim_start_matches("$ ").trim_start_matches("Example: ");
-            ["respond", "replay", "stats", "prepare"]
+            ["respond", "replay", "stats", "prepare", "search"]
                 .iter()
                 .any(|c| {
                     l.starts_with(&format!("wmreplay {c} wm.log "))
@@ -86,7 +86,7 @@ fn every_documented_command_line_runs_on_the_example_log() {
         let text = std::fs::read_to_string(root.join(doc)).unwrap();
         examples.extend(examples_in(&text).into_iter().map(|e| (doc.to_string(), e)));
     }
-    for command in ["respond", "replay", "stats", "prepare"] {
+    for command in ["respond", "replay", "stats", "prepare", "search"] {
         let help = bin().args([command, "--help"]).output().unwrap().stdout;
         let help = String::from_utf8(help).unwrap();
         let found = examples_in(&help);

@@ -30,7 +30,8 @@ export type Tokenizer = 'o200k_base' | 'cl100k_base' | 'bytes';
 
 /**
  * An error of the engine: `code` (`ENOENT`, `EACCES`, `EISDIR`, `EINVAL`, `EIO`, `ECHANGED`,
- * `ENOMEM`, `ESTATE`, `EWMREPLAY`) and the log's `path`. Invalid arguments are `TypeError`s
+ * `ENOMEM`, `ESTATE`, `ESEARCH`, `EWMREPLAY`) and the file's `path` (the log's; the state
+ * store's for `ESTATE`; the search index's for `ESEARCH`). Invalid arguments are `TypeError`s
  * with `code` `EINVALIDARG` and the option's name in `field`.
  */
 export interface WmreplayError extends Error {
@@ -164,6 +165,72 @@ export interface Appended {
  * A record that is not valid rejects the whole batch (`TypeError`, `EINVALIDARG`), nothing written.
  */
 export function append(logPath: string, records: AppendRecord | AppendRecord[]): Promise<Appended>;
+
+/** What a search keeps besides the words, and how many: `wmreplay search`'s options. */
+export interface SearchOptions {
+  /** The most hits, best first: 1 to 1000 (default 10). */
+  limit?: number;
+  /** Only records whose `type` is one of these. */
+  kinds?: string[];
+  /** Only records of this `session_id`, and records with none. */
+  session?: string;
+  /** Only records with `ts_ms` at least this. */
+  since?: number;
+  /** Only records with `ts_ms` at most this. */
+  until?: number;
+}
+
+/** One record found: what `wmreplay search` prints for it. */
+export interface SearchHit {
+  /** Byte offset of the record's line in the log. */
+  offset: number;
+  /** Its `ts_ms` (`null` when it is not a finite number). */
+  ts_ms: number | null;
+  /** Its `type`. */
+  type: string;
+  /** Its BM25 score: higher is better. */
+  score: number;
+  /** The line's JSON, parsed. */
+  record: Record<string, any>;
+}
+
+/** What `SearchIndex.refresh()` read into the index. */
+export interface IndexRefreshed {
+  /** The index was made again from the whole log (first use, or the log was replaced, truncated or rewritten). */
+  rebuilt: boolean;
+  /** Log bytes read into the index by this call. */
+  bytes: number;
+  /** Records added to the index by this call. */
+  records: number;
+}
+
+/**
+ * The records of the log best matching `query` (its words: letters and digits, case ignored,
+ * matched against the words of each record's string values), best first (BM25), off the
+ * JavaScript thread: what `wmreplay search` prints. The index is kept next to the log
+ * (`<logPath>.wmreplay.idx`, or `indexPath`), built on first use and brought up to date with the
+ * appended lines before each search. A log that does not exist finds nothing (`[]`). A query
+ * without a word, longer than 4096 bytes or 64 words, or a `limit` out of range rejects with a
+ * `TypeError` (`EINVALIDARG`, `field` `query` or `limit`) before anything is read.
+ */
+export function search(
+  logPath: string,
+  query: string,
+  options?: SearchOptions & { indexPath?: string },
+): Promise<SearchHit[]>;
+
+/** A log's search index kept open across searches, for a long-lived process. */
+export class SearchIndex {
+  /** Nothing is read or made until the first search or refresh. */
+  constructor(logPath: string, options?: { indexPath?: string });
+  readonly logPath: string;
+  /** The index file (default `<logPath>.wmreplay.idx`). */
+  readonly indexPath: string;
+  /** Brings the index up to date with the lines appended since the last call, then searches it. */
+  search(query: string, options?: SearchOptions): Promise<SearchHit[]>;
+  /** Brings the index up to date only. */
+  refresh(): Promise<IndexRefreshed>;
+}
 
 /**
  * `CURRENT_USER_REQUEST\nsession_id: <sessionId ?? "none">\nuser_text: <text>`, the current

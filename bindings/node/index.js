@@ -1,7 +1,7 @@
 'use strict';
 // wmreplay for Node.js: replays an append-only JSONL working-memory log into
 // the messages of an LLM request with the Rust engine, off the JavaScript
-// thread. See index.d.ts for the API and README.md for examples.
+// thread, and searches it. See index.d.ts for the API and README.md for examples.
 const fs = require('fs');
 const path = require('path');
 
@@ -133,18 +133,24 @@ function isType(v, type) {
   }
 }
 
-// The options of a body call, checked: each known and of its type (null and
-// undefined are "not given"), `params` as JSON text for the engine.
-function bodyOptions(o, what, allowed) {
+// Options checked: each known and of its type (null and undefined are "not
+// given", left out), but `skip`.
+function knownOptions(o, what, allowed, skip) {
   const out = {};
   for (const [k, v] of Object.entries(o)) {
-    if (k === 'logPath') continue;
+    if (k === skip) continue;
     const type = allowed[k];
     if (!type) throw invalidArg(`${what}: unknown option \`${k}\``, k);
     if (v === undefined || v === null) continue;
     if (!isType(v, type)) throw invalidArg(`${what}: \`${k}\` must be ${type}, not ${describe(v)}`, k);
     out[k] = v;
   }
+  return out;
+}
+
+// The options of a body call, checked, `params` as JSON text for the engine.
+function bodyOptions(o, what, allowed) {
+  const out = knownOptions(o, what, allowed, 'logPath');
   if (typeof out.text !== 'string') throw invalidArg(`${what}: \`text\` must be a string`, 'text');
   if (out.params !== undefined) out.params = JSON.stringify(out.params);
   return out;
@@ -320,6 +326,95 @@ async function append(logPath, records) {
   }
 }
 
+// What a search takes besides the query (`wmreplay search`'s options); their
+// values (a limit from 1 to 1000, the query's words) are checked by the code
+// the Python package shares, before anything is read.
+const SEARCH_OPTIONS = {
+  limit: NUMBER,
+  kinds: 'an array of strings',
+  session: STRING,
+  since: NUMBER,
+  until: NUMBER,
+};
+const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, indexPath: STRING };
+
+function searchArgs(what, query, o, allowed) {
+  if (typeof query !== 'string') throw invalidArg(`${what}: \`query\` must be a string, not ${describe(query)}`, 'query');
+  if (o === undefined || o === null) return {};
+  if (typeof o !== 'object' || Array.isArray(o)) throw invalidArg(`${what}: options must be an object`, 'options');
+  return knownOptions(o, what, allowed);
+}
+
+/**
+ * The records of the log best matching `query`, best first, off the JavaScript
+ * thread: what `wmreplay search` prints, as `[{ offset, ts_ms, type, score,
+ * record }]` (`record` the line's JSON, parsed). The index is kept next to the
+ * log (`<logPath>.wmreplay.idx`, or `indexPath`), built on first use and brought
+ * up to date with the appended lines before each search. A log that does not
+ * exist finds nothing.
+ */
+async function search(logPath, query, options) {
+  if (typeof logPath !== 'string') throw invalidArg('search: logPath must be a string', 'logPath');
+  const { indexPath, ...o } = searchArgs('search', query, options, SEARCH_CALL_OPTIONS);
+  let text;
+  try {
+    text = await native.search(logPath, query, o, indexPath);
+  } catch (e) {
+    rethrow(e);
+  }
+  return JSON.parse(text);
+}
+
+/**
+ * A log's search index kept open across searches (for a long-lived process):
+ * each search brings it up to date with the lines appended since the last.
+ */
+class SearchIndex {
+  #inner;
+  #logPath;
+
+  constructor(logPath, options) {
+    if (typeof logPath !== 'string') throw invalidArg('SearchIndex: logPath must be a string', 'logPath');
+    if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
+      throw invalidArg('SearchIndex: options must be an object', 'options');
+    }
+    const { indexPath } = knownOptions(options ?? {}, 'SearchIndex', { indexPath: STRING });
+    this.#logPath = logPath;
+    this.#inner = new native.SearchIndex(logPath, indexPath);
+  }
+
+  /** The log's path. */
+  get logPath() {
+    return this.#logPath;
+  }
+
+  /** The index file's path. */
+  get indexPath() {
+    return this.#inner.indexPath;
+  }
+
+  /** Brings the index up to date, then searches it: `search()`'s hits. */
+  async search(query, options) {
+    const o = searchArgs('SearchIndex.search', query, options, SEARCH_OPTIONS);
+    let text;
+    try {
+      text = await this.#inner.search(query, o);
+    } catch (e) {
+      rethrow(e);
+    }
+    return JSON.parse(text);
+  }
+
+  /** Brings the index up to date: `{ rebuilt, bytes, records }` read by this call. */
+  async refresh() {
+    try {
+      return await this.#inner.refresh();
+    } catch (e) {
+      rethrow(e);
+    }
+  }
+}
+
 /**
  * The current request's message text, as the original
  * `buildCurrentUserRequestMessage` builds it:
@@ -345,6 +440,8 @@ module.exports = {
   buildRequestBody,
   LiveReplay,
   append,
+  search,
+  SearchIndex,
   buildCurrentUserRequestMessage,
   SYSTEM_RULE,
 };

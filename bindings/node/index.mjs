@@ -10,6 +10,8 @@ export const {
   buildRequestBody,
   LiveReplay,
   append,
+  search,
+  SearchIndex,
   buildCurrentUserRequestMessage,
   SYSTEM_RULE,
 } = wmreplay;

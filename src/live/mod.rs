@@ -33,8 +33,8 @@
 //! The result is held to a one-shot replay of the committed bytes by tests:
 //! same stats, and the same bytes for every message, in the same order.
 
-#[cfg(feature = "server")]
 mod absorb;
+#[cfg(feature = "server")]
 mod fold;
 mod prune;
 mod segments;
@@ -234,6 +234,7 @@ impl LiveReplay {
 
     /// Has each selection note the offsets of the records it replays
     /// ([`selected_offsets`](Self::selected_offsets)).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn tracking_selected(mut self) -> Self {
         self.track = true;
         self
@@ -241,6 +242,7 @@ impl LiveReplay {
 
     /// The log offsets of the records the last selection replayed (the
     /// newest summary among them), sorted; empty unless tracked.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn selected_offsets(&self) -> &[u64] {
         &self.selected
     }

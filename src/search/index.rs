@@ -1,33 +1,46 @@
-//! The search index kept next to a log: SQLite FTS5, one row per record
-//! with words, its rowid the record's byte offset; the line itself is read
-//! back from the log.
+//! The search index kept next to a log: a tantivy index (a directory), one
+//! document per record with words, holding its words (frequencies, no
+//! positions) and its line's byte offset; the line itself is read back
+//! from the log.
 //!
-//! The index remembers the log's identity (device, inode), how far it has
-//! indexed (a byte offset just past a `\n`) and the prefix fingerprint of
-//! those bytes, as the state store does. Before each search it indexes the
-//! lines appended since (a line still being written waits until its `\n`);
-//! a log replaced, truncated or rewritten is indexed again from scratch,
-//! and so is an index that is unreadable, from another version, or made
-//! with other options. A fresh index is built in a file of its own and
-//! renamed into place, so a reader never sees half of one.
+//! Each commit carries, as its payload, the log's identity (device,
+//! inode), how far it has indexed (a byte offset just past a `\n`) and the
+//! prefix fingerprint of those bytes, as the state store keeps them. Before
+//! each search the lines appended since are indexed (a line still being
+//! written waits for its `\n`) under tantivy's writer lock, which other
+//! processes wait for; a log replaced, truncated or rewritten is indexed
+//! again from scratch, and so is an index that cannot be opened, from
+//! another version, or made with other options. A fresh index is built in
+//! a directory of its own and renamed into place, so a reader never sees
+//! half of one.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
+use tantivy::{Index as Tantivy, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use super::dir::{self, Unsynced};
 use super::text::{self, Scratch};
 use crate::error::Error;
 use crate::parse::LineParser;
 
 /// Bumped whenever what is indexed, or how, changes: an index of another
 /// version is rebuilt.
-const VERSION: i64 = 1;
+const VERSION: u64 = 2;
 
-/// Lines parsed and split into words per piece handed to the writer.
-const PIECE: usize = 4 << 20;
+/// Lines read per group whose pieces are split into words in parallel.
+const GROUP: usize = 32 << 20;
+/// Lines per piece of a group.
+const PIECE: usize = 1 << 20;
+/// How long a refresh waits for another process's writer.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
 
-/// What [`Index::refresh`] did.
+/// What a refresh of the index did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Refreshed {
     /// The index was made again from the whole log.
@@ -38,37 +51,84 @@ pub struct Refreshed {
     pub records: u64,
 }
 
-/// The log's state the index was made for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The log's state an index commit is for (its payload).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct Meta {
+    version: u64,
     dev: u64,
     inode: u64,
     len: u64,
     fingerprint: u64,
-    max_depth: i64,
+    max_depth: u64,
+    /// The boot the commit was written in when it was not synced (`""`
+    /// when it was): after a reboot, such an index is built again.
+    boot: String,
+}
+
+/// An open index: its reader, and the fields.
+struct Open {
+    index: Tantivy,
+    reader: IndexReader,
+    body: Field,
+    offset: Field,
+    /// (device, inode) of the index directory.
+    dir: (u64, u64),
 }
 
 pub(crate) struct Index {
     log: PathBuf,
     path: PathBuf,
-    conn: Option<Connection>,
-    /// (device, inode) of the index file the connection has open.
-    opened: Option<(u64, u64)>,
+    open: Option<Open>,
     max_depth: usize,
     refuse_links: bool,
-    /// The log's length and change times, and the index file, when this
-    /// index was last found up to date: unchanged, nothing is read.
+    /// The log's length and change times, and the index directory, when
+    /// this index was last found up to date: unchanged, nothing is read.
     seen: Option<Seen>,
 }
 
-/// The log's length and change times, and the index file's identity.
-type Seen = (u64, crate::input::Stamp, Option<(u64, u64)>);
+/// The log's length and change times, and the index directory's identity.
+type Seen = (u64, crate::input::Stamp, (u64, u64));
 
 fn err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Search {
         path: path.to_path_buf(),
         message: e.to_string(),
     }
+}
+
+fn schema() -> (Schema, Field, Field) {
+    let mut sb = Schema::builder();
+    let indexing = TextFieldIndexing::default()
+        .set_tokenizer("words")
+        .set_index_option(IndexRecordOption::WithFreqs);
+    let body = sb.add_text_field(
+        "body",
+        TextOptions::default().set_indexing_options(indexing),
+    );
+    let offset = sb.add_u64_field("offset", FAST);
+    (sb.build(), body, offset)
+}
+
+/// The words are split by [`text`] already: the index splits on spaces.
+fn register(index: &Tantivy) {
+    index.tokenizers().register(
+        "words",
+        TextAnalyzer::builder(WhitespaceTokenizer::default()).build(),
+    );
+}
+
+fn dir_identity(path: &Path) -> Option<(u64, u64)> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if !m.is_dir() {
+        return None;
+    }
+    let id = crate::input::identity_of(&m);
+    Some((id.dev, id.inode))
+}
+
+fn payload(index: &Tantivy) -> Option<Meta> {
+    let metas = index.load_metas().ok()?;
+    serde_json::from_str(metas.payload.as_deref()?).ok()
 }
 
 impl Index {
@@ -78,8 +138,7 @@ impl Index {
         Index {
             log: log.to_path_buf(),
             path,
-            conn: None,
-            opened: None,
+            open: None,
             max_depth,
             refuse_links,
             seen: None,
@@ -90,34 +149,35 @@ impl Index {
         &self.path
     }
 
-    /// Opens the index file if it is there (or was replaced since): `None`
-    /// when there is none, or it is not an index of this version.
-    fn connect(&mut self) -> Option<&Connection> {
-        let now = std::fs::metadata(&self.path).ok().map(|m| identity(&m));
-        if now.is_none() {
-            self.conn = None;
-            self.opened = None;
+    /// Opens the index directory if it is there (or was replaced since):
+    /// `None` when there is none, or it cannot be opened.
+    fn connect(&mut self) -> Option<&Open> {
+        let Some(dir) = dir_identity(&self.path) else {
+            self.open = None;
             return None;
+        };
+        if self.open.as_ref().is_some_and(|o| o.dir == dir) {
+            return self.open.as_ref();
         }
-        if self.conn.is_none() || self.opened != now {
-            self.conn = None;
-            let mut flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
-                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            if self.refuse_links {
-                flags |= rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW;
-            }
-            let conn = Connection::open_with_flags(&self.path, flags).ok()?;
-            let ok = conn
-                .execute_batch("PRAGMA busy_timeout=30000; PRAGMA synchronous=NORMAL;")
-                .is_ok()
-                && read_version(&conn) == Some(VERSION);
-            if !ok {
-                return None;
-            }
-            self.conn = Some(conn);
-            self.opened = now;
-        }
-        self.conn.as_ref()
+        self.open = None;
+        let index = Tantivy::open(Unsynced::open(&self.path).ok()?).ok()?;
+        register(&index);
+        let schema = index.schema();
+        let body = schema.get_field("body").ok()?;
+        let offset = schema.get_field("offset").ok()?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .ok()?;
+        self.open = Some(Open {
+            index,
+            reader,
+            body,
+            offset,
+            dir,
+        });
+        self.open.as_ref()
     }
 
     /// Brings the index up to date with the log (see the module);
@@ -129,24 +189,27 @@ impl Index {
         let seen = self.seen.take();
         let Some((file, meta)) = crate::input::open_regular(&self.log, self.refuse_links)? else {
             // No log: nothing to find (an index left from it is stale).
-            if self.path.exists() {
-                std::fs::remove_file(&self.path).map_err(|e| err(&self.path, e))?;
-                self.conn = None;
+            if dir_identity(&self.path).is_some() {
+                self.open = None;
+                std::fs::remove_dir_all(&self.path).map_err(|e| err(&self.path, e))?;
             }
             return Ok(Refreshed::default());
         };
         let id = crate::input::identity_of(&meta);
-        let len = meta.len();
-        let now = (len, crate::input::Stamp::of(&meta));
-        let index_now = std::fs::metadata(&self.path).ok().map(|m| identity(&m));
-        if seen.is_some_and(|(l, st, ix)| (l, st) == now && ix == index_now && ix == self.opened) {
+        let now = (meta.len(), crate::input::Stamp::of(&meta));
+        let dir = dir_identity(&self.path);
+        if let (Some((l, st, d)), Some(dir)) = (seen, dir)
+            && (l, st) == now
+            && d == dir
+            && self.open.as_ref().is_some_and(|o| o.dir == dir)
+        {
             self.seen = seen;
             return Ok(Refreshed::default());
         }
-        let refreshed = self.refresh_from(&file, id, len, progress)?;
-        let index_now = std::fs::metadata(&self.path).ok().map(|m| identity(&m));
-        if self.connect().is_some() {
-            self.seen = Some((now.0, now.1, index_now));
+        let refreshed = self.refresh_from(&file, id, meta.len(), progress)?;
+        if let Some(o) = &self.open {
+            o.reader.reload().map_err(|e| err(&self.path, e))?;
+            self.seen = Some((now.0, now.1, o.dir));
         }
         Ok(refreshed)
     }
@@ -158,48 +221,54 @@ impl Index {
         len: u64,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Refreshed, Error> {
-        let max_depth = self.max_depth as i64;
-        // The indexed state, if the index is one of this log's.
-        let known = match self.connect() {
-            Some(conn) => read_meta(conn).ok().flatten(),
-            None => None,
-        };
-        let same = match known {
-            Some(m)
-                if m.dev == id.dev
-                    && m.inode == id.inode
-                    && m.len <= len
-                    && m.max_depth == max_depth =>
+        let max_depth = self.max_depth as u64;
+        let (log, path) = (self.log.clone(), self.path.clone());
+        let boot = dir::boot_id();
+        let usable = |m: &Meta| -> Result<bool, Error> {
+            if m.version != VERSION
+                || (!m.boot.is_empty() && m.boot != boot)
+                || m.dev != id.dev
+                || m.inode != id.inode
+                || m.len > len
+                || m.max_depth != max_depth
             {
-                crate::input::fingerprint_file(file, m.len)
-                    .map_err(|e| Error::io(&self.log, "cannot read", e))?
-                    == Some(m.fingerprint)
+                return Ok(false);
             }
-            _ => false,
+            Ok(crate::input::fingerprint_file(file, m.len)
+                .map_err(|e| Error::io(&log, "cannot read", e))?
+                == Some(m.fingerprint))
         };
-        if !same {
+        let known = self.connect().and_then(|o| payload(&o.index));
+        let usable_now = match &known {
+            Some(m) => usable(m)?,
+            None => false,
+        };
+        if !usable_now {
             return self.rebuild(file, id, len, progress);
         }
-        let from = known.map_or(0, |m| m.len);
-        if from >= len {
+        let from = known.as_ref().map_or(0, |m| m.len);
+        if from >= len || !has_line(file, &log, from, len)? {
             return Ok(Refreshed::default());
         }
-        let conn = self.conn.as_mut().expect("connected above");
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| err(&self.path, e))?;
-        // Another process may have gone further meanwhile.
-        let from = match read_meta(&tx).map_err(|e| err(&self.path, e))? {
-            Some(m) if m.dev == id.dev && m.inode == id.inode => m.len.max(from),
-            _ => from,
+        let open = self.open.as_ref().expect("connected above");
+        let mut writer = writer(&open.index, &path, 1)?;
+        // Another process may have gone further, or rebuilt, meanwhile.
+        let from = match payload(&open.index) {
+            Some(m) if usable(&m)? => m.len,
+            _ => {
+                drop(writer);
+                return self.rebuild(file, id, len, progress);
+            }
         };
         if from >= len {
             return Ok(Refreshed::default());
         }
+        let (body, offset) = (open.body, open.offset);
         let (end, records) = add_lines(
-            &tx,
-            &self.path,
-            &self.log,
+            &writer,
+            body,
+            offset,
+            &log,
             file,
             from,
             len,
@@ -209,21 +278,7 @@ impl Index {
         if end == from {
             return Ok(Refreshed::default());
         }
-        let fingerprint = crate::input::fingerprint_file(file, end)
-            .map_err(|e| Error::io(&self.log, "cannot read", e))?
-            .unwrap_or(0);
-        write_meta(
-            &tx,
-            Meta {
-                dev: id.dev,
-                inode: id.inode,
-                len: end,
-                fingerprint,
-                max_depth,
-            },
-        )
-        .map_err(|e| err(&self.path, e))?;
-        tx.commit().map_err(|e| err(&self.path, e))?;
+        commit(&mut writer, &path, &log, file, (id, end, max_depth), &boot)?;
         Ok(Refreshed {
             rebuilt: false,
             bytes: end - from,
@@ -231,7 +286,7 @@ impl Index {
         })
     }
 
-    /// Indexes the whole log into a new file, then renames it into place.
+    /// Indexes the whole log into a new directory, then moves it into place.
     fn rebuild(
         &mut self,
         file: &File,
@@ -239,7 +294,7 @@ impl Index {
         len: u64,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Refreshed, Error> {
-        self.conn = None;
+        self.open = None;
         let name = self
             .path
             .file_name()
@@ -248,58 +303,68 @@ impl Index {
         let tmp = self
             .path
             .with_file_name(format!(".{name}.build-{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
+        let _ = std::fs::remove_dir_all(&tmp);
         let built = (|| -> Result<(u64, u64), Error> {
-            let mut conn = Connection::open(&tmp).map_err(|e| err(&tmp, e))?;
-            conn.execute_batch(
-                "PRAGMA journal_mode=OFF;
-                 PRAGMA synchronous=OFF;
-                 PRAGMA page_size=8192;
-                 CREATE TABLE meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
-                 CREATE VIRTUAL TABLE words USING fts5(body, content='', tokenize='ascii');",
-            )
-            .map_err(|e| err(&tmp, e))?;
-            let tx = conn.transaction().map_err(|e| err(&tmp, e))?;
-            tx.execute(
-                "INSERT INTO meta(k, v) VALUES('version', ?1)",
-                params![VERSION],
-            )
-            .map_err(|e| err(&tmp, e))?;
-            let (end, records) =
-                add_lines(&tx, &tmp, &self.log, file, 0, len, self.max_depth, progress)?;
-            let fingerprint = crate::input::fingerprint_file(file, end)
-                .map_err(|e| Error::io(&self.log, "cannot read", e))?
-                .unwrap_or(0);
-            write_meta(
-                &tx,
-                Meta {
-                    dev: id.dev,
-                    inode: id.inode,
-                    len: end,
-                    fingerprint,
-                    max_depth: self.max_depth as i64,
-                },
-            )
-            .map_err(|e| err(&tmp, e))?;
-            tx.commit().map_err(|e| err(&tmp, e))?;
-            conn.execute_batch(
-                "INSERT INTO words(words) VALUES('optimize'); PRAGMA journal_mode=WAL;",
-            )
-            .map_err(|e| err(&tmp, e))?;
-            conn.close().map_err(|(_, e)| err(&tmp, e))?;
+            std::fs::create_dir(&tmp).map_err(|e| err(&tmp, e))?;
+            let (schema, body, offset) = schema();
+            let directory = Unsynced::open(&tmp).map_err(|e| err(&tmp, e))?;
+            let index = Tantivy::create(directory, schema, tantivy::IndexSettings::default())
+                .map_err(|e| err(&tmp, e))?;
+            register(&index);
+            let threads = rayon::current_num_threads().clamp(1, 8);
+            let mut writer = writer(&index, &tmp, threads)?;
+            let (end, records) = add_lines(
+                &writer,
+                body,
+                offset,
+                &self.log,
+                file,
+                0,
+                len,
+                self.max_depth,
+                progress,
+            )?;
+            commit(
+                &mut writer,
+                &tmp,
+                &self.log,
+                file,
+                (id, end, self.max_depth as u64),
+                "",
+            )?;
+            writer.wait_merging_threads().map_err(|e| err(&tmp, e))?;
+            // Built once: synced once, so it outlives a reboot.
+            dir::sync_all(&tmp).map_err(|e| err(&tmp, e))?;
             Ok((end, records))
         })();
         let (end, records) = match built {
             Ok(b) => b,
             Err(e) => {
-                let _ = std::fs::remove_file(&tmp);
+                let _ = std::fs::remove_dir_all(&tmp);
                 return Err(e);
             }
         };
-        for stale in ["-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{stale}", self.path.display()));
+        // Into place: the old index (if any) goes aside first, then away.
+        let old = self
+            .path
+            .with_file_name(format!(".{name}.old-{}", std::process::id()));
+        if std::fs::symlink_metadata(&self.path).is_ok() {
+            remove_any(&old);
+            if let Err(e) = std::fs::rename(&self.path, &old) {
+                let _ = std::fs::remove_dir_all(&tmp);
+                return Err(err(&self.path, e));
+            }
         }
-        std::fs::rename(&tmp, &self.path).map_err(|e| err(&self.path, e))?;
+        let moved = std::fs::rename(&tmp, &self.path);
+        remove_any(&old);
+        if let Err(e) = moved {
+            let _ = std::fs::remove_dir_all(&tmp);
+            // Another process put its own index there first: that one is used.
+            if dir_identity(&self.path).is_none() {
+                return Err(err(&self.path, e));
+            }
+        }
+        self.connect();
         Ok(Refreshed {
             rebuilt: true,
             bytes: end,
@@ -307,95 +372,134 @@ impl Index {
         })
     }
 
-    /// The rows matching any of `words` (deduplicated, at least one), best
-    /// first: (offset, score), the score being FTS5's BM25 negated (higher
-    /// is better). `each` says whether to go on.
-    pub(crate) fn matches(
-        &mut self,
-        words: &[String],
-        each: &mut dyn FnMut(u64, f64) -> Result<bool, Error>,
-    ) -> Result<(), Error> {
+    /// The documents matching any of `words` (deduplicated, at least one),
+    /// the best `limit` of them: (offset, score), best first, ties in log
+    /// order (among those tantivy returns).
+    pub(crate) fn top(&mut self, words: &[String], limit: usize) -> Result<Vec<(u64, f64)>, Error> {
         let path = self.path.clone();
-        let Some(conn) = self.connect() else {
-            return Ok(());
+        let Some(open) = self.connect() else {
+            return Ok(Vec::new());
         };
-        let query = words
+        let queries: Vec<(Occur, Box<dyn Query>)> = words
             .iter()
-            .map(|w| format!("\"{w}\""))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT rowid, bm25(words) FROM words WHERE words MATCH ?1 ORDER BY rank, rowid",
+            .map(|w| {
+                let q: Box<dyn Query> = Box::new(TermQuery::new(
+                    Term::from_field_text(open.body, w),
+                    IndexRecordOption::WithFreqs,
+                ));
+                (Occur::Should, q)
+            })
+            .collect();
+        let searcher = open.reader.searcher();
+        let top = searcher
+            .search(
+                &BooleanQuery::new(queries),
+                &TopDocs::with_limit(limit).order_by_score(),
             )
             .map_err(|e| err(&path, e))?;
-        let mut rows = stmt.query(params![query]).map_err(|e| err(&path, e))?;
-        while let Some(row) = rows.next().map_err(|e| err(&path, e))? {
-            let offset: i64 = row.get(0).map_err(|e| err(&path, e))?;
-            let rank: f64 = row.get(1).map_err(|e| err(&path, e))?;
-            if !each(offset as u64, -rank)? {
-                break;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, at) in top {
+            let column = searcher
+                .segment_reader(at.segment_ord)
+                .fast_fields()
+                .u64("offset")
+                .map_err(|e| err(&path, e))?;
+            if let Some(offset) = column.first(at.doc_id) {
+                out.push((offset, f64::from(score)));
             }
         }
-        Ok(())
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(out)
     }
 }
 
-/// (device, inode) of a file.
-fn identity(m: &std::fs::Metadata) -> (u64, u64) {
-    let id = crate::input::identity_of(m);
-    (id.dev, id.inode)
-}
-
-fn read_version(conn: &Connection) -> Option<i64> {
-    conn.query_row("SELECT v FROM meta WHERE k = 'version'", [], |r| r.get(0))
-        .optional()
-        .ok()
-        .flatten()
-}
-
-fn read_meta(conn: &Connection) -> rusqlite::Result<Option<Meta>> {
-    let mut stmt = conn.prepare_cached("SELECT k, v FROM meta")?;
-    let mut m = std::collections::HashMap::new();
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-    for row in rows {
-        let (k, v) = row?;
-        m.insert(k, v);
+/// Removes a file or a directory tree, if there.
+fn remove_any(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        let _ = std::fs::remove_dir_all(path);
+    } else {
+        let _ = std::fs::remove_file(path);
     }
-    let get = |k: &str| m.get(k).copied();
-    Ok((|| {
-        Some(Meta {
-            dev: get("dev")? as u64,
-            inode: get("inode")? as u64,
-            len: get("len")? as u64,
-            fingerprint: get("fingerprint")? as u64,
-            max_depth: get("max_depth")?,
-        })
-    })())
 }
 
-fn write_meta(conn: &Connection, m: Meta) -> rusqlite::Result<()> {
-    let mut stmt = conn.prepare_cached("INSERT OR REPLACE INTO meta(k, v) VALUES(?1, ?2)")?;
-    for (k, v) in [
-        ("dev", m.dev as i64),
-        ("inode", m.inode as i64),
-        ("len", m.len as i64),
-        ("fingerprint", m.fingerprint as i64),
-        ("max_depth", m.max_depth),
-    ] {
-        stmt.execute(params![k, v])?;
+/// A writer on `index`, waiting for another process's to be let go.
+fn writer(index: &Tantivy, path: &Path, threads: usize) -> Result<IndexWriter, Error> {
+    let start = Instant::now();
+    let budget = if threads == 1 {
+        15 << 20
+    } else {
+        (48usize << 20) * threads
+    };
+    loop {
+        match index.writer_with_num_threads::<TantivyDocument>(threads, budget) {
+            Ok(w) => return Ok(w),
+            Err(tantivy::TantivyError::LockFailure(
+                tantivy::directory::error::LockError::LockBusy,
+                _,
+            )) if start.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(err(path, e)),
+        }
     }
+}
+
+/// Commits what was added, with the log's state up to `end` as payload
+/// (`boot`: this boot's id when the commit is not synced, else `""`).
+fn commit(
+    writer: &mut IndexWriter,
+    path: &Path,
+    log: &Path,
+    file: &File,
+    (id, end, max_depth): (crate::input::FileIdentity, u64, u64),
+    boot: &str,
+) -> Result<(), Error> {
+    let fingerprint = crate::input::fingerprint_file(file, end)
+        .map_err(|e| Error::io(log, "cannot read", e))?
+        .unwrap_or(0);
+    let meta = Meta {
+        version: VERSION,
+        dev: id.dev,
+        inode: id.inode,
+        len: end,
+        fingerprint,
+        max_depth,
+        boot: boot.to_string(),
+    };
+    let mut prepared = writer.prepare_commit().map_err(|e| err(path, e))?;
+    prepared.set_payload(&serde_json::to_string(&meta).expect("meta serialises"));
+    prepared.commit().map_err(|e| err(path, e))?;
     Ok(())
 }
 
+/// Whether `from..len` of the log holds a whole line.
+fn has_line(file: &File, log: &Path, from: u64, len: u64) -> Result<bool, Error> {
+    let mut at = from;
+    let mut buf = Vec::new();
+    while at < len {
+        buf.clear();
+        crate::live::read_from(file, at, (len - at).min(1 << 20), &mut buf)
+            .map_err(|e| Error::io(log, "cannot read", e))?;
+        if buf.is_empty() {
+            return Ok(false);
+        }
+        if memchr::memchr(b'\n', &buf).is_some() {
+            return Ok(true);
+        }
+        at += buf.len() as u64;
+    }
+    Ok(false)
+}
+
 /// Indexes the whole lines of `log` in `from..len` (up to the last `\n`):
-/// returns where they end and how many records were added. The lines are
-/// read and split into words in parallel pieces while the writer inserts
-/// the ones before.
+/// returns where they end and how many records were added. Lines are read
+/// in groups, and each group's pieces are parsed, split into words and
+/// added in parallel.
 #[allow(clippy::too_many_arguments)]
 fn add_lines(
-    conn: &Connection,
-    index: &Path,
+    writer: &IndexWriter,
+    body: Field,
+    offset: Field,
     log: &Path,
     file: &File,
     from: u64,
@@ -404,52 +508,40 @@ fn add_lines(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(u64, u64), Error> {
     use rayon::prelude::*;
-    let mut insert = conn
-        .prepare_cached("INSERT INTO words(rowid, body) VALUES(?1, ?2)")
-        .map_err(|e| err(index, e))?;
     let total = len - from;
     let mut at = from;
     let mut records = 0u64;
-    let group = PIECE * rayon::current_num_threads().max(1);
     let mut buf: Vec<u8> = Vec::new();
     while at < len {
-        buf.clear();
-        let want = (len - at).min(group as u64);
-        crate::live::read_from(file, at, want, &mut buf)
-            .map_err(|e| Error::io(log, "cannot read", e))?;
-        let Some(last) = memchr::memrchr(b'\n', &buf) else {
+        let mut want = (len - at).min(GROUP as u64);
+        let commit = loop {
+            buf.clear();
+            crate::live::read_from(file, at, want, &mut buf)
+                .map_err(|e| Error::io(log, "cannot read", e))?;
+            if let Some(last) = memchr::memrchr(b'\n', &buf) {
+                break Some(last + 1);
+            }
             if (buf.len() as u64) < want || at + want >= len {
-                break;
+                break None;
             }
             // A line longer than a group: read on until its end.
-            let mut more = want;
-            loop {
-                more = (more * 2).min(len - at);
-                buf.clear();
-                crate::live::read_from(file, at, more, &mut buf)
-                    .map_err(|e| Error::io(log, "cannot read", e))?;
-                if memchr::memrchr(b'\n', &buf).is_some() || at + more >= len {
-                    break;
-                }
-            }
-            if memchr::memrchr(b'\n', &buf).is_none() {
-                break;
-            }
-            continue;
+            want = (want * 2).min(len - at);
         };
-        let commit = last + 1;
+        let Some(commit) = commit else {
+            break;
+        };
         let start = if at == 0 {
             crate::input::lines::content_start(&buf)
         } else {
             0
         };
         let pieces = crate::input::lines::chunks(&buf[..commit], start..commit, PIECE);
-        let docs: Vec<Vec<(u64, String)>> = pieces
+        let added: Result<Vec<u64>, Error> = pieces
             .par_iter()
             .map(|r| {
                 let mut parser = LineParser::new(max_depth);
                 let mut scratch = Scratch::default();
-                let mut out = Vec::new();
+                let mut added = 0u64;
                 let mut pos = r.start;
                 for line in buf[r.clone()].split_inclusive(|&b| b == b'\n') {
                     let trimmed = crate::input::lines::trim(line);
@@ -459,26 +551,26 @@ fn add_lines(
                     if line.is_empty() || parser.parse(line, 0).is_err() {
                         continue;
                     }
-                    let mut body = String::new();
+                    let mut words = String::new();
                     text::record_words(line, &mut scratch, |w| {
-                        if !body.is_empty() {
-                            body.push(' ');
+                        if !words.is_empty() {
+                            words.push(' ');
                         }
-                        body.push_str(w);
+                        words.push_str(w);
                     });
-                    if !body.is_empty() {
-                        out.push((at + line_at as u64, body));
+                    if words.is_empty() {
+                        continue;
                     }
+                    let mut doc = TantivyDocument::new();
+                    doc.add_text(body, &words);
+                    doc.add_u64(offset, at + line_at as u64);
+                    writer.add_document(doc).map_err(|e| err(log, e))?;
+                    added += 1;
                 }
-                out
+                Ok(added)
             })
             .collect();
-        for (offset, body) in docs.into_iter().flatten() {
-            insert
-                .execute(params![offset as i64, body])
-                .map_err(|e| err(index, e))?;
-            records += 1;
-        }
+        records += added?.iter().sum::<u64>();
         at += commit as u64;
         progress(at - from, total);
     }

@@ -1,5 +1,7 @@
 //! Search over the whole log: the records best matching a query, ranked by
-//! BM25 over their words (see [`text`] for what is searched), from an
+//! BM25 over their words (a record's words are those of its JSON string
+//! values but the top-level `type` and `session_id`; the rules are in
+//! `docs/contract.md`, "Search"), from an
 //! index kept next to the log and brought up to date before each search.
 //!
 //! ```
@@ -27,9 +29,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod dir;
 mod index;
-#[cfg(test)]
-mod naive;
+pub(crate) mod naive;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
@@ -50,6 +52,8 @@ pub const MAX_QUERY_BYTES: usize = 4096;
 pub const MAX_QUERY_WORDS: usize = 64;
 /// The most records one search returns.
 pub const MAX_LIMIT: usize = 1000;
+/// Hits fetched past the limit, so that ties at the cut go in log order.
+const TIE_MARGIN: usize = 16;
 
 /// What to look for besides the words, and how many.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,11 +126,7 @@ impl Hit {
         let ts = crate::escape::JsNumber::new(self.ts_ms);
         let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("null");
         let ts = if self.ts_ms.is_finite() { ts } else { "null" };
-        let record = if serde_json::from_str::<serde::de::IgnoredAny>(&self.line).is_ok() {
-            self.line.clone()
-        } else {
-            serde_json::to_string(&self.line).expect("a string serialises")
-        };
+        let record = record_json(&self.line);
         format!(
             "{{\"offset\":{},\"ts_ms\":{ts},\"type\":{},\"score\":{},\"record\":{record}}}",
             self.offset,
@@ -136,7 +136,18 @@ impl Hit {
     }
 }
 
-/// The words searched for in `query` (see [`text`]), each once, in order:
+/// A hit's line as JSON: itself (a record's line is JSON), or, should it
+/// have been replaced by invalid bytes, a JSON string of it.
+fn record_json(line: &str) -> String {
+    if serde_json::from_str::<serde::de::IgnoredAny>(line).is_ok() {
+        line.to_string()
+    } else {
+        serde_json::to_string(line).expect("a string serialises")
+    }
+}
+
+/// The words searched for in `query` (runs of letters and digits,
+/// lowercased), each once, in order:
 /// an [`Error::Query`] when there is none, or the query is too long.
 pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
     if query.len() > MAX_QUERY_BYTES {
@@ -163,6 +174,15 @@ pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
         )));
     }
     Ok(words)
+}
+
+fn check_limit(limit: usize) -> Result<(), Error> {
+    if limit == 0 || limit > MAX_LIMIT {
+        return Err(Error::Query(format!(
+            "limit must be 1 to {MAX_LIMIT}, not {limit}"
+        )));
+    }
+    Ok(())
 }
 
 /// A log's search index, kept open across searches.
@@ -239,6 +259,9 @@ impl SearchIndex {
     /// The best `options.limit` records for `query` that pass the filters,
     /// best first (ties in log order), after a [`refresh`](Self::refresh).
     pub fn search(&mut self, query: &str, options: &SearchOptions) -> Result<Vec<Hit>, Error> {
+        // Refused before anything is read or made.
+        check_limit(options.limit)?;
+        query_words(query)?;
         self.refresh()?;
         self.search_fresh(query, options, &|_| false)
     }
@@ -251,33 +274,44 @@ impl SearchIndex {
         options: &SearchOptions,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Hit>, Error> {
-        if options.limit == 0 || options.limit > MAX_LIMIT {
-            return Err(Error::Query(format!(
-                "limit must be 1 to {MAX_LIMIT}, not {}",
-                options.limit
-            )));
-        }
+        check_limit(options.limit)?;
         let words = query_words(query)?;
         let Some((file, _)) = crate::input::open_regular(&self.log, false)? else {
             return Ok(Vec::new());
         };
         let filters = options.filters();
         let mut parser = LineParser::new(self.max_depth);
-        let mut hits = Vec::new();
         let mut buf = Vec::new();
-        let log = self.log.clone();
-        self.index.matches(&words, &mut |offset, score| {
-            if skip(offset) {
-                return Ok(true);
+        // The best `limit` and some more, so that ties at the cut are put in
+        // log order; more again when filters or `skip` leave too few.
+        let mut want = options.limit + TIE_MARGIN;
+        loop {
+            let top = self.index.top(&words, want)?;
+            let mut hits = Vec::new();
+            for &(offset, score) in &top {
+                if hits.len() == options.limit {
+                    break;
+                }
+                if skip(offset) {
+                    continue;
+                }
+                if let Some(hit) = read_hit(
+                    &file,
+                    &self.log,
+                    offset,
+                    score,
+                    &filters,
+                    &mut parser,
+                    &mut buf,
+                )? {
+                    hits.push(hit);
+                }
             }
-            if let Some(hit) =
-                read_hit(&file, &log, offset, score, &filters, &mut parser, &mut buf)?
-            {
-                hits.push(hit);
+            if hits.len() == options.limit || top.len() < want {
+                return Ok(hits);
             }
-            Ok(hits.len() < options.limit)
-        })?;
-        Ok(hits)
+            want = want.saturating_mul(4);
+        }
     }
 }
 
@@ -331,11 +365,7 @@ pub fn recall_text(query: &str, hits: &[Hit]) -> Option<String> {
         if i > 0 {
             json.push(',');
         }
-        let record = if serde_json::from_str::<serde::de::IgnoredAny>(&h.line).is_ok() {
-            h.line.clone()
-        } else {
-            serde_json::to_string(&h.line).expect("a string serialises")
-        };
+        let record = record_json(&h.line);
         json.push_str(&format!("{{\"offset\":{},\"record\":{record}}}", h.offset));
     }
     json.push_str("]}");

@@ -1,7 +1,6 @@
-//! The search as a plain scan of the log, scored as FTS5's `bm25()` scores
-//! (k1 = 1.2, b = 0.75; IDF = ln((N − n + 0.5) / (n + 0.5)), 10⁻⁶ when not
-//! positive; document length in words, over the average): the oracle of
-//! the index, and the brute-force baseline it is measured against.
+//! The search as a plain scan of the log, scored as tantivy scores a
+//! disjunction of terms with BM25 (k1 = 1.2, b = 0.75): the oracle of the
+//! index, and the brute-force baseline it is measured against.
 
 use super::text::{self, Scratch};
 use super::{SearchOptions, query_words};
@@ -9,7 +8,7 @@ use crate::parse::LineParser;
 
 /// The best `options.limit` records of `log` for `query`: (offset, score),
 /// best first, ties in log order.
-pub(crate) fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64)> {
+pub fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64)> {
     let Ok(words) = query_words(query) else {
         return Vec::new();
     };
@@ -41,27 +40,35 @@ pub(crate) fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u
             docs.push((at as u64, len, freq));
         }
     }
-    let n = docs.len() as f64;
-    let avgdl = total as f64 / n;
-    let idf: Vec<f64> = (0..words.len())
+    // tantivy's BM25, in its f32 arithmetic: IDF = ln(1 + (N − n + 0.5) /
+    // (n + 0.5)); a document's length is its field norm, stored in one byte
+    // (lengths over 40 rounded down to a table's steps).
+    use tantivy::fieldnorm::FieldNormReader;
+    let n = docs.len() as u64;
+    let avg = total as f32 / n as f32;
+    let (k1, b) = (1.2f32, 0.75f32);
+    let weight: Vec<f32> = (0..words.len())
         .map(|i| {
-            let hits = docs.iter().filter(|d| d.2[i] > 0).count() as f64;
-            let idf = ((n - hits + 0.5) / (hits + 0.5)).ln();
-            if idf <= 0.0 { 1e-6 } else { idf }
+            let hits = docs.iter().filter(|d| d.2[i] > 0).count() as u64;
+            let x = ((n - hits) as f32 + 0.5) / (hits as f32 + 0.5);
+            (1.0 + x).ln() * (1.0 + k1)
         })
         .collect();
-    let (k1, b) = (1.2f64, 0.75f64);
     let mut scored: Vec<(u64, f64)> = docs
         .iter()
         .filter(|d| d.2.iter().any(|&f| f > 0))
         .map(|(offset, len, freq)| {
-            let d = *len as f64;
-            let mut score = 0.0f64;
+            let id = FieldNormReader::fieldnorm_to_id(*len as u32);
+            let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
+            let cache = k1 * (1.0 - b + b * norm / avg);
+            let mut score = 0.0f32;
             for (i, &f) in freq.iter().enumerate() {
-                let f = f as f64;
-                score += idf[i] * ((f * (k1 + 1.0)) / (f + k1 * (1.0 - b + b * d / avgdl)));
+                if f > 0 {
+                    let f = f as f32;
+                    score += weight[i] * (f / (f + cache));
+                }
             }
-            (*offset, -score)
+            (*offset, -f64::from(score))
         })
         .collect();
     scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));

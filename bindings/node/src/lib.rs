@@ -10,6 +10,8 @@
 //! result read from a mapped log is checked against the file afterwards, so
 //! a log truncated or rewritten meanwhile rejects with `ECHANGED`, never
 //! with bytes of a file that is gone.
+//!
+//! Search (`search`, `SearchIndex`) is in [`search`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,8 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wmreplay::{AllocError, CurrentRequest, Format, RecordMode};
 use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
+
+pub mod search;
 
 /// An engine error for `index.js` to rebuild: `code`, `path` and message,
 /// separated by NUL bytes.
@@ -38,6 +42,9 @@ fn to_js(e: wmreplay::Error) -> Error {
         wmreplay::Error::Changed { path, .. } => ("ECHANGED", path.display().to_string()),
         wmreplay::Error::OutOfMemory { path, .. } => ("ENOMEM", path.display().to_string()),
         wmreplay::Error::State { path, .. } => ("ESTATE", path.display().to_string()),
+        wmreplay::Error::Search { path, .. } => ("ESEARCH", path.display().to_string()),
+        // A query or limit refused (checked before a search, so not seen here).
+        wmreplay::Error::Query(_) => return invalid_field("query", message),
         _ => ("EWMREPLAY", String::new()),
     };
     Error::new(

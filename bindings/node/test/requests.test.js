@@ -321,13 +321,14 @@ test('the ES module exports the same functions as the CommonJS one', () => {
   fs.mkdirSync(path.join(project, 'node_modules'));
   fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'));
   fs.writeFileSync(path.join(project, 'main.mjs'), `
-    import wm, { buildRequestBody, append, LiveReplay, SYSTEM_RULE, buildCurrentUserRequestMessage, replayWorkingMemoryLog } from 'wmreplay';
+    import wm, { buildRequestBody, append, LiveReplay, SYSTEM_RULE, buildCurrentUserRequestMessage, replayWorkingMemoryLog, search, SearchIndex } from 'wmreplay';
     import { createRequire } from 'node:module';
     const cjs = createRequire(import.meta.url)('wmreplay');
     const same = wm === cjs && buildRequestBody === cjs.buildRequestBody && append === cjs.append &&
       LiveReplay === cjs.LiveReplay && SYSTEM_RULE === cjs.SYSTEM_RULE &&
       buildCurrentUserRequestMessage === cjs.buildCurrentUserRequestMessage &&
-      replayWorkingMemoryLog === cjs.replayWorkingMemoryLog;
+      replayWorkingMemoryLog === cjs.replayWorkingMemoryLog && search === cjs.search &&
+      SearchIndex === cjs.SearchIndex;
     const body = await buildRequestBody({ logPath: ${JSON.stringify(EXAMPLE)}, text: 'hi' });
     console.log(JSON.stringify({ same, system: JSON.parse(body).system === SYSTEM_RULE }));
   `);

@@ -14,6 +14,8 @@
 //! that reads the log again, never bytes read from a file that is gone; a
 //! buffer sized from the log that cannot be allocated is a `MemoryError`,
 //! never an abort.
+//!
+//! Search (`search`, `SearchIndex`) is in [`search`].
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -26,6 +28,8 @@ use wmreplay::{
     AllocError, CurrentRequest, Format, LogBytes, RecordMode, Replay as Core, ReplayOptions,
 };
 use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
+
+mod search;
 
 pyo3::create_exception!(
     wmreplay,
@@ -78,6 +82,12 @@ fn to_py(e: wmreplay::Error) -> PyErr {
         wmreplay::Error::State { path, .. } => {
             os_error_without_errno(message, path.display().to_string())
         }
+        // The search index: `filename` is the index file.
+        wmreplay::Error::Search { path, .. } => {
+            os_error_without_errno(message, path.display().to_string())
+        }
+        // A query or limit refused (checked before a search, so not seen here).
+        wmreplay::Error::Query(_) => PyValueError::new_err(message),
         _ => PyRuntimeError::new_err(message),
     }
 }
@@ -830,6 +840,7 @@ fn _wmreplay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Replay>()?;
     m.add_class::<LiveReplay>()?;
     m.add_class::<MessageIter>()?;
+    search::register(m)?;
     m.add("SYSTEM_RULE", wmreplay::SYSTEM_RULE)?;
     Ok(())
 }

@@ -15,6 +15,8 @@
 //! - [`skipped_warning`]: the warning `respond` prints when most of a log's
 //!   lines are not records, for the packages to raise as their runtime's
 //!   warning.
+//! - [`search`]: `wmreplay search`'s options, checked the same way for
+//!   both packages, over the engine's search index.
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +27,8 @@ use wmreplay::{
 };
 
 pub use wmreplay;
+
+pub mod search;
 
 /// How a package spells its option names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,5 +6,7 @@ export async function check(): Promise<string> {
   const appended = await wm.append('wm.log', { type: 'wm_event' });
   const live = new wm.LiveReplay('wm.log');
   const next: Buffer = await live.requestBody({ text: 'hi', cache: 'auto' });
-  return wm.SYSTEM_RULE + body.length + appended.written + next.length;
+  const hits: wm.SearchHit[] = await wm.search('wm.log', 'invoice', { limit: 3 });
+  const refreshed: wm.IndexRefreshed = await new wm.SearchIndex('wm.log').refresh();
+  return wm.SYSTEM_RULE + body.length + appended.written + next.length + hits.length + refreshed.records;
 }

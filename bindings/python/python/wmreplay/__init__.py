@@ -9,15 +9,19 @@ of an LLM request, in process, with the Rust engine.
     >>> body = wmreplay.request_body("working_memory.log", "What next?", session_id="s-42",
     ...                              model="claude-sonnet-4-5", max_tokens=8000, cache="auto")
     >>> wmreplay.append("working_memory.log", {"type": "wm_event", "event": "scene_change"})
+    >>> wmreplay.search("working_memory.log", "scene change", limit=5)[0]["record"]
 
 A missing log is an empty replay (``stats["log_missing"]``; ``require_log=True``
 raises ``FileNotFoundError``); lines that are not records are skipped and
 counted in ``stats``, never fatal (a log most of whose lines are not records
 raises a ``SkippedLinesWarning``). An unreadable log raises ``OSError`` whose
 ``filename`` is the path. ``LiveReplay`` keeps a replay across calls and parses
-only what was appended. Every blocking call has an ``async`` twin (``areplay``,
-``arequest_body``, ``aappend``, ``Replay.arequest_body``,
-``LiveReplay.arefresh``, ``LiveReplay.arequest_body``) that runs it in a thread
+only what was appended. ``search`` finds the records best matching a query
+through an index kept next to the log; ``SearchIndex`` keeps it open. Every
+blocking call has an ``async`` twin (``areplay``, ``arequest_body``,
+``aappend``, ``asearch``, ``Replay.arequest_body``, ``LiveReplay.arefresh``,
+``LiveReplay.arequest_body``, ``SearchIndex.asearch``,
+``SearchIndex.arefresh``) that runs it in a thread
 (``asyncio.to_thread``), the GIL released. The
 shapes of the results are in ``wmreplay.types``.
 """
@@ -31,23 +35,28 @@ from ._wmreplay import (
     LiveReplay,
     MessageIter,
     Replay,
+    SearchIndex,
     SkippedLinesWarning,
     append,
     build_current_user_request_message,
     replay,
     request_body,
+    search,
 )
 
 __all__ = [
     "replay",
     "request_body",
     "append",
+    "search",
     "areplay",
     "arequest_body",
     "aappend",
+    "asearch",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
+    "SearchIndex",
     "MessageIter",
     "SYSTEM_RULE",
     "SkippedLinesWarning",
@@ -74,3 +83,8 @@ async def arequest_body(path, text, session_id=None, **options):
 async def aappend(path, records):
     """``append()`` in a thread."""
     return await _in_thread(append, path, records)
+
+
+async def asearch(path, query, **options):
+    """``search()`` in a thread: ``await wmreplay.asearch(path, query, limit=5)``."""
+    return await _in_thread(search, path, query, **options)

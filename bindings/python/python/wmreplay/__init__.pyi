@@ -1,28 +1,33 @@
 from os import PathLike
-from typing import Any, Iterable, Literal, Optional, Union
+from typing import Any, Iterable, List, Literal, Optional, Union
 
 from . import types as types
 from ._wmreplay import SYSTEM_RULE as SYSTEM_RULE
 from ._wmreplay import LiveReplay as LiveReplay
 from ._wmreplay import MessageIter as MessageIter
 from ._wmreplay import Replay as Replay
+from ._wmreplay import SearchIndex as SearchIndex
 from ._wmreplay import SkippedLinesWarning as SkippedLinesWarning
 from ._wmreplay import append as append
 from ._wmreplay import build_current_user_request_message as build_current_user_request_message
 from ._wmreplay import replay as replay
 from ._wmreplay import request_body as request_body
-from .types import Appended
+from ._wmreplay import search as search
+from .types import Appended, Hit
 
 __all__ = [
     "replay",
     "request_body",
     "append",
+    "search",
     "areplay",
     "arequest_body",
     "aappend",
+    "asearch",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
+    "SearchIndex",
     "MessageIter",
     "SYSTEM_RULE",
     "SkippedLinesWarning",
@@ -46,3 +51,16 @@ async def arequest_body(
 
 async def aappend(path: Union[str, "PathLike[str]"], records: Union[Any, Iterable[Any]]) -> Appended:
     """``append()`` in a thread."""
+
+async def asearch(
+    path: Union[str, "PathLike[str]"],
+    query: str,
+    *,
+    limit: int = 10,
+    kinds: Optional[List[str]] = None,
+    session: Optional[str] = None,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+    index_path: Optional[Union[str, "PathLike[str]"]] = None,
+) -> List[Hit]:
+    """``search()`` in a thread (``asyncio.to_thread``), the GIL released."""

@@ -14,7 +14,7 @@ from typing import (
     overload,
 )
 
-from .types import AnthropicMessage, Appended, OpenAIMessage, Refreshed, Stats
+from .types import AnthropicMessage, Appended, Hit, IndexRefreshed, OpenAIMessage, Refreshed, Stats
 
 SYSTEM_RULE: str
 
@@ -22,9 +22,11 @@ __all__ = [
     "replay",
     "request_body",
     "append",
+    "search",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
+    "SearchIndex",
     "MessageIter",
     "SYSTEM_RULE",
     "SkippedLinesWarning",
@@ -276,3 +278,68 @@ class LiveReplay:
         self, text: str, session_id: Optional[str] = None, system: Optional[str] = None, **options: Any
     ) -> Awaitable[bytes]:
         """``request_body()`` in a thread (``asyncio.to_thread``)."""
+
+def search(
+    path: _Path,
+    query: str,
+    *,
+    limit: int = 10,
+    kinds: Optional[List[str]] = None,
+    session: Optional[str] = None,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+    index_path: Optional[_Path] = None,
+) -> List[Hit]:
+    """The records of the log at ``path`` best matching ``query``, best first
+    (BM25), GIL released: what ``wmreplay search`` prints, as
+    ``[{"offset", "ts_ms", "type", "score", "record"}]``, ``record`` the
+    line's JSON decoded.
+
+    The query's words (letters and digits, case ignored) are matched against
+    the words of each record's string values. ``limit``: 1 to 1000;
+    ``kinds``: only records of these types; ``session``: only records of this
+    ``session_id``, and those without one; ``since``/``until``: ``ts_ms``
+    bounds. The index is kept at ``index_path`` (default
+    ``PATH.wmreplay.idx``), made on first use and brought up to date with
+    the appended lines before each search. A missing log finds nothing
+    (``[]``).
+
+    A query without a word, longer than 4096 bytes or 64 distinct words, or a
+    ``limit`` out of range raises ``ValueError`` (the engine's message) before
+    anything is read; a wrong type ``TypeError``. A log that cannot be read
+    raises ``OSError`` whose ``filename`` is the log; an index that cannot be
+    made, read or written a plain ``OSError`` whose ``filename`` is the index
+    file.
+    """
+
+@final
+class SearchIndex:
+    """A log's search index kept open across searches (for a long-lived
+    process): each search brings it up to date with the lines appended since
+    the last. Nothing is read or made until the first search or refresh.
+    Safe to share between threads (searches on one index take turns)."""
+
+    def __new__(cls, path: _Path, *, index_path: Optional[_Path] = None) -> "SearchIndex": ...
+    @property
+    def path(self) -> PathLike[str]:
+        """The log."""
+    @property
+    def index_path(self) -> PathLike[str]:
+        """The index file (default ``PATH.wmreplay.idx``)."""
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        kinds: Optional[List[str]] = None,
+        session: Optional[str] = None,
+        since: Optional[float] = None,
+        until: Optional[float] = None,
+    ) -> List[Hit]:
+        """Brings the index up to date, then searches it: ``wmreplay.search()``'s hits."""
+    def asearch(self, query: str, **options: Any) -> Awaitable[List[Hit]]:
+        """``search()`` in a thread (``asyncio.to_thread``)."""
+    def refresh(self) -> IndexRefreshed:
+        """Brings the index up to date: ``{"rebuilt", "bytes", "records"}`` read by this call."""
+    def arefresh(self) -> Awaitable[IndexRefreshed]:
+        """``refresh()`` in a thread (``asyncio.to_thread``)."""

@@ -1,11 +1,11 @@
 """The shapes of wmreplay's results, as TypedDicts for type checkers (at run
 time they are plain dicts and lists)."""
 
-from typing import List, Literal, TypedDict, Union
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 __all__ = [
     "Role", "TextBlock", "AnthropicMessage", "OpenAIMessage", "Skip", "Stats", "Refreshed",
-    "AppendedRecord", "Appended",
+    "AppendedRecord", "Appended", "Hit", "IndexRefreshed",
 ]
 
 Role = Literal["user", "assistant"]
@@ -83,3 +83,27 @@ class Appended(TypedDict):
 
     written: int
     records: List[AppendedRecord]
+
+
+class Hit(TypedDict):
+    """One record found by ``search()``: what ``wmreplay search`` prints for
+    it. ``offset`` is the byte offset of its line in the log, ``ts_ms`` its
+    ``ts_ms`` (``None`` when not a finite number), ``type`` its ``type``,
+    ``score`` its BM25 score (higher is better) and ``record`` the line's
+    JSON, decoded."""
+
+    offset: int
+    ts_ms: Optional[Union[int, float]]
+    type: str
+    score: float
+    record: Dict[str, Any]
+
+
+class IndexRefreshed(TypedDict):
+    """What one ``SearchIndex.refresh()`` read into the index: ``rebuilt``
+    (made again from the whole log: first use, or the log was replaced,
+    truncated or rewritten), and the log ``bytes`` and ``records`` added."""
+
+    rebuilt: bool
+    bytes: int
+    records: int

@@ -1,0 +1,163 @@
+//! Search: the engine's `wmreplay::search` over the index kept next to the
+//! log, with `wmreplay search`'s options checked by the code the Python
+//! package shares (`wmreplay_bindings::search`). Every search and refresh
+//! runs on libuv's thread pool; the hits cross into JavaScript as one JSON
+//! text (the CLI's hit objects), which `index.js` parses.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use wmreplay::search::SearchIndex as Index;
+use wmreplay_bindings::search::{self as shared, RawSearch, SearchRequest};
+
+use crate::{failed, refused, to_js};
+
+/// The options of a search (`index.js` has checked their types).
+#[napi(object)]
+pub struct SearchInput {
+    pub limit: Option<f64>,
+    pub kinds: Option<Vec<String>>,
+    pub session: Option<String>,
+    pub since: Option<f64>,
+    pub until: Option<f64>,
+}
+
+impl SearchInput {
+    /// The query and options, checked before anything is read or made.
+    fn request(self, query: String) -> Result<SearchRequest> {
+        let raw = RawSearch {
+            limit: self.limit,
+            kinds: self.kinds,
+            session: self.session,
+            since: self.since,
+            until: self.until,
+        };
+        SearchRequest::new(query, raw).map_err(refused)
+    }
+}
+
+fn request(query: String, input: Option<SearchInput>) -> Result<SearchRequest> {
+    match input {
+        Some(input) => input.request(query),
+        None => SearchRequest::new(query, RawSearch::default()).map_err(refused),
+    }
+}
+
+fn lock(index: &Mutex<Index>) -> std::sync::MutexGuard<'_, Index> {
+    index.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct SearchTask {
+    index: Arc<Mutex<Index>>,
+    request: SearchRequest,
+}
+
+impl Task for SearchTask {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> Result<String> {
+        shared::search(&mut lock(&self.index), &self.request).map_err(failed)
+    }
+
+    fn resolve(&mut self, _env: Env, output: String) -> Result<String> {
+        Ok(output)
+    }
+}
+
+/// Searches the log at `logPath` (its index at `indexPath`, by default
+/// `LOG.wmreplay.idx`): the hits as the JSON text of an array of
+/// `{offset, ts_ms, type, score, record}`.
+#[napi]
+pub fn search(
+    log_path: String,
+    query: String,
+    input: Option<SearchInput>,
+    index_path: Option<String>,
+) -> Result<AsyncTask<SearchTask>> {
+    let request = request(query, input)?;
+    let index = shared::open_index(PathBuf::from(log_path), index_path.map(PathBuf::from));
+    Ok(AsyncTask::new(SearchTask {
+        index: Arc::new(Mutex::new(index)),
+        request,
+    }))
+}
+
+/// What `index.refresh()` did.
+#[napi(object)]
+pub struct IndexRefreshed {
+    pub rebuilt: bool,
+    pub bytes: i64,
+    pub records: i64,
+}
+
+pub struct IndexRefreshTask {
+    index: Arc<Mutex<Index>>,
+}
+
+impl Task for IndexRefreshTask {
+    type Output = IndexRefreshed;
+    type JsValue = IndexRefreshed;
+
+    fn compute(&mut self) -> Result<IndexRefreshed> {
+        let r = lock(&self.index).refresh().map_err(to_js)?;
+        Ok(IndexRefreshed {
+            rebuilt: r.rebuilt,
+            bytes: r.bytes as i64,
+            records: r.records as i64,
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: IndexRefreshed) -> Result<IndexRefreshed> {
+        Ok(output)
+    }
+}
+
+/// A log's search index, kept open across searches: each brings it up to
+/// date with the lines appended since the last.
+#[napi]
+pub struct SearchIndex {
+    index: Arc<Mutex<Index>>,
+    index_path: String,
+}
+
+#[napi]
+impl SearchIndex {
+    #[napi(constructor)]
+    pub fn new(log_path: String, index_path: Option<String>) -> Self {
+        let index = shared::open_index(PathBuf::from(log_path), index_path.map(PathBuf::from));
+        SearchIndex {
+            index_path: index.path().display().to_string(),
+            index: Arc::new(Mutex::new(index)),
+        }
+    }
+
+    /// The index file.
+    #[napi(getter, js_name = "indexPath")]
+    pub fn index_path(&self) -> String {
+        self.index_path.clone()
+    }
+
+    /// Brings the index up to date, then searches it (see `search`).
+    #[napi]
+    pub fn search(
+        &self,
+        query: String,
+        input: Option<SearchInput>,
+    ) -> Result<AsyncTask<SearchTask>> {
+        Ok(AsyncTask::new(SearchTask {
+            index: self.index.clone(),
+            request: request(query, input)?,
+        }))
+    }
+
+    /// Brings the index up to date with the log.
+    #[napi]
+    pub fn refresh(&self) -> AsyncTask<IndexRefreshTask> {
+        AsyncTask::new(IndexRefreshTask {
+            index: self.index.clone(),
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! Search, as both packages expose it: the engine's
+//! [`wmreplay::search`] with the options of `wmreplay search` checked
+//! the same way in both ([`SearchRequest`]), the index kept next to the
+//! log unless a package says where ([`open_index`]), and the hits as the
+//! JSON text the CLI prints ([`search`]), which each package parses into
+//! its own objects.
+//!
+//! The option names (`limit`, `kinds`, `session`, `since`, `until`) are the
+//! same in both packages, so no [`Style`](crate::Style) is needed; the
+//! index's path (`indexPath` / `index_path`) is taken by the packages
+//! themselves.
+
+use std::path::PathBuf;
+
+use wmreplay::search::{self, MAX_LIMIT, SearchIndex, SearchOptions};
+use wmreplay::{Error, ReplayOptions};
+
+use crate::{Failure, InvalidArg};
+
+/// The largest whole number a JavaScript number holds exactly.
+const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+/// A search's options as a package received them. `None` is "not given":
+/// `wmreplay search`'s default.
+#[derive(Debug, Clone, Default)]
+pub struct RawSearch {
+    /// The most hits (default 10; 1 to [`MAX_LIMIT`]).
+    pub limit: Option<f64>,
+    /// Only records whose `type` is one of these.
+    pub kinds: Option<Vec<String>>,
+    /// Only records of this `session_id`, and those without one.
+    pub session: Option<String>,
+    /// Only records with `ts_ms` at least this.
+    pub since: Option<f64>,
+    /// Only records with `ts_ms` at most this.
+    pub until: Option<f64>,
+}
+
+/// A query and its options, checked as `wmreplay search` checks them
+/// before anything is read or made: the query by the engine
+/// ([`search::query_words`]), the limit against [`MAX_LIMIT`].
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    query: String,
+    options: SearchOptions,
+}
+
+impl SearchRequest {
+    /// Checks `query` and `raw`: an [`InvalidArg`] for a query without a
+    /// word, too long or with too many words (field `query`, the engine's
+    /// message), or a limit that is not a whole number from 1 to
+    /// [`MAX_LIMIT`] (field `limit`).
+    pub fn new(query: String, raw: RawSearch) -> Result<SearchRequest, InvalidArg> {
+        search::query_words(&query).map_err(query_error)?;
+        let mut options = SearchOptions::default();
+        if let Some(n) = raw.limit {
+            if !(n.fract() == 0.0 && (0.0..=MAX_SAFE).contains(&n)) {
+                return Err(InvalidArg {
+                    field: "limit".into(),
+                    message: format!(
+                        "`limit` must be a whole number from 1 to {MAX_LIMIT}, not {n}"
+                    ),
+                });
+            }
+            let n = n as usize;
+            if n == 0 || n > MAX_LIMIT {
+                // The engine's words for it (`SearchIndex::search` says the
+                // same, but only after bringing the index up to date).
+                return Err(InvalidArg {
+                    field: "limit".into(),
+                    message: format!("limit must be 1 to {MAX_LIMIT}, not {n}"),
+                });
+            }
+            options.limit = n;
+        }
+        options.kinds = raw.kinds;
+        options.session = raw.session;
+        options.since = raw.since;
+        options.until = raw.until;
+        Ok(SearchRequest { query, options })
+    }
+
+    /// The query.
+    pub fn query(&self) -> &str {
+        &self.query
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &SearchOptions {
+        &self.options
+    }
+}
+
+/// The engine's refusal of a query or limit, as an invalid argument naming
+/// what it refused; any other error as it is.
+fn query_error(e: Error) -> InvalidArg {
+    match e {
+        Error::Query(message) => InvalidArg {
+            field: if message.starts_with("limit") {
+                "limit"
+            } else {
+                "query"
+            }
+            .into(),
+            message,
+        },
+        other => InvalidArg {
+            field: "query".into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// The index of the log at `log`, kept at `index` or, by default, next to
+/// the log ([`SearchIndex::path_for`]: `LOG.wmreplay.idx`). Nothing is read
+/// or made until the first search or refresh.
+pub fn open_index(log: PathBuf, index: Option<PathBuf>) -> SearchIndex {
+    let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
+    SearchIndex::at(log, path, &ReplayOptions::default())
+}
+
+/// Brings `index` up to date, then searches it: the hits, best first, as a
+/// JSON array of [`Hit::to_json`](wmreplay::search::Hit::to_json) objects
+/// (`{"offset","ts_ms","type","score","record"}`, what `wmreplay search
+/// --format ndjson` prints one per line). A log that does not exist finds
+/// nothing: `[]`.
+pub fn search(index: &mut SearchIndex, request: &SearchRequest) -> Result<String, Failure> {
+    let hits = index
+        .search(&request.query, &request.options)
+        .map_err(|e| match e {
+            Error::Query(_) => Failure::Invalid(query_error(e)),
+            e => Failure::Engine(e),
+        })?;
+    let mut json = String::from("[");
+    for (i, h) in hits.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&h.to_json());
+    }
+    json.push(']');
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(query: &str, limit: Option<f64>) -> InvalidArg {
+        let raw = RawSearch {
+            limit,
+            ..RawSearch::default()
+        };
+        SearchRequest::new(query.into(), raw).expect_err("refused")
+    }
+
+    #[test]
+    fn queries_and_limits_are_checked_before_anything_is_read() {
+        let e = refused("  ?! ", None);
+        assert_eq!(e.field, "query");
+        assert!(e.message.contains("no word"), "{}", e.message);
+        assert_eq!(refused(&"a".repeat(5000), None).field, "query");
+        for (limit, message) in [
+            (0.0, "limit must be 1 to 1000, not 0"),
+            (1001.0, "limit must be 1 to 1000, not 1001"),
+            (
+                2.5,
+                "`limit` must be a whole number from 1 to 1000, not 2.5",
+            ),
+            (
+                -1.0,
+                "`limit` must be a whole number from 1 to 1000, not -1",
+            ),
+        ] {
+            let e = refused("x", Some(limit));
+            assert_eq!((e.field.as_str(), e.message.as_str()), ("limit", message));
+        }
+        let r = SearchRequest::new("x".into(), RawSearch::default()).unwrap();
+        assert_eq!(r.options(), &SearchOptions::default());
+    }
+
+    #[test]
+    fn a_missing_log_finds_nothing() {
+        let dir =
+            std::env::temp_dir().join(format!("wmreplay-shared-search-{}", std::process::id()));
+        let mut index = open_index(dir.join("none.log"), None);
+        let r = SearchRequest::new("anything".into(), RawSearch::default()).unwrap();
+        assert_eq!(search(&mut index, &r).unwrap(), "[]");
+    }
+}

@@ -1,0 +1,118 @@
+//! The index's directory: tantivy's memory-mapped directory, with the
+//! syncs of a catch-up's commit left out. The index is made from the log
+//! and can always be made again, so a catch-up costs no `fsync`: its commit
+//! is marked with the boot it was written in, and an index whose last
+//! commit was not synced is built again after a reboot (a crash of the
+//! process alone loses nothing the kernel already holds). A rebuild syncs
+//! everything once, at its end.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
+use tantivy::directory::{
+    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, TerminatingWrite,
+    WatchCallback, WatchHandle, WritePtr,
+};
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), or `""` where there
+/// is none (then every unsynced index is built again at its next open).
+pub(crate) fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Unsynced {
+    inner: MmapDirectory,
+    root: PathBuf,
+}
+
+impl Unsynced {
+    pub(crate) fn open(root: &Path) -> tantivy::Result<Unsynced> {
+        Ok(Unsynced {
+            inner: MmapDirectory::open(root)?,
+            root: root.to_path_buf(),
+        })
+    }
+}
+
+/// A file written without a sync when it is done.
+struct Plain(std::fs::File);
+
+impl Write for Plain {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TerminatingWrite for Plain {
+    fn terminate_ref(&mut self, _: AntiCallToken) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Directory for Unsynced {
+    fn get_file_handle(
+        &self,
+        path: &Path,
+    ) -> Result<std::sync::Arc<dyn FileHandle>, OpenReadError> {
+        self.inner.get_file_handle(path)
+    }
+    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        self.inner.delete(path)
+    }
+    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
+        self.inner.exists(path)
+    }
+    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
+        let full = self.root.join(path);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&full)
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    OpenWriteError::FileAlreadyExists(path.to_path_buf())
+                } else {
+                    OpenWriteError::wrap_io_error(e, path.to_path_buf())
+                }
+            })?;
+        Ok(io::BufWriter::new(Box::new(Plain(file))))
+    }
+    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.inner.atomic_read(path)
+    }
+    fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let full = self.root.join(path);
+        let tmp = self
+            .root
+            .join(format!(".{}.tmp-{}", path.display(), std::process::id()));
+        std::fs::write(&tmp, data)?;
+        std::fs::rename(&tmp, &full)
+    }
+    fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
+        self.inner.acquire_lock(lock)
+    }
+    fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {
+        self.inner.watch(callback)
+    }
+    fn sync_directory(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Syncs every file of the index directory, then the directory.
+pub(crate) fn sync_all(root: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(root)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            std::fs::File::open(entry.path())?.sync_all()?;
+        }
+    }
+    std::fs::File::open(root)?.sync_all()
+}
