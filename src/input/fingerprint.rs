@@ -105,6 +105,20 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bo
     Ok(true)
 }
 
+/// Reads `len` bytes at `offset` (fewer if the file is shorter by then).
+pub(crate) fn read_from(
+    file: &File,
+    offset: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::Start(offset))?;
+    f.take(len).read_to_end(buf)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

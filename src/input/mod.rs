@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 #[doc(hidden)]
 pub use fingerprint::fingerprinted_bytes;
-pub(crate) use fingerprint::{fingerprint_bytes, fingerprint_file};
+pub(crate) use fingerprint::{fingerprint_bytes, fingerprint_file, read_from};
 
 /// How to get the bytes of a log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

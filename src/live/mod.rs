@@ -41,14 +41,12 @@ mod segments;
 mod selection;
 mod view;
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 
 use crate::error::Error;
-use crate::input::{FileIdentity, LogBytes, ReadMode};
+use crate::input::{FileIdentity, LogBytes, ReadMode, read_from};
 use crate::render::Format;
 use crate::replay::{ReplayOptions, ReplayStats};
 use crate::select::Selection;
@@ -485,18 +483,4 @@ impl LiveReplay {
         }
         Ok(report)
     }
-}
-
-/// Reads `len` bytes at `offset` (fewer if the file is shorter by then).
-pub(crate) fn read_from(
-    file: &File,
-    offset: u64,
-    len: u64,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    let mut f = file;
-    f.seek(SeekFrom::Start(offset))?;
-    f.take(len).read_to_end(buf)?;
-    Ok(())
 }

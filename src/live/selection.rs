@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 
+use super::LiveReplay;
 use super::segments::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, Segment, entry_offset};
 use super::view::{self, Item, mark_pending, message_kind_is, message_text_of};
-use super::{LiveReplay, read_from};
+use crate::input::read_from;
 
 use crate::error::Error;
 use crate::order;

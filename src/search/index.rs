@@ -478,7 +478,7 @@ fn has_line(file: &File, log: &Path, from: u64, len: u64) -> Result<bool, Error>
     let mut buf = Vec::new();
     while at < len {
         buf.clear();
-        crate::live::read_from(file, at, (len - at).min(1 << 20), &mut buf)
+        crate::input::read_from(file, at, (len - at).min(1 << 20), &mut buf)
             .map_err(|e| Error::io(log, "cannot read", e))?;
         if buf.is_empty() {
             return Ok(false);
@@ -516,7 +516,7 @@ fn add_lines(
         let mut want = (len - at).min(GROUP as u64);
         let commit = loop {
             buf.clear();
-            crate::live::read_from(file, at, want, &mut buf)
+            crate::input::read_from(file, at, want, &mut buf)
                 .map_err(|e| Error::io(log, "cannot read", e))?;
             if let Some(last) = memchr::memrchr(b'\n', &buf) {
                 break Some(last + 1);

@@ -397,7 +397,7 @@ fn read_hit(
     let mut want = 4096u64;
     loop {
         buf.clear();
-        crate::live::read_from(file, offset, want, buf)
+        crate::input::read_from(file, offset, want, buf)
             .map_err(|e| Error::io(log, "cannot read", e))?;
         if memchr::memchr(b'\n', buf).is_some() || (buf.len() as u64) < want {
             break;

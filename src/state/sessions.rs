@@ -312,7 +312,7 @@ pub fn prepare(store: &Mutex<Store>, req: &PrepareRequest<'_>) -> Result<Prepare
                 == Some(fp);
             if same {
                 let mut buf = Vec::new();
-                crate::live::read_from(f, pos, len - pos, &mut buf)
+                crate::input::read_from(f, pos, len - pos, &mut buf)
                     .map_err(|e| Error::io(path, "cannot read", e))?;
                 Some((pos, buf))
             } else {

@@ -36,7 +36,8 @@ pub struct RequestSpec<'a> {
     pub current: CurrentRequest<'a>,
     /// Prompt-cache breakpoints: `Some` places them (Anthropic bodies).
     pub cache: Option<CachePolicy>,
-    /// The recall message's text ([`crate::search::recall_text`]), written
+    /// The recall message's text (as the search module's `recall_text`
+    /// writes it), written
     /// just before the current request, after the facts message.
     pub recall: Option<&'a str>,
 }
