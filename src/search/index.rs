@@ -279,6 +279,10 @@ impl Index {
             return Ok(Refreshed::default());
         }
         commit(&mut writer, &path, &log, file, (id, end, max_depth), &boot)?;
+        // The merges the commit started finish before the writer is let go
+        // (dropped, it would stop them): appends one at a time would
+        // otherwise leave a segment each.
+        writer.wait_merging_threads().map_err(|e| err(&path, e))?;
         Ok(Refreshed {
             rebuilt: false,
             bytes: end - from,

@@ -288,3 +288,32 @@ fn unsynced_commits_are_rebuilt_after_a_reboot() {
         1
     );
 }
+
+/// Records appended one at a time do not leave one segment each: the
+/// writer's merges finish before it is let go.
+#[test]
+fn appends_one_at_a_time_are_merged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    std::fs::write(&log, "{\"type\":\"a\",\"ts_ms\":1,\"text\":\"first\"}\n").unwrap();
+    let mut index = SearchIndex::new(&log);
+    index.refresh().unwrap();
+    for k in 0..60 {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        writeln!(f, "{{\"type\":\"a\",\"ts_ms\":2,\"text\":\"word{k}\"}}").unwrap();
+        drop(f);
+        assert_eq!(
+            index
+                .search(&format!("word{k}"), &SearchOptions::default())
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    let segments = tantivy::Index::open_in_dir(index.path())
+        .unwrap()
+        .searchable_segment_ids()
+        .unwrap()
+        .len();
+    assert!(segments <= 16, "{segments} segments");
+}
