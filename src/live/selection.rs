@@ -254,27 +254,11 @@ impl LiveReplay {
             },
             |i| least_tokens(segments, locate(i), sel),
             |i| {
-                let (si, ei) = locate(i);
-                let seg = &segments[si];
-                let e = seg.entries[ei];
-                if e.flags & DROPPED != 0 {
-                    // Before every window (see `let_go_before`): it does not
-                    // fit what is left of any budget.
-                    return LET_GO_TOKENS;
-                }
-                if e.tokens != NOT_COUNTED && mark != Some(i) {
-                    return e.tokens as u64;
-                }
-                let at = entry_offset(seg, ei);
-                let msg = &seg.bytes[at as usize..(at + e.len) as usize];
-                text.clear();
-                if mark == Some(i) {
-                    text.push_str("PENDING_USER_INPUT\n");
-                }
-                message_text_of(msg, format, e.flags & OUTPUT != 0, &mut text);
-                let t = sel.tokenizer.count(&text);
-                if mark != Some(i) {
-                    counted.push((si, ei, t.min(NOT_COUNTED as u64 - 1) as u32));
+                let at = locate(i);
+                let (t, fresh) =
+                    message_tokens(segments, at, format, sel, mark == Some(i), &mut text);
+                if let Some(c) = fresh {
+                    counted.push((at.0, at.1, c));
                 }
                 t
             },
@@ -307,21 +291,11 @@ impl LiveReplay {
                 sel,
                 |i| least_tokens(segments, locate(i), sel),
                 |i| {
-                    let (si, ei) = locate(i);
-                    let seg = &segments[si];
-                    let e = seg.entries[ei];
-                    if e.flags & DROPPED != 0 {
-                        return LET_GO_TOKENS;
+                    let at = locate(i);
+                    let (t, counted) = message_tokens(segments, at, format, sel, false, &mut text);
+                    if let Some(c) = counted {
+                        fresh.push((at.0, at.1, c));
                     }
-                    if e.tokens != NOT_COUNTED {
-                        return e.tokens as u64;
-                    }
-                    let at = entry_offset(seg, ei);
-                    text.clear();
-                    let msg = &seg.bytes[at as usize..(at + e.len) as usize];
-                    message_text_of(msg, format, e.flags & OUTPUT != 0, &mut text);
-                    let t = sel.tokenizer.count(&text);
-                    fresh.push((si, ei, t.min(NOT_COUNTED as u64 - 1) as u32));
                     t
                 },
             );
@@ -495,6 +469,38 @@ impl LiveReplay {
 
 /// Tokens a let-go message answers a window with: more than any budget.
 const LET_GO_TOKENS: u64 = u64::MAX / 4;
+
+/// The tokens of the message at (segment, entry), and the count to cache
+/// when it was counted now: more than any budget for a message let go (it
+/// lies before every window, see `let_go_before`); the cached count, unless
+/// `marked` (the pending mark's first line is counted with the text, and
+/// that count is not kept).
+fn message_tokens(
+    segments: &[Segment],
+    (si, ei): (usize, usize),
+    format: Format,
+    sel: &Selection,
+    marked: bool,
+    text: &mut String,
+) -> (u64, Option<u32>) {
+    let seg = &segments[si];
+    let e = seg.entries[ei];
+    if e.flags & DROPPED != 0 {
+        return (LET_GO_TOKENS, None);
+    }
+    if e.tokens != NOT_COUNTED && !marked {
+        return (e.tokens as u64, None);
+    }
+    let at = entry_offset(seg, ei);
+    let msg = &seg.bytes[at as usize..(at + e.len) as usize];
+    text.clear();
+    if marked {
+        text.push_str("PENDING_USER_INPUT\n");
+    }
+    message_text_of(msg, format, e.flags & OUTPUT != 0, text);
+    let t = sel.tokenizer.count(text);
+    (t, (!marked).then(|| t.min(NOT_COUNTED as u64 - 1) as u32))
+}
 
 /// A cheap lower bound of the tokens of the message at (segment, entry):
 /// its text is at least a sixth of the rendered message, less the
