@@ -546,15 +546,7 @@ fn add_lines(
                 let mut parser = LineParser::new(max_depth);
                 let mut scratch = Scratch::default();
                 let mut added = 0u64;
-                let mut pos = r.start;
-                for line in buf[r.clone()].split_inclusive(|&b| b == b'\n') {
-                    let trimmed = crate::input::lines::trim(line);
-                    let line_at = pos + trimmed.start;
-                    pos += line.len();
-                    let line = &line[trimmed];
-                    if line.is_empty() || parser.parse(line, 0).is_err() {
-                        continue;
-                    }
+                text::each_record(&buf, r.clone(), &mut parser, |line_at, line| {
                     let mut words = String::new();
                     text::record_words(line, &mut scratch, |w| {
                         if !words.is_empty() {
@@ -563,14 +555,15 @@ fn add_lines(
                         words.push_str(w);
                     });
                     if words.is_empty() {
-                        continue;
+                        return Ok(());
                     }
                     let mut doc = TantivyDocument::new();
                     doc.add_text(body, &words);
                     doc.add_u64(offset, at + line_at as u64);
                     writer.add_document(doc).map_err(|e| err(log, e))?;
                     added += 1;
-                }
+                    Ok(())
+                })?;
                 Ok(added)
             })
             .collect();

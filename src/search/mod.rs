@@ -156,12 +156,7 @@ pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
             query.len()
         )));
     }
-    let mut words: Vec<String> = Vec::new();
-    text::words(query, &mut String::new(), |w| {
-        if !words.iter().any(|x| x == w) {
-            words.push(w.to_string());
-        }
-    });
+    let words = distinct_words(query);
     if words.is_empty() {
         return Err(Error::Query(
             "the query has no word to search for (letters or digits)".into(),
@@ -174,6 +169,17 @@ pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
         )));
     }
     Ok(words)
+}
+
+/// The words of `text`, each once, in order of first appearance.
+fn distinct_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    text::words(text, &mut String::new(), |w| {
+        if !words.iter().any(|x| x == w) {
+            words.push(w.to_string());
+        }
+    });
+    words
 }
 
 fn check_limit(limit: usize) -> Result<(), Error> {
@@ -190,6 +196,7 @@ pub struct SearchIndex {
     log: PathBuf,
     index: Index,
     max_depth: usize,
+    refuse_links: bool,
 }
 
 impl SearchIndex {
@@ -219,6 +226,7 @@ impl SearchIndex {
             ),
             log,
             max_depth: options.max_depth.max(1),
+            refuse_links: options.refuse_links,
         }
     }
 
@@ -261,22 +269,21 @@ impl SearchIndex {
     pub fn search(&mut self, query: &str, options: &SearchOptions) -> Result<Vec<Hit>, Error> {
         // Refused before anything is read or made.
         check_limit(options.limit)?;
-        query_words(query)?;
+        let words = query_words(query)?;
         self.refresh()?;
-        self.search_fresh(query, options, &|_| false)
+        self.search_words(&words, options, &|_| false)
     }
 
-    /// The search without a refresh first, leaving out the records whose
-    /// offsets `skip` names.
-    pub(crate) fn search_fresh(
+    /// The search for `words` (checked, with the limit, by the caller)
+    /// without a refresh first, leaving out the records whose offsets `skip`
+    /// names.
+    fn search_words(
         &mut self,
-        query: &str,
+        words: &[String],
         options: &SearchOptions,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Hit>, Error> {
-        check_limit(options.limit)?;
-        let words = query_words(query)?;
-        let Some((file, _)) = crate::input::open_regular(&self.log, false)? else {
+        let Some((file, _)) = crate::input::open_regular(&self.log, self.refuse_links)? else {
             return Ok(Vec::new());
         };
         let filters = options.filters();
@@ -286,7 +293,7 @@ impl SearchIndex {
         // log order; more again when filters or `skip` leave too few.
         let mut want = options.limit + TIE_MARGIN;
         loop {
-            let top = self.index.top(&words, want)?;
+            let top = self.index.top(words, want)?;
             let mut hits = Vec::new();
             for &(offset, score) in &top {
                 if hits.len() == options.limit {
@@ -332,20 +339,13 @@ impl SearchIndex {
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        let mut words: Vec<String> = Vec::new();
-        text::words(&text[..cut], &mut String::new(), |w| {
-            if words.len() < MAX_QUERY_WORDS && !words.iter().any(|x| x == w) {
-                words.push(w.to_string());
-            }
-        });
+        let mut words = distinct_words(&text[..cut]);
+        words.truncate(MAX_QUERY_WORDS);
         if words.is_empty() || k == 0 {
             return Ok(None);
         }
-        let hits = self.search_fresh(
-            &words.join(" "),
-            &SearchOptions::with_limit(k.min(MAX_LIMIT)),
-            replayed,
-        )?;
+        let options = SearchOptions::with_limit(k.min(MAX_LIMIT));
+        let hits = self.search_words(&words, &options, replayed)?;
         Ok(recall_text(text, &hits))
     }
 }

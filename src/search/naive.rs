@@ -17,16 +17,9 @@ pub fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64
     // Per document with words: offset, length, frequency of each query word.
     let mut docs: Vec<(u64, u64, Vec<u64>)> = Vec::new();
     let mut total = 0u64;
-    let mut pos = crate::input::lines::content_start(log);
+    let start = crate::input::lines::content_start(log);
     let end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
-    for line in log[pos..end].split_inclusive(|&b| b == b'\n') {
-        let t = crate::input::lines::trim(line);
-        let at = pos + t.start;
-        pos += line.len();
-        let line = &line[t];
-        if line.is_empty() || parser.parse(line, 0).is_err() {
-            continue;
-        }
+    let Ok(()) = text::each_record(log, start..end.max(start), &mut parser, |at, line| {
         let mut len = 0u64;
         let mut freq = vec![0u64; words.len()];
         text::record_words(line, &mut scratch, |w| {
@@ -39,7 +32,8 @@ pub fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64
             total += len;
             docs.push((at as u64, len, freq));
         }
-    }
+        Ok::<(), std::convert::Infallible>(())
+    });
     // tantivy's BM25, in its f32 arithmetic: IDF = ln(1 + (N − n + 0.5) /
     // (n + 0.5)); a document's length is its field norm, stored in one byte
     // (lengths over 40 rounded down to a table's steps).

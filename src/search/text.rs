@@ -100,6 +100,28 @@ pub fn record_words(line: &[u8], scratch: &mut Scratch, mut word: impl FnMut(&st
     }
 }
 
+/// Calls `record(at, line)` for each line of `buf[range]` (whole lines)
+/// that is a record: the line trimmed, `at` its offset in `buf`. The lines
+/// the index holds, and the scan that checks it reads.
+pub(crate) fn each_record<E>(
+    buf: &[u8],
+    range: std::ops::Range<usize>,
+    parser: &mut crate::parse::LineParser,
+    mut record: impl FnMut(usize, &[u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut pos = range.start;
+    for line in buf[range].split_inclusive(|&b| b == b'\n') {
+        let trimmed = crate::input::lines::trim(line);
+        let at = pos + trimmed.start;
+        pos += line.len();
+        let line = &line[trimmed];
+        if !line.is_empty() && parser.parse(line, 0).is_ok() {
+            record(at, line)?;
+        }
+    }
+    Ok(())
+}
+
 /// Reusable buffers of [`record_words`].
 #[derive(Default)]
 pub struct Scratch {
