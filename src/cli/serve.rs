@@ -290,6 +290,27 @@ pub struct ServeArgs {
     /// (LOG.wmreplay.idx, built on first use; POST /v1/search uses it too).
     #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     recall: Option<u64>,
+    /// Offer the model a search_memory tool (Anthropic tool use, OpenAI
+    /// function calling): when it calls it, the server searches the whole
+    /// log (the index next to it) for the model's query, leaving out what the
+    /// request already holds, and continues the turn with the records found.
+    /// The call and its result are appended as tool_call and tool_result
+    /// records, so later turns replay them.
+    #[arg(long, env = "WMREPLAY_RECALL_TOOL")]
+    recall_tool: bool,
+    /// Offer the model the memory tool (Anthropic's memory_20250818; for
+    /// OpenAI the same six commands as one function): view, create,
+    /// str_replace, insert, delete and rename over files under /memories,
+    /// each file kept as a wm_fact record keyed by its path (GET
+    /// /v1/facts shows them; --facts replays them in one message). Paths
+    /// outside /memories, `..` and files over --max-record-bytes are refused
+    /// with an error result.
+    #[arg(long, env = "WMREPLAY_MEMORY_TOOL")]
+    memory_tool: bool,
+    /// Most rounds of tool calls in one turn; the call after the last round
+    /// offers no tool, so the model answers with what it has.
+    #[arg(long, env = "WMREPLAY_MAX_TOOL_ROUNDS", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
+    max_tool_rounds: u32,
     /// Prompt caching. auto: with Anthropic, up to 4 cache_control
     /// breakpoints placed so that each turn reads the previous turn's prefix
     /// from the cache (the last replayed message, the previous turn's last
@@ -425,6 +446,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
     };
     cfg.recall = args.recall.map(|k| k as usize);
+    cfg.tools.search_memory = args.recall_tool;
+    cfg.tools.memory = args.memory_tool;
+    cfg.tools.max_rounds = args.max_tool_rounds;
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;

@@ -334,6 +334,19 @@ impl SearchIndex {
         k: usize,
         replayed: &dyn Fn(u64) -> bool,
     ) -> Result<Option<String>, Error> {
+        let hits = self.recall_hits(text, k, replayed)?;
+        Ok(recall_text(text, &hits))
+    }
+
+    /// The hits of [`recall`](Self::recall): the `k` best records for the
+    /// words of `text` (its first [`MAX_QUERY_BYTES`], at most
+    /// [`MAX_QUERY_WORDS`] words; no syntax) for which `replayed` is false.
+    pub(crate) fn recall_hits(
+        &mut self,
+        text: &str,
+        k: usize,
+        replayed: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<Hit>, Error> {
         self.refresh()?;
         let mut cut = text.len().min(MAX_QUERY_BYTES);
         while !text.is_char_boundary(cut) {
@@ -342,11 +355,10 @@ impl SearchIndex {
         let mut words = distinct_words(&text[..cut]);
         words.truncate(MAX_QUERY_WORDS);
         if words.is_empty() || k == 0 {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let options = SearchOptions::with_limit(k.min(MAX_LIMIT));
-        let hits = self.search_words(&words, &options, replayed)?;
-        Ok(recall_text(text, &hits))
+        self.search_words(&words, &options, replayed)
     }
 }
 
@@ -357,19 +369,43 @@ pub fn recall_text(query: &str, hits: &[Hit]) -> Option<String> {
     if hits.is_empty() {
         return None;
     }
-    let mut json = format!(
-        "{{\"type\":\"recall\",\"query\":{},\"records\":[",
+    let json = recall_json(Some("recall"), query, hits, usize::MAX);
+    Some(format!("WM_KIND=recall\nWM_JSON: {json}"))
+}
+
+/// `{"type":KIND,"query":Q,"records":[{"offset":O,"record":LINE},…]}`
+/// (no `type` without `kind`), best first. A record that would take the
+/// whole past `budget` bytes is named without its line:
+/// `{"offset":O,"bytes":N,"left_out":true}`.
+pub(crate) fn recall_json(kind: Option<&str>, query: &str, hits: &[Hit], budget: usize) -> String {
+    let mut json = String::from("{");
+    if let Some(k) = kind {
+        json.push_str(&format!(
+            "\"type\":{},",
+            serde_json::to_string(k).expect("a string serialises")
+        ));
+    }
+    json.push_str(&format!(
+        "\"query\":{},\"records\":[",
         serde_json::to_string(query).expect("a string serialises")
-    );
+    ));
     for (i, h) in hits.iter().enumerate() {
         if i > 0 {
             json.push(',');
         }
         let record = record_json(&h.line);
-        json.push_str(&format!("{{\"offset\":{},\"record\":{record}}}", h.offset));
+        if json.len() + record.len() + 40 > budget {
+            json.push_str(&format!(
+                "{{\"offset\":{},\"bytes\":{},\"left_out\":true}}",
+                h.offset,
+                h.line.len()
+            ));
+        } else {
+            json.push_str(&format!("{{\"offset\":{},\"record\":{record}}}", h.offset));
+        }
     }
     json.push_str("]}");
-    Some(format!("WM_KIND=recall\nWM_JSON: {json}"))
+    json
 }
 
 /// Searches `log` for `query` with its default index (see

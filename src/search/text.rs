@@ -100,9 +100,15 @@ pub fn record_words(line: &[u8], scratch: &mut Scratch, mut word: impl FnMut(&st
     }
 }
 
+/// Record types left out of the index: the server's tool calls and their
+/// results, which repeat what was searched for and what was found (a
+/// search would otherwise find its own earlier answers).
+pub const UNSEARCHED: [&str; 2] = ["tool_call", "tool_result"];
+
 /// Calls `record(at, line)` for each line of `buf[range]` (whole lines)
-/// that is a record: the line trimmed, `at` its offset in `buf`. The lines
-/// the index holds, and the scan that checks it reads.
+/// that is a record, but for the [`UNSEARCHED`] types: the line trimmed,
+/// `at` its offset in `buf`. The lines the index holds, and the scan that
+/// checks it reads.
 pub(crate) fn each_record<E>(
     buf: &[u8],
     range: std::ops::Range<usize>,
@@ -115,7 +121,12 @@ pub(crate) fn each_record<E>(
         let at = pos + trimmed.start;
         pos += line.len();
         let line = &line[trimmed];
-        if !line.is_empty() && parser.parse(line, 0).is_ok() {
+        if line.is_empty() {
+            continue;
+        }
+        if let Ok(r) = parser.parse(line, 0)
+            && !UNSEARCHED.iter().any(|k| r.kind_is(line, k))
+        {
             record(at, line)?;
         }
     }

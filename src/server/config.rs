@@ -121,6 +121,41 @@ pub struct Config {
     /// the replay does not hold, as one `WM_KIND=recall` message before the
     /// current request. Default off.
     pub recall: Option<usize>,
+    /// Tools the server offers the model and runs itself (`--recall-tool`,
+    /// `--memory-tool`). Default none.
+    pub tools: Tools,
+}
+
+/// The tools a turn offers the model; the server runs each call itself
+/// and continues the turn with its result (see `docs/server.md`, "Tools").
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Tools {
+    /// `search_memory` (`--recall-tool`): the model searches the whole log.
+    pub search_memory: bool,
+    /// The memory tool (`--memory-tool`): files under `/memories`, kept as
+    /// keyed-memory records of the log.
+    pub memory: bool,
+    /// Most rounds of tool calls run in one turn (`--max-tool-rounds`);
+    /// the call after the last round offers no tool. Default 4.
+    pub max_rounds: u32,
+}
+
+impl Default for Tools {
+    fn default() -> Tools {
+        Tools {
+            search_memory: false,
+            memory: false,
+            max_rounds: 4,
+        }
+    }
+}
+
+impl Tools {
+    /// Whether any tool is offered.
+    pub fn any(&self) -> bool {
+        self.search_memory || self.memory
+    }
 }
 
 impl Config {
@@ -128,7 +163,7 @@ impl Config {
     pub(crate) fn live(&self) -> crate::LiveReplay {
         let live = crate::LiveReplay::new(&self.log, self.provider.format(), self.replay.clone())
             .with_selection(self.selection.clone());
-        if self.recall.is_some() {
+        if self.recall.is_some() || self.tools.search_memory {
             live.tracking_selected()
         } else {
             live
@@ -224,6 +259,7 @@ impl Config {
             auth_token: None,
             compaction: None,
             recall: None,
+            tools: Tools::default(),
         }
     }
 }

@@ -67,7 +67,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 pub use compact::{CompactError, CompactReport, compact_once};
-pub use config::{Compaction, Config};
+pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use upstream::{ApiKey, Provider, Usage};
 
@@ -247,9 +247,15 @@ pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeEr
             client,
             endpoint,
             provider: cfg.provider,
-            headers: cfg
-                .provider
-                .headers(cfg.api_key.as_ref(), &cfg.upstream_headers),
+            headers: {
+                let mut h = cfg
+                    .provider
+                    .headers(cfg.api_key.as_ref(), &cfg.upstream_headers);
+                if cfg.tools.memory && cfg.provider == Provider::Anthropic {
+                    upstream::tools::add_beta(&mut h, upstream::tools::MEMORY_BETA);
+                }
+                h
+            },
             key: cfg.api_key.clone(),
             retries: cfg.upstream_retries,
             retry_min_delay: cfg.retry_min_delay,

@@ -215,6 +215,7 @@ impl Config {
                 crate::search::MAX_LIMIT
             ));
         }
+        check_tools(self)?;
         if let Some(u) = &self.upstream {
             parse_upstream(u)?;
             if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
@@ -248,6 +249,41 @@ impl Config {
         }
         self.selection.validate()
     }
+}
+
+/// Most rounds of tool calls in one turn (`--max-tool-rounds`).
+pub const MAX_TOOL_ROUNDS: u32 = 32;
+
+/// `--recall-tool`, `--memory-tool` and `--max-tool-rounds`.
+fn check_tools(cfg: &Config) -> Result<(), String> {
+    let t = &cfg.tools;
+    if !(1..=MAX_TOOL_ROUNDS).contains(&t.max_rounds) {
+        return Err(format!(
+            "--max-tool-rounds must be 1 to {MAX_TOOL_ROUNDS}, not {}",
+            t.max_rounds
+        ));
+    }
+    if !t.any() {
+        return Ok(());
+    }
+    if cfg.upstream.is_none() {
+        return Err(
+            "--recall-tool and --memory-tool need --upstream: the server runs the tools the \
+             model calls"
+                .into(),
+        );
+    }
+    if let Some((k, _)) = cfg
+        .upstream_fields
+        .iter()
+        .find(|(k, _)| k == "tools" || k == "tool_choice")
+    {
+        return Err(format!(
+            "--upstream-field {k} cannot go with --recall-tool or --memory-tool: the server \
+             offers its own tools"
+        ));
+    }
+    Ok(())
 }
 
 /// `--compact-at` and its companions.
@@ -331,6 +367,21 @@ mod tests {
         let mut c = ok.clone();
         c.body_limit = usize::MAX;
         assert!(c.validate().unwrap_err().contains("--body-limit"));
+    }
+
+    #[test]
+    fn tools_need_an_upstream_a_round_and_no_tools_of_the_operators() {
+        let mut c = Config::new("wm.log");
+        c.tools.memory = true;
+        assert!(c.validate().unwrap_err().contains("need --upstream"));
+        c.upstream = Some("http://127.0.0.1:9".into());
+        c.model = Some("m".into());
+        assert_eq!(c.validate(), Ok(()));
+        c.tools.max_rounds = 0;
+        assert!(c.validate().unwrap_err().contains("--max-tool-rounds"));
+        c.tools.max_rounds = 4;
+        c.upstream_fields = vec![("tools".into(), json!([]))];
+        assert!(c.validate().unwrap_err().contains("--upstream-field tools"));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod process;
 pub mod strict;
+pub mod tools;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -209,14 +210,22 @@ impl Mock {
     }
 }
 
-/// The user_text of the request's CURRENT_USER_REQUEST message.
+/// The user_text of the request's CURRENT_USER_REQUEST message (the last
+/// message, or the last before the turn's tool rounds).
 pub fn current_text(body: &Value) -> String {
     let msgs = body["messages"].as_array().unwrap();
-    let last = msgs.last().unwrap();
-    let text = match &last["content"] {
-        Value::String(s) => s.clone(),
-        other => other[0]["text"].as_str().unwrap().to_string(),
-    };
+    let text = msgs
+        .iter()
+        .rev()
+        .find_map(|m| {
+            let t = match &m["content"] {
+                Value::String(s) => s.as_str(),
+                other => other[0]["text"].as_str()?,
+            };
+            t.starts_with("CURRENT_USER_REQUEST").then_some(t)
+        })
+        .or_else(|| msgs.last()?["content"].as_str())
+        .unwrap();
     text.split_once("user_text: ").unwrap().1.to_string()
 }
 
@@ -395,16 +404,41 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         Mode::Big(kib) => big = kib,
         Mode::Ok => {}
     }
+    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if fold_input(&v).is_none()
+        && let Some((round, calls)) = tools::next_calls(m.provider, &v, &current_text(&v))
+    {
+        let usage = (usage.input, usage.read, usage.written);
+        return match tools::calling(m.provider, round, &calls, stream, usage) {
+            (Some(body), _) => {
+                ([("content-type", "application/json")], body.to_string()).into_response()
+            }
+            (None, events) => (
+                [("content-type", "text/event-stream")],
+                Body::from_stream(futures_util::stream::iter(
+                    events.into_iter().map(Ok::<_, std::convert::Infallible>),
+                )),
+            )
+                .into_response(),
+        };
+    }
     let mut answer = match fold_input(&v) {
         Some(input) => summary_of(&input),
-        None => answer_to(&current_text(&v)),
+        None => {
+            let mut a = answer_to(&current_text(&v));
+            let results = tools::results(m.provider, &v);
+            if !results.is_empty() {
+                a.push_str("\nTOOL RESULTS:\n");
+                a.push_str(&results.join("\n---\n"));
+            }
+            a
+        }
     };
     if big > 0 {
         answer.push('\n');
         answer.push_str(&"y".repeat(big << 10));
     }
     let piece = if big > 0 { 1024 } else { 4 };
-    let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let stop = match (m.provider, truncated) {
         (Provider::Anthropic, false) => "end_turn",
         (Provider::Anthropic, true) => "max_tokens",

@@ -181,6 +181,218 @@ fn anthropic(obj: &serde_json::Map<String, Value>, headers: &HeaderMap) -> Resul
             "A maximum of 4 blocks with cache_control may be provided. Found {marks}."
         ));
     }
+    anthropic_tools(obj, headers)
+}
+
+fn tool_name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Anthropic's tool rules: tool definitions (a custom tool's name and
+/// `input_schema`; the memory tool's type, which needs its beta), the
+/// `tool_choice` types, and each `tool_use` answered by a `tool_result`
+/// of the same id, first in the next user message; text blocks not empty.
+fn anthropic_tools(
+    obj: &serde_json::Map<String, Value>,
+    headers: &HeaderMap,
+) -> Result<(), String> {
+    let mut names = Vec::new();
+    for t in obj
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let name = t["name"].as_str().unwrap_or("");
+        match t.get("type").and_then(Value::as_str) {
+            None | Some("custom") => {
+                if !tool_name_ok(name) {
+                    return Err(format!("tools: invalid tool name {name:?}"));
+                }
+                if t["input_schema"]["type"] != "object" {
+                    return Err(format!(
+                        "tools.{name}.input_schema: Field required (a JSON Schema object)"
+                    ));
+                }
+            }
+            Some("memory_20250818") => {
+                if name != "memory" {
+                    return Err("tools: the memory tool's name must be \"memory\"".into());
+                }
+                let betas = headers
+                    .get("anthropic-beta")
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("");
+                if !betas
+                    .split(',')
+                    .any(|b| b.trim() == "context-management-2025-06-27")
+                {
+                    return Err("tools: memory_20250818 requires the beta header context-management-2025-06-27".into());
+                }
+            }
+            Some(other) => return Err(format!("tools: unknown tool type {other:?}")),
+        }
+        if names.contains(&name) {
+            return Err(format!("tools: tool names must be unique ({name})"));
+        }
+        names.push(name);
+    }
+    if let Some(c) = obj.get("tool_choice")
+        && !matches!(c["type"].as_str(), Some("auto" | "any" | "tool" | "none"))
+    {
+        return Err("tool_choice: Input tag does not match any of auto, any, tool, none".into());
+    }
+    let messages = obj["messages"].as_array().unwrap();
+    let mut uses_tools = false;
+    for (i, m) in messages.iter().enumerate() {
+        let blocks = m["content"].as_array();
+        for b in blocks.into_iter().flatten() {
+            if b["type"] == "text" && b["text"].as_str().is_none_or(str::is_empty) {
+                return Err(format!(
+                    "messages.{i}: text content blocks must be non-empty"
+                ));
+            }
+            if b["type"] == "tool_use" && m["role"] != "assistant" {
+                return Err(format!(
+                    "messages.{i}: tool_use blocks are for assistant messages"
+                ));
+            }
+            if b["type"] == "tool_result" && m["role"] != "user" {
+                return Err(format!(
+                    "messages.{i}: tool_result blocks are for user messages"
+                ));
+            }
+            uses_tools |= b["type"] == "tool_use" || b["type"] == "tool_result";
+        }
+        if m["role"] == "assistant" && blocks.is_some_and(Vec::is_empty) {
+            return Err(format!(
+                "messages.{i}: all messages must have non-empty content"
+            ));
+        }
+        let ids = |m: &Value, kind: &str, key: &str| -> Vec<String> {
+            m["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|b| b["type"] == kind)
+                .map(|b| b[key].as_str().unwrap_or("").to_string())
+                .collect()
+        };
+        let used = ids(m, "tool_use", "id");
+        let answered = ids(m, "tool_result", "tool_use_id");
+        let before = if i > 0 {
+            ids(&messages[i - 1], "tool_use", "id")
+        } else {
+            Vec::new()
+        };
+        if let Some(a) = answered.iter().find(|a| !before.contains(a)) {
+            return Err(format!(
+                "messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: {a}. Each \
+                 `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            ));
+        }
+        if !answered.is_empty() {
+            let first_others = m["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .take(answered.len())
+                .any(|b| b["type"] != "tool_result");
+            if first_others {
+                return Err(format!(
+                    "messages.{i}: tool_result blocks must come first in the content"
+                ));
+            }
+        }
+        if !used.is_empty() {
+            let next = messages
+                .get(i + 1)
+                .map(|n| ids(n, "tool_result", "tool_use_id"));
+            if let Some(missing) = used
+                .iter()
+                .find(|u| next.as_ref().is_some_and(|n| !n.contains(u)))
+            {
+                return Err(format!(
+                    "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately \
+                     after: {missing}",
+                    i + 1
+                ));
+            }
+        }
+    }
+    if uses_tools && names.is_empty() {
+        return Err(
+            "Requests which include `tool_use` or `tool_result` blocks must define tools.".into(),
+        );
+    }
+    Ok(())
+}
+
+/// OpenAI's tool rules: function definitions, `tool_choice`, and each
+/// `tool_calls` message followed by one `tool` message per call id.
+fn openai_tools(obj: &serde_json::Map<String, Value>) -> Result<(), String> {
+    for t in obj
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if t["type"] != "function" || !tool_name_ok(t["function"]["name"].as_str().unwrap_or("")) {
+            return Err(
+                "tools: each tool is {\"type\":\"function\",\"function\":{\"name\":…}}".into(),
+            );
+        }
+    }
+    if let Some(c) = obj.get("tool_choice")
+        && !(matches!(c.as_str(), Some("none" | "auto" | "required")) || c["type"] == "function")
+    {
+        return Err("tool_choice: expected none, auto, required or a function".into());
+    }
+    let messages = obj["messages"].as_array().unwrap();
+    let mut pending: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap_or("");
+            let Some(at) = pending.iter().position(|p| p == id) else {
+                return Err(format!(
+                    "messages.[{i}].role: messages with role 'tool' must be a response to a \
+                     preceeding message with 'tool_calls'."
+                ));
+            };
+            pending.remove(at);
+            continue;
+        }
+        if !pending.is_empty() {
+            return Err(format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages \
+                 responding to each 'tool_call_id'. The following tool_call_ids did not have \
+                 response messages: {}",
+                pending.join(", ")
+            ));
+        }
+        if m["role"] == "assistant" {
+            let calls = m["tool_calls"].as_array();
+            if m["content"].is_null() && calls.is_none_or(Vec::is_empty) {
+                return Err(format!(
+                    "messages.[{i}].content: an assistant message needs content or tool_calls"
+                ));
+            }
+            pending = calls
+                .into_iter()
+                .flatten()
+                .map(|c| c["id"].as_str().unwrap_or("").to_string())
+                .collect();
+        }
+    }
+    if !pending.is_empty() {
+        return Err(format!(
+            "tool_call_ids without response messages: {}",
+            pending.join(", ")
+        ));
+    }
     Ok(())
 }
 
@@ -233,5 +445,5 @@ fn openai(obj: &serde_json::Map<String, Value>, headers: &HeaderMap) -> Result<(
             return Err("messages: unknown role".into());
         }
     }
-    Ok(())
+    openai_tools(obj)
 }

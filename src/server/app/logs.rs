@@ -72,6 +72,7 @@ impl Shared {
             totals: Mutex::new(Totals::default()),
             compactor: Default::default(),
             search: Default::default(),
+            memory: Default::default(),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
                 cfg.cache_key

@@ -7,6 +7,7 @@
 pub(crate) mod budget;
 pub(crate) mod compact;
 pub(crate) mod compactor;
+pub(crate) mod facts;
 pub(crate) mod logs;
 pub(crate) mod snapshot;
 
@@ -68,6 +69,9 @@ pub(crate) struct AppState {
     pub(crate) compactor: compactor::Compactor,
     /// The log's search index, opened on first use.
     pub(crate) search: Arc<Mutex<Option<crate::search::SearchIndex>>>,
+    /// Held by a memory-tool command from reading the files to appending
+    /// its writes, so that two commands never edit the same version.
+    pub(crate) memory: tokio::sync::Mutex<()>,
 }
 
 impl AppState {

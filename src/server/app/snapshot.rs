@@ -41,32 +41,36 @@ pub(crate) fn snapshot_of(
 ) -> Result<Snapshot, crate::Error> {
     let sel = &st.cfg.selection;
     let mut cache_marks = None;
-    let (chunks, select) =
-        if sel.is_everything() && !report && !st.marks_cache() && st.cfg.recall.is_none() {
-            (live.chunks(), None)
-        } else {
-            let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
-            let (chunks, report) = if st.marks_cache() {
-                let mut slot = st.cache.lock().unwrap_or_else(|p| p.into_inner());
-                let mut memory = *slot;
-                let (chunks, report, marks) =
-                    live.select_cached(sel, *window, &st.cache_policy(), &mut memory)?;
-                if commit {
-                    *slot = memory;
-                }
-                cache_marks = Some(marks);
-                (chunks, report)
-            } else {
-                live.select(sel, *window)?
-            };
-            if sel.trim_to.is_some() && report.window_start != *window {
-                *window = report.window_start;
-                let store = st.store()?;
-                let store = store.lock().unwrap_or_else(|p| p.into_inner());
-                store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
+    let (chunks, select) = if sel.is_everything()
+        && !report
+        && !st.marks_cache()
+        && st.cfg.recall.is_none()
+        && !st.cfg.tools.search_memory
+    {
+        (live.chunks(), None)
+    } else {
+        let mut window = st.window.lock().unwrap_or_else(|p| p.into_inner());
+        let (chunks, report) = if st.marks_cache() {
+            let mut slot = st.cache.lock().unwrap_or_else(|p| p.into_inner());
+            let mut memory = *slot;
+            let (chunks, report, marks) =
+                live.select_cached(sel, *window, &st.cache_policy(), &mut memory)?;
+            if commit {
+                *slot = memory;
             }
-            (chunks, Some(report))
+            cache_marks = Some(marks);
+            (chunks, report)
+        } else {
+            live.select(sel, *window)?
         };
+        if sel.trim_to.is_some() && report.window_start != *window {
+            *window = report.window_start;
+            let store = st.store()?;
+            let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            store.set_window_start(&st.cfg.log, &sel.window_key(), report.window_start)?;
+        }
+        (chunks, Some(report))
+    };
     Ok(Snapshot {
         chunks,
         stats: live.stats().clone(),
@@ -79,7 +83,7 @@ pub(crate) fn snapshot_of(
             None
         },
         recall: None,
-        held: if st.cfg.recall.is_some() {
+        held: if st.cfg.recall.is_some() || st.cfg.tools.search_memory {
             live.selected_offsets().to_vec()
         } else {
             Vec::new()
@@ -200,6 +204,24 @@ impl AppState {
         // The operator's stream options go with streamed requests only.
         if !stream {
             extra.retain(|(k, _)| k != "stream_options");
+        }
+        // The server's tools: the client may not bring its own.
+        if let Some(defs) = crate::server::upstream::tools::definitions(p, &self.cfg.tools) {
+            if let Some((k, _)) = params
+                .iter()
+                .find(|(k, _)| k == "tools" || k == "tool_choice")
+            {
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_params",
+                    format!(
+                        "`params.{k}`: this server offers the model its own tools \
+                         (--recall-tool, --memory-tool) and runs them itself; a request cannot \
+                         add or choose tools"
+                    ),
+                ));
+            }
+            extra.push(("tools".into(), defs));
         }
         // The client's own replace the operator's of the same name.
         for (k, v) in params {

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::server::app::AppState;
 use crate::server::app::compact::compact_soon;
-use crate::server::app::snapshot::with_live;
+use crate::server::app::facts::{current, fact_record};
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::writer::Line;
 
@@ -59,13 +59,7 @@ pub(crate) async fn write(
                 .map_err(|e| internal("invalid_json", e))?
         }
     };
-    let mut record = format!(
-        "{{\"type\":\"wm_fact\",\"key\":{},\"value\":",
-        serde_json::to_string(&key).expect("a string serialises")
-    )
-    .into_bytes();
-    record.extend_from_slice(value.as_bytes());
-    record.push(b'}');
+    let record = fact_record(&key, &value);
     if record.len() > state.cfg.max_record_bytes {
         return Err(bad(
             "record_too_large",
@@ -96,20 +90,10 @@ pub(crate) async fn write(
     Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
-/// `GET …/facts`: `{"facts":{…}}`, the latest value of every live key,
-/// from the log's live state (brought up to date; no replay).
+/// `GET …/facts`: `{"facts":{…}}` (see `app::facts::current`).
 pub(crate) async fn read(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
     let _permit = state.permit()?;
-    let text = with_live(&state, |_, live| Ok(live.current_facts())).await?;
-    let facts = match text.as_deref() {
-        None => "{}",
-        Some(text) => {
-            // `…WM_JSON: {"type":"wm_facts","ts_ms":T,"facts":{…}}`
-            let doc = text.split_once("WM_JSON: ").map_or("", |(_, j)| j);
-            let start = doc.find("\"facts\":").map_or(0, |i| i + "\"facts\":".len());
-            &doc[start..doc.len().saturating_sub(1)]
-        }
-    };
+    let facts = current(&state).await?;
     Ok(json_response(
         StatusCode::OK,
         format!("{{\"facts\":{facts}}}"),

@@ -19,11 +19,15 @@
 
 //!
 //! Files: `input.rs` (what a client asks), `keys.rs` (idempotency keys: what
-//! a repeat gets), `run.rs` (the upstream call and the answer appended).
+//! a repeat gets), `run.rs` (the upstream calls and the answer appended),
+//! `tools.rs` (the tool calls run and recorded), `memory.rs` (the memory
+//! tool's commands).
 
 mod input;
 mod keys;
+mod memory;
 mod run;
+mod tools;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -145,7 +149,7 @@ async fn run_owned(
             return;
         }
     };
-    let snap = match begin(&state, &input, retry).await {
+    let (mut snap, before) = match begin(&state, &input, retry).await {
         Ok(s) => s,
         Err(e) => {
             finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
@@ -155,6 +159,10 @@ async fn run_owned(
     };
     let parts = state.body_parts(&snap, &input.current(), &input.fields);
     let stats = stats_json(&snap.stats, input.max_skips(&state));
+    let scope = tools::ToolScope {
+        before,
+        held: Arc::new(std::mem::take(&mut snap.held)),
+    };
     drop(snap);
     let stream = input.stream;
     let (relay, mut body) = match stream {
@@ -185,7 +193,7 @@ async fn run_owned(
         }
     };
     let (outcome, ()) = tokio::join!(
-        run_turn(&state, &input, parts, stats, relay, started_tx),
+        run_turn(&state, &input, parts, stats, relay, started_tx, scope),
         forward
     );
     finish_key(&state, key.as_deref(), claim, &outcome).await;
@@ -196,12 +204,12 @@ async fn run_owned(
 }
 /// The replay the turn's request is made of: the log before the turn's
 /// `text_input`, which is appended here unless this is a retry of a turn
-/// whose input is already at `retry`.
+/// whose input is already at `retry`; and the input's offset.
 async fn begin(
     state: &Arc<AppState>,
     input: &Input,
     retry: Option<u64>,
-) -> Result<Snapshot, ApiError> {
+) -> Result<(Snapshot, u64), ApiError> {
     let _held = match retry {
         Some(offset) => state.admit_fresh_replay(offset)?,
         None => state.admit_replay()?,
@@ -211,14 +219,14 @@ async fn begin(
     let text = input.text.clone();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
-        move || -> Result<(Snapshot, Option<writer::Durable>), ApiError> {
+        move || -> Result<(Snapshot, u64, Option<writer::Durable>), ApiError> {
             if let Some(offset) = retry {
                 // The live state has moved on: replay the log's prefix afresh.
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
                 let mut snap = snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?;
                 add_recall(&st, &mut snap, &text, offset);
-                return Ok((snap, None));
+                return Ok((snap, offset, None));
             }
             // Hold the replay while the line is written: nothing else brings
             // it past the line before this turn's snapshot is taken.
@@ -256,16 +264,16 @@ async fn begin(
                 s
             };
             add_recall(&st, &mut snap, &text, offset);
-            Ok((snap, Some(durable)))
+            Ok((snap, offset, Some(durable)))
         },
     )
     .await
     .map_err(|e| internal("turn_failed", e))??;
-    let (snap, durable) = r;
+    let (snap, offset, durable) = r;
     if let Some(d) = durable {
         writer::durable(d)
             .await
             .map_err(|e| state.append_failed(&e))?;
     }
-    Ok(snap)
+    Ok((snap, offset))
 }

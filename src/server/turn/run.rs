@@ -1,6 +1,7 @@
 //! The rest of a turn once its request is made: the upstream called (with
-//! its retries), the answer read whole or relayed as it streams, appended
-//! as `text_output`, and the turn's outcome. Shutdown can cut it at any
+//! its retries), the answer read whole or relayed as it streams, the tools
+//! it calls run and the upstream called again with their results, the
+//! answer appended as `text_output`, and the turn's outcome. Shutdown can cut it at any
 //! point: what had arrived is appended with the stop reason `interrupted`.
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::input::Input;
+use super::tools::{ToolScope, run_calls};
 use crate::server::app::compact::compact_soon;
 use crate::server::app::{AppState, Outcome};
 use crate::server::errors::ApiError;
@@ -18,6 +20,7 @@ use crate::server::sse::sse;
 use crate::server::upstream::Answer;
 use crate::server::upstream::call::{Failure, INTERRUPTED};
 use crate::server::upstream::relay::Relay;
+use crate::server::upstream::tools::{continuation, no_tool_choice};
 use crate::server::writer::Line;
 
 /// An answer that never came: the turn was cut before it.
@@ -29,8 +32,11 @@ fn interrupted() -> Answer {
 }
 
 /// Calls the upstream, reads its whole answer (relaying a stream to the
-/// client while the client keeps up), appends it, and says how it ended.
-/// `started` hears once the upstream's answer has begun (or failed).
+/// client while the client keeps up), runs the tools it calls and calls
+/// again with their results (at most `--max-tool-rounds` rounds; the call
+/// after the last offers no tool), appends the answer, and says how the
+/// turn ended. `started` hears once the upstream's first answer has begun
+/// (or failed); `scope` is what the turn's tool calls may see.
 pub(super) async fn run_turn(
     state: &Arc<AppState>,
     input: &Input,
@@ -38,83 +44,65 @@ pub(super) async fn run_turn(
     stats: Value,
     mut relay: Option<Relay>,
     started: oneshot::Sender<Result<(), ApiError>>,
+    scope: ToolScope,
 ) -> Outcome {
-    let upstream = state.upstream.as_ref().expect("a turn has an upstream");
+    let tools = &state.cfg.tools;
+    let provider = state.cfg.provider;
     let mut cut = state.turns.cut_signal();
-    let deadline = tokio::time::Instant::now() + upstream.timeout;
     let began = Instant::now();
     let mut started = Some(started);
-    let mut stream_retries = 0;
-    // Text a failed stream had relayed: kept in the record that closes it.
-    let mut partial = String::new();
-    let answer = loop {
-        let called = tokio::select! {
-            r = upstream.call(&parts, deadline) => Some(r),
-            _ = cut.wait_for(|c| *c) => None,
+    // The turn so far: the text of every round, the usage summed.
+    let mut total = Answer::default();
+    // The messages that follow the request's last one: each round's answer
+    // and its tools' results.
+    let mut more: Vec<u8> = Vec::new();
+    let mut ran: Vec<Value> = Vec::new();
+    let mut round = 0;
+    loop {
+        let last = round >= tools.max_rounds;
+        let body = continued(
+            &parts,
+            &more,
+            (tools.any() && last).then(|| no_tool_choice(provider)),
+        );
+        let answer = match exchange(state, &body, &mut relay, &mut started, &mut cut).await {
+            Ok(a) => a,
+            Err((e, partial)) => {
+                total.text.push_str(&partial);
+                return fail(state, input, e, &total.text, started, &relay).await;
+            }
         };
-        match called {
-            None => break Ok(interrupted()),
-            Some(Err(e)) => break Err(upstream.call_error(e)),
-            Some(Ok(resp)) if relay.is_some() => {
-                if let Some(s) = started.take() {
-                    let _ = s.send(Ok(()));
-                }
-                match upstream.read_stream(resp, &mut relay, &mut cut).await {
-                    Ok(a) => break Ok(a),
-                    // Overloaded before any text: nothing was relayed, so
-                    // the call is made again, as a failed call would be.
-                    Err(Failure::Early(e)) => {
-                        let wait = upstream.backoff(stream_retries);
-                        if stream_retries >= upstream.retries
-                            || tokio::time::Instant::now() + wait >= deadline
-                        {
-                            break Err(e);
-                        }
-                        stream_retries += 1;
-                        tracing::warn!(
-                            code = e.code,
-                            wait_ms = wait.as_millis() as u64,
-                            "the upstream's stream failed before any text; retrying"
-                        );
-                        tokio::select! {
-                            _ = tokio::time::sleep(wait) => {}
-                            _ = cut.wait_for(|c| *c) => break Ok(interrupted()),
-                        }
-                    }
-                    Err(Failure::Late(e, text)) => {
-                        partial = text;
-                        break Err(e);
-                    }
-                }
-            }
-            Some(Ok(resp)) => {
-                break tokio::select! {
-                    r = upstream.read_whole(resp, deadline) => r,
-                    _ = cut.wait_for(|c| *c) => Ok(interrupted()),
-                };
-            }
+        total.text.push_str(&answer.text);
+        total.usage.add(&answer.usage);
+        total.stop_reason = answer.stop_reason.clone();
+        if answer.provider_usage.is_some() {
+            total.provider_usage = answer.provider_usage.clone();
         }
-    };
-    let answer = match answer {
-        Ok(a) => a,
-        Err(e) => {
-            tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
-            // Closed in the log before the client hears of it.
-            close_failed(state, input, &e, &partial).await;
-            match started.take() {
-                Some(s) => {
-                    let _ = s.send(Err(e.clone()));
-                }
-                None => {
-                    if let Some(tx) = &relay {
-                        tx.send(sse("error", &e.json()));
-                    }
-                }
-            }
-            return Err(e);
+        let truncated = matches!(answer.stop_reason.as_deref(), Some("max_tokens" | "length"));
+        let interrupted = answer.stop_reason.as_deref() == Some(INTERRUPTED);
+        if !tools.any() || last || answer.tool_calls.is_empty() || truncated || interrupted {
+            break;
         }
-    };
-    let provider = state.cfg.provider;
+        let results = match run_calls(state, input, &answer.tool_calls, &scope).await {
+            Ok(r) => r,
+            Err(e) => return fail(state, input, e, &total.text, started, &relay).await,
+        };
+        for (c, r) in answer.tool_calls.iter().zip(&results) {
+            let call = json!({
+                "id": c.id,
+                "name": c.name,
+                "input": serde_json::from_str::<Value>(&c.input).unwrap_or(Value::String(c.input.clone())),
+                "is_error": r.is_error,
+            });
+            if let Some(tx) = &relay {
+                tx.send(sse("tool", &call));
+            }
+            ran.push(call);
+        }
+        more.extend_from_slice(&continuation(provider, &answer, &results));
+        round += 1;
+    }
+    let answer = total;
     let unusual = answer
         .stop_reason
         .as_deref()
@@ -144,14 +132,123 @@ pub(super) async fn run_turn(
         cache_creation_input_tokens = answer.usage.cache_creation_input_tokens,
         output_tokens = answer.usage.output_tokens,
         stop_reason = answer.stop_reason.as_deref().unwrap_or(""),
+        tool_calls = ran.len(),
         ms = began.elapsed().as_millis() as u64,
         "turn answered"
     );
-    let out = answer_json(&answer, stats);
+    let mut out = answer_json(&answer, stats);
+    if !ran.is_empty() {
+        out["tool_calls"] = Value::Array(ran);
+    }
     if let Some(tx) = &relay {
         tx.send(sse("done", &out));
     }
     Ok(out)
+}
+
+/// The request's pieces with `more` messages after its last one and, when
+/// given, a `tool_choice` member: the body of a round after the first.
+fn continued(parts: &[Bytes], more: &[u8], choice: Option<&str>) -> Vec<Bytes> {
+    if more.is_empty() && choice.is_none() {
+        return parts.to_vec();
+    }
+    let (tail, rest) = parts.split_last().expect("a body has a tail");
+    // The tail ends with the messages' `]` and the body's `}`.
+    debug_assert!(tail.ends_with(b"]}"));
+    let mut t = Vec::with_capacity(tail.len() + more.len() + 40);
+    t.extend_from_slice(&tail[..tail.len() - 2]);
+    t.extend_from_slice(more);
+    t.push(b']');
+    t.extend_from_slice(choice.unwrap_or("").as_bytes());
+    t.push(b'}');
+    let mut out = rest.to_vec();
+    out.push(Bytes::from(t));
+    out
+}
+
+/// One call to the upstream and its whole answer (a stream relayed as it
+/// comes), its retries included; an error with the text a stream had
+/// relayed before it failed.
+async fn exchange(
+    state: &Arc<AppState>,
+    parts: &[Bytes],
+    relay: &mut Option<Relay>,
+    started: &mut Option<oneshot::Sender<Result<(), ApiError>>>,
+    cut: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<Answer, (ApiError, String)> {
+    let upstream = state.upstream.as_ref().expect("a turn has an upstream");
+    let deadline = tokio::time::Instant::now() + upstream.timeout;
+    let mut stream_retries = 0;
+    loop {
+        let called = tokio::select! {
+            r = upstream.call(parts, deadline) => Some(r),
+            _ = cut.wait_for(|c| *c) => None,
+        };
+        match called {
+            None => return Ok(interrupted()),
+            Some(Err(e)) => return Err((upstream.call_error(e), String::new())),
+            Some(Ok(resp)) if relay.is_some() => {
+                if let Some(s) = started.take() {
+                    let _ = s.send(Ok(()));
+                }
+                match upstream.read_stream(resp, relay, cut).await {
+                    Ok(a) => return Ok(a),
+                    // Overloaded before any text: nothing was relayed, so
+                    // the call is made again, as a failed call would be.
+                    Err(Failure::Early(e)) => {
+                        let wait = upstream.backoff(stream_retries);
+                        if stream_retries >= upstream.retries
+                            || tokio::time::Instant::now() + wait >= deadline
+                        {
+                            return Err((e, String::new()));
+                        }
+                        stream_retries += 1;
+                        tracing::warn!(
+                            code = e.code,
+                            wait_ms = wait.as_millis() as u64,
+                            "the upstream's stream failed before any text; retrying"
+                        );
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = cut.wait_for(|c| *c) => return Ok(interrupted()),
+                        }
+                    }
+                    Err(Failure::Late(e, text)) => return Err((e, text)),
+                }
+            }
+            Some(Ok(resp)) => {
+                return tokio::select! {
+                    r = upstream.read_whole(resp, deadline) => r.map_err(|e| (e, String::new())),
+                    _ = cut.wait_for(|c| *c) => Ok(interrupted()),
+                };
+            }
+        }
+    }
+}
+
+/// A turn that failed: closed in the log (with `text`, what had been
+/// relayed) before the client hears of it.
+async fn fail(
+    state: &Arc<AppState>,
+    input: &Input,
+    e: ApiError,
+    text: &str,
+    mut started: Option<oneshot::Sender<Result<(), ApiError>>>,
+    relay: &Option<Relay>,
+) -> Outcome {
+    tracing::warn!(code = e.code, status = e.status.as_u16(), message = %e.message, "turn failed");
+    close_failed(state, input, &e, text).await;
+    match started.take() {
+        Some(s) => {
+            let _ = s.send(Err(e.clone()));
+        }
+        None => {
+            if let Some(tx) = relay {
+                tx.send(sse("error", &e.json()));
+            }
+        }
+    }
+    Err(e)
 }
 
 /// Closes a turn whose upstream call failed, so its `text_input` is not

@@ -2,8 +2,10 @@
 //! (`message_start`, `content_block_start`/`_delta`/`_stop`,
 //! `message_delta`, `message_stop`, `ping`, `error`).
 //!
-//! Only text blocks make the answer's text; other blocks (tool use,
-//! thinking, …) are skipped and said so in a debug log. Usage comes in
+//! Text blocks make the answer's text; tool-use blocks its tool calls.
+//! Every block (thinking included, with its signature) is kept as it must
+//! go back to the model when the turn continues after a tool call. Usage
+//! comes in
 //! `message_start` (input and cache counts) and `message_delta` (the output
 //! count so far, and sometimes the input counts again); the last value of
 //! each count wins. Event types this module does not know are ignored, as
@@ -12,7 +14,7 @@
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use super::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+use super::{Answer, ApiKey, Step, StreamDecoder, ToolCall, UpstreamError, Usage};
 
 /// The API version this server speaks.
 pub const VERSION: &str = "2023-06-01";
@@ -55,9 +57,11 @@ pub(super) fn answer(body: &Value) -> Option<Answer> {
                     a.text.push_str(t);
                 }
             }
-            other => tracing::debug!(block = ?other, "ignoring a non-text content block"),
+            Some("tool_use") => a.tool_calls.push(tool_call(p, None)),
+            _ => {}
         }
     }
+    a.blocks = parts.clone();
     a.stop_reason = body
         .get("stop_reason")
         .and_then(Value::as_str)
@@ -100,37 +104,101 @@ pub(super) fn stream_event(d: &mut StreamDecoder, event: &str, data: &str) -> St
             Step::Nothing
         }
         "content_block_start" => {
-            let index = v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let block = v.get("content_block");
-            let is_text = block.and_then(|b| b.get("type")).and_then(Value::as_str) == Some("text");
-            if d.text_blocks.len() <= index {
-                d.text_blocks.resize(index + 1, false);
+            let index = index_of(&v);
+            let block = v.get("content_block").cloned().unwrap_or(Value::Null);
+            let text = (block.get("type").and_then(Value::as_str) == Some("text"))
+                .then(|| {
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .flatten();
+            if d.blocks.len() <= index {
+                d.blocks.resize(index + 1, Value::Null);
+                d.partial.resize(index + 1, String::new());
             }
-            d.text_blocks[index] = is_text;
-            if !is_text {
-                tracing::debug!(block = ?block.and_then(|b| b.get("type")), "ignoring a non-text content block");
-                return Step::Nothing;
-            }
-            match block.and_then(|b| b.get("text")).and_then(Value::as_str) {
+            d.blocks[index] = block;
+            match text {
                 Some(t) if !t.is_empty() => {
-                    d.answer.text.push_str(t);
-                    Step::Text(t.to_string())
+                    d.answer.text.push_str(&t);
+                    Step::Text(t)
                 }
                 _ => Step::Nothing,
             }
         }
         "content_block_delta" => {
-            let delta = v.get("delta");
-            if delta.and_then(|x| x.get("type")).and_then(Value::as_str) != Some("text_delta") {
+            let index = index_of(&v);
+            let Some(delta) = v.get("delta") else {
                 return Step::Nothing;
-            }
-            match delta.and_then(|x| x.get("text")).and_then(Value::as_str) {
-                Some(t) => {
+            };
+            let s = |k: &str| delta.get(k).and_then(Value::as_str);
+            match delta.get("type").and_then(Value::as_str) {
+                Some("text_delta") => {
+                    let Some(t) = s("text") else {
+                        return Step::Nothing;
+                    };
+                    extend(d, index, "text", t);
                     d.answer.text.push_str(t);
                     Step::Text(t.to_string())
                 }
-                None => Step::Nothing,
+                Some("input_json_delta") => {
+                    if let (Some(p), Some(j)) = (d.partial.get_mut(index), s("partial_json")) {
+                        p.push_str(j);
+                    }
+                    Step::Nothing
+                }
+                Some("thinking_delta") => {
+                    extend(d, index, "thinking", s("thinking").unwrap_or(""));
+                    Step::Nothing
+                }
+                Some("signature_delta") => {
+                    if let (Some(b), Some(sig)) = (d.blocks.get_mut(index), s("signature"))
+                        && let Some(o) = b.as_object_mut()
+                    {
+                        o.insert("signature".into(), Value::String(sig.to_string()));
+                    }
+                    Step::Nothing
+                }
+                Some("citations_delta") => {
+                    if let (Some(b), Some(c)) = (d.blocks.get_mut(index), delta.get("citation"))
+                        && let Some(o) = b.as_object_mut()
+                    {
+                        let list = o
+                            .entry("citations")
+                            .or_insert_with(|| Value::Array(Vec::new()));
+                        if let Some(a) = list.as_array_mut() {
+                            a.push(c.clone());
+                        } else {
+                            *list = Value::Array(vec![c.clone()]);
+                        }
+                    }
+                    Step::Nothing
+                }
+                _ => Step::Nothing,
             }
+        }
+        "content_block_stop" => {
+            let index = index_of(&v);
+            let is_tool = d
+                .blocks
+                .get(index)
+                .and_then(|b| b.get("type"))
+                .and_then(Value::as_str)
+                == Some("tool_use");
+            if is_tool {
+                let input = std::mem::take(&mut d.partial[index]);
+                let call = tool_call(&d.blocks[index], Some(&input));
+                // The block goes back with its input whole.
+                if let (Some(o), Ok(v)) = (
+                    d.blocks[index].as_object_mut(),
+                    serde_json::from_str::<Value>(&call.input),
+                ) {
+                    o.insert("input".into(), v);
+                }
+                d.answer.tool_calls.push(call);
+            }
+            Step::Nothing
         }
         "message_delta" => {
             if let Some(r) = v
@@ -149,8 +217,48 @@ pub(super) fn stream_event(d: &mut StreamDecoder, event: &str, data: &str) -> St
         "error" => Step::Error(UpstreamError::from_error_object(
             v.get("error").unwrap_or(&Value::Null),
         )),
-        // ping, content_block_stop, and anything newer.
+        // ping, and anything newer.
         _ => Step::Nothing,
+    }
+}
+
+fn index_of(v: &Value) -> usize {
+    v.get("index").and_then(Value::as_u64).unwrap_or(0) as usize
+}
+
+/// Appends `more` to the string member `key` of block `index`.
+fn extend(d: &mut StreamDecoder, index: usize, key: &str, more: &str) {
+    if let Some(o) = d.blocks.get_mut(index).and_then(Value::as_object_mut) {
+        match o.get_mut(key) {
+            Some(Value::String(s)) => s.push_str(more),
+            _ => {
+                o.insert(key.into(), Value::String(more.to_string()));
+            }
+        }
+    }
+}
+
+/// The call a `tool_use` block makes; `streamed`: its input as streamed
+/// (`input_json_delta`s; none: an empty object).
+fn tool_call(block: &Value, streamed: Option<&str>) -> ToolCall {
+    let s = |k: &str| {
+        block
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let input = match streamed {
+        Some(j) if !j.trim().is_empty() => j.to_string(),
+        Some(_) => "{}".to_string(),
+        None => block
+            .get("input")
+            .map_or_else(|| "{}".to_string(), Value::to_string),
+    };
+    ToolCall {
+        id: s("id"),
+        name: s("name"),
+        input,
     }
 }
 
@@ -235,6 +343,45 @@ mod tests {
         assert_eq!(a.provider_usage.unwrap()["output_tokens"], 15);
     }
 
+    /// Thinking (with its signature), text and a tool call, streamed: the
+    /// call's input is put together from its pieces, and every block is
+    /// kept as it goes back to the model.
+    #[test]
+    fn a_streamed_tool_call_and_its_blocks() {
+        let mut d = Provider::Anthropic.stream();
+        let events = [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"look it up"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig=="}}"#,
+            r#"{"type":"content_block_stop","index":0}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Checking."}}"#,
+            r#"{"type":"content_block_stop","index":1}"#,
+            r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"search_memory","input":{}}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"query\": \"Lis"}}"#,
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"bon\"}"}}"#,
+            r#"{"type":"content_block_stop","index":2}"#,
+            r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"}}"#,
+        ];
+        for e in events {
+            d.event("", e);
+        }
+        let a = d.into_answer();
+        assert_eq!(a.text, "Checking.");
+        assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
+        assert_eq!(a.tool_calls.len(), 1);
+        assert_eq!(a.tool_calls[0].id, "toolu_1");
+        assert_eq!(a.tool_calls[0].input, r#"{"query": "Lisbon"}"#);
+        assert_eq!(
+            a.blocks,
+            vec![
+                serde_json::json!({"type": "thinking", "thinking": "look it up", "signature": "sig=="}),
+                serde_json::json!({"type": "text", "text": "Checking."}),
+                serde_json::json!({"type": "tool_use", "id": "toolu_1", "name": "search_memory", "input": {"query": "Lisbon"}}),
+            ]
+        );
+    }
+
     #[test]
     fn an_error_event_is_an_error() {
         let mut d = Provider::Anthropic.stream();
@@ -260,6 +407,9 @@ mod tests {
         let a = answer(&body).unwrap();
         assert_eq!(a.text, "ab");
         assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
+        assert_eq!(a.tool_calls[0].name, "x");
+        assert_eq!(a.tool_calls[0].input, "{}");
+        assert_eq!(a.blocks.len(), 3);
         assert_eq!(a.usage.input_tokens, Some(3));
         assert_eq!(a.usage.cache_read_input_tokens, None);
     }

@@ -10,6 +10,9 @@ pub(crate) mod call;
 mod openai;
 mod provider;
 pub(crate) mod relay;
+pub(crate) mod tools;
+
+pub use tools::ToolCall;
 
 use std::fmt;
 use std::time::Duration;
@@ -75,7 +78,8 @@ impl Provider {
         StreamDecoder {
             provider: self,
             answer: Answer::default(),
-            text_blocks: Vec::new(),
+            blocks: Vec::new(),
+            partial: Vec::new(),
             finished: false,
         }
     }
@@ -192,14 +196,22 @@ pub struct Answer {
     pub usage: Usage,
     /// The provider's own usage object(s), as sent.
     pub provider_usage: Option<Value>,
+    /// The tools the model asked to call, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Anthropic: the answer's content blocks (text, thinking, tool use, …)
+    /// as they go back to the model when a turn continues after its tool
+    /// calls.
+    pub blocks: Vec<Value>,
 }
 
 /// Decodes one streamed answer, event by event.
 pub struct StreamDecoder {
     pub(super) provider: Provider,
     pub(super) answer: Answer,
-    /// Anthropic: whether each content block (by index) is a text block.
-    pub(super) text_blocks: Vec<bool>,
+    /// Anthropic: the content blocks so far, by index.
+    pub(super) blocks: Vec<Value>,
+    /// Anthropic: each tool-use block's input JSON so far, by index.
+    pub(super) partial: Vec<String>,
     pub(super) finished: bool,
 }
 
@@ -228,7 +240,8 @@ impl StreamDecoder {
     }
 
     /// The answer, once complete.
-    pub fn into_answer(self) -> Answer {
+    pub fn into_answer(mut self) -> Answer {
+        self.answer.blocks = self.blocks.into_iter().filter(|b| !b.is_null()).collect();
         self.answer
     }
 }

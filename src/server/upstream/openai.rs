@@ -1,6 +1,7 @@
 //! OpenAI Chat Completions: headers, the answer, and the streamed chunks
 //! (`choices[0].delta.content`, `finish_reason`, the usage chunk that
-//! `stream_options.include_usage` adds before `data: [DONE]`).
+//! `stream_options.include_usage` adds before `data: [DONE]`), and the
+//! tool calls an answer makes (`tool_calls`, streamed in pieces by index).
 //!
 //! OpenAI's `prompt_tokens` includes the cached ones
 //! (`prompt_tokens_details.cached_tokens`); [`Usage::input_tokens`] is the
@@ -9,7 +10,7 @@
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::Value;
 
-use super::{Answer, ApiKey, Step, StreamDecoder, UpstreamError, Usage};
+use super::{Answer, ApiKey, Step, StreamDecoder, ToolCall, UpstreamError, Usage};
 
 pub(super) fn headers(h: &mut HeaderMap, key: Option<&ApiKey>) {
     if let Some(k) = key
@@ -55,8 +56,19 @@ pub(super) fn answer(body: &Value) -> Option<Answer> {
             .map(str::to_string),
         ..Answer::default()
     };
-    if message.get("tool_calls").is_some() {
-        tracing::debug!("ignoring tool calls in the answer");
+    for c in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let s = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+        let f = c.get("function");
+        a.tool_calls.push(ToolCall {
+            id: s(c.get("id")),
+            name: s(f.and_then(|f| f.get("name"))),
+            input: s(f.and_then(|f| f.get("arguments"))),
+        });
     }
     if let Some(u) = body.get("usage").filter(|u| u.is_object()) {
         a.usage = usage(u);
@@ -85,6 +97,33 @@ pub(super) fn stream_event(d: &mut StreamDecoder, data: &str) -> Step {
     };
     if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
         d.answer.stop_reason = Some(r.to_string());
+    }
+    for c in choice
+        .get("delta")
+        .and_then(|x| x.get("tool_calls"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let index = c.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let calls = &mut d.answer.tool_calls;
+        if calls.len() <= index {
+            calls.resize_with(index + 1, ToolCall::default);
+        }
+        let call = &mut calls[index];
+        fn s(v: Option<&Value>) -> Option<&str> {
+            v.and_then(Value::as_str)
+        }
+        if let Some(id) = s(c.get("id")) {
+            call.id = id.to_string();
+        }
+        let f = c.get("function");
+        if let Some(n) = s(f.and_then(|f| f.get("name"))) {
+            call.name.push_str(n);
+        }
+        if let Some(a) = s(f.and_then(|f| f.get("arguments"))) {
+            call.input.push_str(a);
+        }
     }
     match choice
         .get("delta")
@@ -132,6 +171,36 @@ mod tests {
                 cache_creation_input_tokens: None,
                 ..Usage::default()
             }
+        );
+    }
+
+    /// Two tool calls streamed in pieces by index, then `tool_calls`.
+    #[test]
+    fn streamed_tool_calls_are_put_together_by_index() {
+        let mut d = Provider::OpenAi.stream();
+        let chunks = [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"search_memory","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"query\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"memory","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"x\"}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ];
+        for c in chunks {
+            assert_eq!(d.event("", c), Step::Nothing);
+        }
+        let a = d.into_answer();
+        assert_eq!(a.stop_reason.as_deref(), Some("tool_calls"));
+        let calls: Vec<(&str, &str, &str)> = a
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.input.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                ("call_a", "search_memory", r#"{"query":"x"}"#),
+                ("call_b", "memory", "{}")
+            ]
         );
     }
 

@@ -1,0 +1,208 @@
+//! Running the tool calls of a turn's answer (`--recall-tool`,
+//! `--memory-tool`), each recorded in the log as it is run, in one batch:
+//!
+//! - `{"type":"tool_call","ts_ms":T,"session_id":S,"id":ID,"name":N,"input":{…}}`
+//!   (`input` as the model wrote it; a string when it is not JSON);
+//! - the memory tool's writes, as `wm_fact` records keyed by path;
+//! - `{"type":"tool_result","ts_ms":T,"session_id":S,"id":ID,"name":N,"content":TEXT,"is_error":B}`.
+//!
+//! Later turns replay them like any record; the search index leaves the
+//! two tool types out (they repeat what was searched for and found).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::input::Input;
+use super::memory;
+use crate::server::app::AppState;
+use crate::server::app::facts::{current, fact_record};
+use crate::server::errors::ApiError;
+use crate::server::upstream::ToolCall;
+use crate::server::upstream::tools::{
+    MEMORY, SEARCH_DEFAULT, SEARCH_MAX, SEARCH_MEMORY, ToolResult,
+};
+use crate::server::writer::Line;
+
+/// Most bytes of one `search_memory` result: records past it are named by
+/// offset and size only.
+const SEARCH_RESULT_BYTES: usize = 64 << 10;
+
+/// What a turn's tool calls may see: nothing at or after the turn's own
+/// input (the model has it), nor a record the request replays.
+pub(crate) struct ToolScope {
+    /// The offset of the turn's `text_input`.
+    pub(crate) before: u64,
+    /// The offsets of the records replayed, sorted.
+    pub(crate) held: Arc<Vec<u64>>,
+}
+
+/// Runs `calls` in order, appending each one's records; the results, one
+/// per call. An error only when the log cannot be written.
+pub(crate) async fn run_calls(
+    state: &Arc<AppState>,
+    input: &Input,
+    calls: &[ToolCall],
+    scope: &ToolScope,
+) -> Result<Vec<ToolResult>, ApiError> {
+    let mut results = Vec::with_capacity(calls.len());
+    for call in calls {
+        let session = input.session_id.as_deref();
+        let result = match call.arguments() {
+            Err(why) => Ran::plain(error(format!("Error: {why}"))),
+            Ok(args) => match call.name.as_str() {
+                SEARCH_MEMORY if state.cfg.tools.search_memory => {
+                    Ran::plain(search(state, &args, scope).await)
+                }
+                MEMORY if state.cfg.tools.memory => {
+                    let held = state.memory.lock().await;
+                    let ran = run_memory(state, &args).await?;
+                    let r = append(state, session, call, ran).await;
+                    drop(held);
+                    results.push(r?);
+                    continue;
+                }
+                other => Ran::plain(error(format!(
+                    "Error: there is no tool named {other:?} in this conversation."
+                ))),
+            },
+        };
+        results.push(append(state, session, call, result).await?);
+    }
+    Ok(results)
+}
+
+fn error(content: String) -> ToolResult {
+    ToolResult {
+        content,
+        is_error: true,
+    }
+}
+
+/// A call's outcome: its result and the records it writes besides its own.
+struct Ran {
+    result: ToolResult,
+    writes: Vec<Vec<u8>>,
+}
+
+impl Ran {
+    fn plain(result: ToolResult) -> Ran {
+        Ran {
+            result,
+            writes: Vec::new(),
+        }
+    }
+}
+
+/// The call, its writes and its result appended in one batch.
+async fn append(
+    state: &Arc<AppState>,
+    session: Option<&str>,
+    call: &ToolCall,
+    ran: Ran,
+) -> Result<ToolResult, ApiError> {
+    let input = serde_json::from_str::<Value>(&call.input)
+        .unwrap_or_else(|_| Value::String(call.input.clone()));
+    let mut head = Map::new();
+    head.insert("type".into(), json!("tool_call"));
+    if let Some(s) = session {
+        head.insert("session_id".into(), json!(s));
+    }
+    head.insert("id".into(), json!(call.id));
+    head.insert("name".into(), json!(call.name));
+    let mut called = head.clone();
+    called.insert("input".into(), input);
+    head.insert("type".into(), json!("tool_result"));
+    head.insert("content".into(), json!(ran.result.content));
+    head.insert("is_error".into(), json!(ran.result.is_error));
+    let mut lines = vec![Line::stamped_object(
+        Value::Object(called).to_string().as_bytes(),
+    )];
+    lines.extend(ran.writes.iter().map(|w| Line::stamped_object(w)));
+    lines.push(Line::stamped_object(
+        Value::Object(head).to_string().as_bytes(),
+    ));
+    let written = match state.writer() {
+        Ok(w) => w.append(lines).await,
+        Err(e) => Err(e),
+    };
+    written.map_err(|e| state.append_failed(&e))?;
+    tracing::info!(
+        tool = %call.name,
+        is_error = ran.result.is_error,
+        "a tool call was run"
+    );
+    Ok(ran.result)
+}
+
+/// `search_memory`: the best records for `query` that the request does not
+/// hold, as `{"query":Q,"records":[{"offset":O,"record":LINE},…]}`.
+async fn search(state: &Arc<AppState>, args: &Map<String, Value>, scope: &ToolScope) -> ToolResult {
+    let Some(query) = args.get("query").and_then(Value::as_str) else {
+        return error("Error: `query` is required (a string).".into());
+    };
+    let limit = match args.get("limit") {
+        None | Some(Value::Null) => SEARCH_DEFAULT,
+        Some(v) => match v.as_u64().filter(|n| (1..=SEARCH_MAX).contains(n)) {
+            Some(n) => n,
+            None => {
+                return error(format!(
+                    "Error: `limit` must be an integer from 1 to {SEARCH_MAX}."
+                ));
+            }
+        },
+    };
+    let st = state.clone();
+    let query = query.to_string();
+    let (before, held) = (scope.before, scope.held.clone());
+    let found = tokio::task::spawn_blocking(move || {
+        let index = st.search_index();
+        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
+        let idx = slot.as_mut().expect("search_index opens the index");
+        let skip = |o: u64| o >= before || held.binary_search(&o).is_ok();
+        idx.recall_hits(&query, limit as usize, &skip)
+            .map(|hits| crate::search::recall_json(None, &query, &hits, SEARCH_RESULT_BYTES))
+    })
+    .await;
+    match found {
+        Ok(Ok(json)) => ToolResult {
+            content: json,
+            is_error: false,
+        },
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "search_memory failed");
+            error(format!("Error: the search failed: {e}"))
+        }
+        Err(e) => error(format!("Error: the search failed: {e}")),
+    }
+}
+
+/// A memory-tool command on the files as they stand (hold
+/// [`AppState::memory`]): its result, and its writes as `wm_fact` records.
+async fn run_memory(state: &Arc<AppState>, args: &Map<String, Value>) -> Result<Ran, ApiError> {
+    let facts = current(state).await?;
+    let facts: Map<String, Value> = serde_json::from_str(&facts).unwrap_or_default();
+    let files = memory::files_of(&facts);
+    let max = state.cfg.max_record_bytes;
+    let applied = memory::run(&files, args, max);
+    let mut writes = Vec::with_capacity(applied.writes.len());
+    for (path, text) in &applied.writes {
+        let value = match text {
+            Some(t) => serde_json::to_string(t).expect("a string serialises"),
+            None => "null".into(),
+        };
+        let record = fact_record(path, &value);
+        if record.len() > max {
+            return Ok(Ran::plain(error(format!(
+                "Error: File {path} is too large to keep: its record would be {} bytes, more \
+                 than the limit of {max}.",
+                record.len()
+            ))));
+        }
+        writes.push(record);
+    }
+    Ok(Ran {
+        result: applied.result,
+        writes,
+    })
+}
