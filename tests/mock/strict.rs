@@ -233,17 +233,29 @@ fn anthropic_tools(
                     return Err("tools: memory_20250818 requires the beta header context-management-2025-06-27".into());
                 }
             }
-            Some(other) => return Err(format!("tools: unknown tool type {other:?}")),
+            // Server and built-in tools (web search, code execution, …).
+            Some(_) => {
+                if name.is_empty() {
+                    return Err("tools: name: Field required".into());
+                }
+            }
         }
         if names.contains(&name) {
             return Err(format!("tools: tool names must be unique ({name})"));
         }
         names.push(name);
     }
-    if let Some(c) = obj.get("tool_choice")
-        && !matches!(c["type"].as_str(), Some("auto" | "any" | "tool" | "none"))
-    {
-        return Err("tool_choice: Input tag does not match any of auto, any, tool, none".into());
+    if let Some(c) = obj.get("tool_choice") {
+        match c["type"].as_str() {
+            Some("auto" | "any" | "none") => {}
+            Some("tool") if c["name"].is_string() => {}
+            Some("tool") => return Err("tool_choice.tool.name: Field required".into()),
+            _ => {
+                return Err(
+                    "tool_choice: Input tag does not match any of auto, any, tool, none".into(),
+                );
+            }
+        }
     }
     let messages = obj["messages"].as_array().unwrap();
     let mut uses_tools = false;
@@ -340,16 +352,26 @@ fn openai_tools(obj: &serde_json::Map<String, Value>) -> Result<(), String> {
         .into_iter()
         .flatten()
     {
-        if t["type"] != "function" || !tool_name_ok(t["function"]["name"].as_str().unwrap_or("")) {
+        let name = match t["type"].as_str() {
+            Some("function") => t["function"]["name"].as_str(),
+            Some("custom") => t["custom"]["name"].as_str(),
+            _ => None,
+        };
+        if !name.is_some_and(tool_name_ok) {
             return Err(
-                "tools: each tool is {\"type\":\"function\",\"function\":{\"name\":…}}".into(),
+                "tools: each tool is {\"type\":\"function\",\"function\":{\"name\":…}} or a custom tool"
+                    .into(),
             );
         }
     }
     if let Some(c) = obj.get("tool_choice")
-        && !(matches!(c.as_str(), Some("none" | "auto" | "required")) || c["type"] == "function")
+        && !(matches!(c.as_str(), Some("none" | "auto" | "required"))
+            || matches!(
+                c["type"].as_str(),
+                Some("function" | "custom" | "allowed_tools")
+            ))
     {
-        return Err("tool_choice: expected none, auto, required or a function".into());
+        return Err("tool_choice: expected none, auto, required or a tool".into());
     }
     let messages = obj["messages"].as_array().unwrap();
     let mut pending: Vec<String> = Vec::new();

@@ -103,7 +103,7 @@ fn refuse(field: &str, message: String) -> ParamError {
 }
 
 /// The JSON type a parameter takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 enum Kind {
     Number,
     Integer,
@@ -114,7 +114,65 @@ enum Kind {
     Strings,
     /// A string, or an array of at most 4 strings (OpenAI's `stop`).
     UpToFourStrings,
+    /// Checked by a function of its own (tools and tool choices), which
+    /// the text describes.
+    Shaped(fn(&Value) -> bool, &'static str),
     Any,
+}
+
+/// A tool's name as both APIs take it: 1 to 64 letters, digits, `_`, `-`.
+fn tool_name(v: &Value) -> bool {
+    v.as_str().is_some_and(|n| {
+        (1..=64).contains(&n.len())
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    })
+}
+
+/// Anthropic's `tools`: objects; a custom tool (no `type`, or `custom`)
+/// has a valid `name` and an `input_schema` of type `object`; a typed
+/// (server or built-in) tool has a `name`.
+fn anthropic_tools(v: &Value) -> bool {
+    v.as_array().is_some_and(|a| {
+        a.iter()
+            .all(|t| match t.get("type").and_then(Value::as_str) {
+                None | Some("custom") => {
+                    tool_name(&t["name"]) && t["input_schema"]["type"] == "object"
+                }
+                Some(_) => t["name"].is_string(),
+            })
+    })
+}
+
+/// Anthropic's `tool_choice`: `auto`, `any`, `none`, or `tool` with a name.
+fn anthropic_tool_choice(v: &Value) -> bool {
+    match v["type"].as_str() {
+        Some("auto" | "any" | "none") => true,
+        Some("tool") => v["name"].is_string(),
+        _ => false,
+    }
+}
+
+/// OpenAI's `tools`: `function` tools with a valid `function.name`, or
+/// `custom` tools with a valid `custom.name`.
+fn openai_tools(v: &Value) -> bool {
+    v.as_array().is_some_and(|a| {
+        a.iter().all(|t| match t["type"].as_str() {
+            Some("function") => tool_name(&t["function"]["name"]),
+            Some("custom") => tool_name(&t["custom"]["name"]),
+            _ => false,
+        })
+    })
+}
+
+/// OpenAI's `tool_choice`: `none`, `auto`, `required`, or an object naming
+/// a function, a custom tool, or the allowed tools.
+fn openai_tool_choice(v: &Value) -> bool {
+    matches!(v.as_str(), Some("none" | "auto" | "required"))
+        || matches!(
+            v["type"].as_str(),
+            Some("function" | "custom" | "allowed_tools")
+        )
 }
 
 impl Kind {
@@ -131,6 +189,7 @@ impl Kind {
             Kind::UpToFourStrings => {
                 v.is_string() || strings(v) && v.as_array().is_some_and(|a| a.len() <= 4)
             }
+            Kind::Shaped(check, _) => check(v),
             Kind::Any => true,
         }
     }
@@ -145,6 +204,7 @@ impl Kind {
             Kind::Array => "an array",
             Kind::Strings => "an array of strings",
             Kind::UpToFourStrings => "a string or an array of at most 4 strings",
+            Kind::Shaped(_, what) => what,
             Kind::Any => "any JSON value",
         }
     }
@@ -172,8 +232,20 @@ const ANTHROPIC: Rules = Rules {
         ("temperature", Kind::Number),
         ("top_p", Kind::Number),
         ("top_k", Kind::Integer),
-        ("tools", Kind::Array),
-        ("tool_choice", Kind::Object),
+        (
+            "tools",
+            Kind::Shaped(
+                anthropic_tools,
+                "an array of tools (each with a name of 1-64 letters, digits, _ or -, and an input_schema of type object, or a type)",
+            ),
+        ),
+        (
+            "tool_choice",
+            Kind::Shaped(
+                anthropic_tool_choice,
+                "an object of type auto, any, none, or tool with a name",
+            ),
+        ),
         ("thinking", Kind::Object),
         ("service_tier", Kind::String),
         ("container", Kind::Any),
@@ -216,8 +288,20 @@ const OPENAI: Rules = Rules {
         ("store", Kind::Bool),
         ("stream_options", Kind::Object),
         ("temperature", Kind::Number),
-        ("tool_choice", Kind::Any),
-        ("tools", Kind::Array),
+        (
+            "tool_choice",
+            Kind::Shaped(
+                openai_tool_choice,
+                "\"none\", \"auto\", \"required\", or an object of type function, custom or allowed_tools",
+            ),
+        ),
+        (
+            "tools",
+            Kind::Shaped(
+                openai_tools,
+                "an array of function or custom tools, each with a name of 1-64 letters, digits, _ or -",
+            ),
+        ),
         ("top_logprobs", Kind::Integer),
         ("top_p", Kind::Number),
         ("user", Kind::String),

@@ -206,7 +206,11 @@ impl AppState {
             extra.retain(|(k, _)| k != "stream_options");
         }
         // The server's tools: the client may not bring its own.
-        if let Some(defs) = crate::server::upstream::tools::definitions(p, &self.cfg.tools) {
+        if let Some(defs) = crate::server::upstream::tools::definitions(
+            p,
+            self.cfg.tools.search_memory,
+            self.cfg.tools.memory,
+        ) {
             if let Some((k, _)) = params
                 .iter()
                 .find(|(k, _)| k == "tools" || k == "tool_choice")

@@ -9,7 +9,6 @@
 use serde_json::{Value, json};
 
 use super::{Answer, Provider};
-use crate::server::config::Tools;
 
 /// The search tool's name.
 pub(crate) const SEARCH_MEMORY: &str = "search_memory";
@@ -106,11 +105,11 @@ fn memory_schema() -> Value {
     })
 }
 
-/// The request's `tools` for what `tools` offers; `None` when it offers
-/// none.
-pub(crate) fn definitions(provider: Provider, tools: &Tools) -> Option<Value> {
+/// The request's `tools`: `search_memory` and the memory tool as asked;
+/// `None` for neither.
+pub(crate) fn definitions(provider: Provider, search: bool, memory: bool) -> Option<Value> {
     let mut out = Vec::new();
-    if tools.search_memory {
+    if search {
         out.push(match provider {
             Provider::Anthropic => json!({
                 "name": SEARCH_MEMORY,
@@ -127,7 +126,7 @@ pub(crate) fn definitions(provider: Provider, tools: &Tools) -> Option<Value> {
             }),
         });
     }
-    if tools.memory {
+    if memory {
         out.push(match provider {
             Provider::Anthropic => json!({"type": MEMORY_TYPE, "name": MEMORY}),
             Provider::OpenAi => json!({
@@ -300,17 +299,12 @@ mod tests {
 
     #[test]
     fn definitions_follow_each_protocol() {
-        let both = Tools {
-            search_memory: true,
-            memory: true,
-            max_rounds: 1,
-        };
-        let a = definitions(Provider::Anthropic, &both).unwrap();
+        let a = definitions(Provider::Anthropic, true, true).unwrap();
         assert_eq!(a[0]["input_schema"]["required"][0], "query");
         assert_eq!(a[1], json!({"type": MEMORY_TYPE, "name": MEMORY}));
-        let o = definitions(Provider::OpenAi, &both).unwrap();
+        let o = definitions(Provider::OpenAi, true, true).unwrap();
         assert_eq!(o[1]["function"]["name"], MEMORY);
-        assert!(definitions(Provider::OpenAi, &Tools::default()).is_none());
+        assert!(definitions(Provider::OpenAi, false, false).is_none());
     }
 
     #[test]
