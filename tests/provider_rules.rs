@@ -586,7 +586,9 @@ fn value() -> impl Strategy<Value = Value> {
         Just(json!({"include_usage": true})),
         Just(json!({"type": "auto"})),
         Just(json!([{"name": "t", "description": "d", "input_schema": {"type": "object"}}])),
-        Just(json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])),
+        Just(
+            json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+        ),
         Just(json!([{"name": "bad name!", "input_schema": {"type": "object"}}])),
         Just(json!({"type": "tool", "name": "t"})),
         Just(json!({"type": "function", "function": {"name": "f"}})),

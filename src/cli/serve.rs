@@ -26,6 +26,52 @@ pub struct ServeArgs {
     /// starting with a letter or digit.
     #[arg(long, env = "WMREPLAY_LOG_DIR", value_name = "DIR")]
     log_dir: Option<PathBuf>,
+    /// Keep every log in a NATS JetStream stream (nats://HOST:PORT, several
+    /// comma-separated): log {id} is the subject PREFIX.{id}, each write one
+    /// message published with the subject's expected last sequence (so
+    /// replicas writing one log take turns) and acknowledged after the
+    /// stream's ack; the files of --log-dir (required) are byte-exact caches,
+    /// caught up before each read. Needs the jetstream cargo feature.
+    #[cfg(feature = "jetstream")]
+    #[arg(
+        long,
+        env = "WMREPLAY_JETSTREAM",
+        value_name = "URL",
+        requires = "log_dir"
+    )]
+    jetstream: Option<String>,
+    /// The JetStream stream the logs are kept in (created when missing, with
+    /// subjects PREFIX.>).
+    #[cfg(feature = "jetstream")]
+    #[arg(
+        long,
+        env = "WMREPLAY_STREAM",
+        value_name = "NAME",
+        default_value = "WMREPLAY",
+        requires = "jetstream"
+    )]
+    stream: String,
+    /// Log {id} is the subject PREFIX.{id} (a '.' of the id written '=').
+    #[cfg(feature = "jetstream")]
+    #[arg(
+        long,
+        env = "WMREPLAY_SUBJECT_PREFIX",
+        value_name = "P",
+        default_value = "wmreplay.logs",
+        requires = "jetstream"
+    )]
+    subject_prefix: String,
+    /// Copies of the stream JetStream keeps, when this server creates it
+    /// (3 on a three-node cluster).
+    #[cfg(feature = "jetstream")]
+    #[arg(long, env = "WMREPLAY_REPLICAS", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=5), requires = "jetstream")]
+    replicas: u64,
+    /// Seconds (or a duration: 500ms, 1m) a write may wait for the stream
+    /// (a reconnect, a leader election) before it is answered 503 with
+    /// retry-after.
+    #[cfg(feature = "jetstream")]
+    #[arg(long, env = "WMREPLAY_JETSTREAM_TIMEOUT", value_name = "DURATION", default_value = "10", value_parser = parse_timeout, requires = "jetstream")]
+    jetstream_timeout: std::time::Duration,
     /// Under --log-dir: whether a log's first write creates it (otherwise
     /// writes to a missing log are 404s; reads are an empty replay either way).
     #[arg(long, env = "WMREPLAY_CREATE_LOGS", default_value = "true", value_name = "BOOL", action = clap::ArgAction::Set)]
@@ -449,6 +495,15 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.tools.search_memory = args.recall_tool;
     cfg.tools.memory = args.memory_tool;
     cfg.tools.max_rounds = args.max_tool_rounds;
+    #[cfg(feature = "jetstream")]
+    if let Some(url) = args.jetstream {
+        let mut js = server::JetStreamConfig::new(url);
+        js.stream = args.stream;
+        js.subject_prefix = args.subject_prefix;
+        js.replicas = args.replicas as usize;
+        js.timeout = args.jetstream_timeout;
+        cfg.jetstream = Some(js);
+    }
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;

@@ -124,6 +124,10 @@ pub struct Config {
     /// Tools the server offers the model and runs itself (`--recall-tool`,
     /// `--memory-tool`). Default none.
     pub tools: Tools,
+    /// Logs kept in a NATS JetStream stream (`--jetstream`), the files of
+    /// `log_dir` their caches. Default none: the files are the logs.
+    #[cfg(feature = "jetstream")]
+    pub jetstream: Option<super::writer::jetstream::JetStreamConfig>,
 }
 
 /// The tools a turn offers the model; the server runs each call itself
@@ -260,6 +264,8 @@ impl Config {
             compaction: None,
             recall: None,
             tools: Tools::default(),
+            #[cfg(feature = "jetstream")]
+            jetstream: None,
         }
     }
 }

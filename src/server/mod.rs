@@ -70,6 +70,8 @@ pub use compact::{CompactError, CompactReport, compact_once};
 pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use upstream::{ApiKey, Provider, Usage};
+#[cfg(feature = "jetstream")]
+pub use writer::jetstream::JetStreamConfig;
 
 use app::AppState;
 use app::logs::{LogDir, Logs, Server, Shared};
@@ -98,6 +100,9 @@ pub enum ServeError {
     /// Accepting connections failed.
     #[error("accepting connections: {0}")]
     Accept(std::io::Error),
+    /// The JetStream stream could not be reached or opened.
+    #[error("JetStream: {0}")]
+    JetStream(String),
 }
 
 /// Makes ring the process's TLS crypto provider. reqwest is built without one
@@ -123,7 +128,18 @@ pub async fn serve(
     install_crypto_provider();
     cfg.validate().map_err(ServeError::Config)?;
     let upstream = upstream_of(&cfg)?;
+    #[cfg(feature = "jetstream")]
+    let fleet = match &cfg.jetstream {
+        Some(js) => Some(
+            writer::jetstream::Fleet::connect(js)
+                .await
+                .map_err(ServeError::JetStream)?,
+        ),
+        None => None,
+    };
     let shared = Arc::new(Shared {
+        #[cfg(feature = "jetstream")]
+        fleet,
         upstream,
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),

@@ -216,6 +216,33 @@ impl Config {
             ));
         }
         check_tools(self)?;
+        #[cfg(feature = "jetstream")]
+        if let Some(js) = &self.jetstream {
+            if self.log_dir.is_none() {
+                return Err("--jetstream needs --log-dir: its files are the logs' caches".into());
+            }
+            let token_ok = |t: &str| {
+                !t.is_empty() && !t.contains(|c: char| c.is_whitespace() || matches!(c, '*' | '>'))
+            };
+            if !js.subject_prefix.split('.').all(token_ok) {
+                return Err(format!(
+                    "--subject-prefix {:?} is not a subject: tokens separated by '.', without \
+                     spaces, '*' or '>'",
+                    js.subject_prefix
+                ));
+            }
+            if js.stream.is_empty()
+                || !js
+                    .stream
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+            {
+                return Err(format!(
+                    "--stream {:?}: a stream name is letters, digits, '_' and '-'",
+                    js.stream
+                ));
+            }
+        }
         if let Some(u) = &self.upstream {
             parse_upstream(u)?;
             if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {

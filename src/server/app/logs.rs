@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub(crate) turns: Arc<Turns>,
     /// The memory budget of every request's work.
     pub(crate) budget: Arc<super::budget::Budget>,
+    /// With `--jetstream`: the stream every log lives in.
+    #[cfg(feature = "jetstream")]
+    pub(crate) fleet: Option<Arc<crate::server::writer::jetstream::Fleet>>,
 }
 
 impl Shared {
@@ -73,6 +76,8 @@ impl Shared {
             compactor: Default::default(),
             search: Default::default(),
             memory: Default::default(),
+            #[cfg(feature = "jetstream")]
+            fleet: self.fleet.clone(),
             cache: Mutex::new(crate::CacheMemory::default()),
             cache_key: (cfg.cache && cfg.provider == Provider::OpenAi).then(|| {
                 cfg.cache_key

@@ -23,9 +23,16 @@ use crate::server::config::Config;
 use crate::server::errors::ApiError;
 use crate::server::upstream::call::Upstream;
 use crate::server::upstream::{Provider, Usage};
-use crate::server::writer::{Writer, WriterThread};
+use crate::server::writer::{LogWriter, Writer, WriterThread};
 use crate::state::Store;
 use crate::{LiveReplay, WindowStart};
+
+tokio::task_local! {
+    /// How stale (ms) the log a request read may be, when it was read from
+    /// a cache its stream could not confirm; the router adds it to the
+    /// response as `x-wmreplay-stale-ms`.
+    pub(crate) static STALE: std::cell::Cell<Option<u64>>;
+}
 
 /// One log served: its settings (`cfg.log` is the log), its live replay,
 /// its single writer and its session state. With `--log` there is one; with
@@ -39,7 +46,7 @@ pub(crate) struct AppState {
     pub(crate) system: String,
     pub(crate) live: Arc<Mutex<LiveReplay>>,
     /// The log's single writer, started on the first append.
-    pub(crate) writer: std::sync::OnceLock<Writer>,
+    pub(crate) writer: std::sync::OnceLock<Box<dyn LogWriter>>,
     /// Every writer thread started, joined at shutdown.
     pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
     /// Whether the first append may create the log.
@@ -72,6 +79,9 @@ pub(crate) struct AppState {
     /// Held by a memory-tool command from reading the files to appending
     /// its writes, so that two commands never edit the same version.
     pub(crate) memory: tokio::sync::Mutex<()>,
+    /// With `--jetstream`: the stream the log lives in.
+    #[cfg(feature = "jetstream")]
+    pub(crate) fleet: Option<Arc<crate::server::writer::jetstream::Fleet>>,
 }
 
 impl AppState {
@@ -202,13 +212,22 @@ impl AppState {
     }
 
     /// The log's writer, started (and the log created) on first use.
-    pub(crate) fn writer(&self) -> std::io::Result<&Writer> {
+    pub(crate) fn writer(&self) -> std::io::Result<&dyn LogWriter> {
         if let Some(w) = self.writer.get() {
-            return Ok(w);
+            return Ok(w.as_ref());
         }
         let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = self.writer.get() {
-            return Ok(w);
+            return Ok(w.as_ref());
+        }
+        #[cfg(feature = "jetstream")]
+        if let (Some(fleet), Some(id)) = (&self.fleet, &self.id) {
+            let w = crate::server::writer::jetstream::JetStreamWriter::new(
+                fleet.clone(),
+                id,
+                &self.cfg.log,
+            );
+            return Ok(self.writer.get_or_init(|| Box::new(w)).as_ref());
         }
         if !self.create && std::fs::symlink_metadata(&self.cfg.log).is_err() {
             return Err(std::io::Error::new(
@@ -224,10 +243,48 @@ impl AppState {
         )?;
         threads.retain(|t| !t.is_finished());
         threads.push(thread);
-        Ok(self.writer.get_or_init(|| w))
+        Ok(self.writer.get_or_init(|| Box::new(w)).as_ref())
+    }
+
+    /// Brings the log's file up to date with its home when the log lives
+    /// in a stream (`--jetstream`); nothing otherwise. When the stream
+    /// cannot be reached, a log synced before is read as its cache holds
+    /// it, and the response says how stale it may be
+    /// (`x-wmreplay-stale-ms`); one never synced is a 503.
+    pub(crate) async fn catch_up(&self) -> Result<(), ApiError> {
+        #[cfg(feature = "jetstream")]
+        if self.fleet.is_some() {
+            let w = self.writer().map_err(|e| self.append_failed(&e))?;
+            if let Err(e) = w.catch_up().await {
+                let Some(at) = w.synced_at().filter(|t| *t > 0) else {
+                    return Err(self.append_failed(&e));
+                };
+                let age = crate::append::now_ms().saturating_sub(at);
+                tracing::warn!(error = %e, stale_ms = age, "serving the log's cache: its stream is unreachable");
+                let _ = STALE.try_with(|s| s.set(Some(age)));
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn append_failed(&self, e: &std::io::Error) -> ApiError {
+        #[cfg(feature = "jetstream")]
+        if crate::server::writer::jetstream::Unavailable::of(e) {
+            let mut a = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                e.to_string(),
+            );
+            a.retry_after = Some(std::time::Duration::from_secs(1));
+            return a;
+        }
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "batch_too_large",
+                e.to_string(),
+            );
+        }
         if e.raw_os_error() == Some(libc::ELOOP) {
             return ApiError::new(
                 StatusCode::FORBIDDEN,

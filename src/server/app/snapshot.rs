@@ -151,6 +151,7 @@ pub(crate) async fn with_live<T: Send + 'static>(
     f: impl FnOnce(&AppState, &mut LiveReplay) -> Result<T, crate::Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     let _held = state.admit_replay()?;
+    state.catch_up().await?;
     let st = state.clone();
     let res = tokio::task::spawn_blocking(move || {
         let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());

@@ -97,6 +97,23 @@ async fn delete_fact_at(
     }
 }
 
+/// Adds `x-wmreplay-stale-ms` to a response whose log was read from a
+/// cache its stream could not confirm (see `AppState::catch_up`).
+async fn stale_header(req: Request, next: axum::middleware::Next) -> Response {
+    let cell = std::cell::Cell::new(None);
+    crate::server::app::STALE
+        .scope(cell, async move {
+            let mut resp = next.run(req).await;
+            if let Some(ms) = crate::server::app::STALE.with(|s| s.get())
+                && let Ok(v) = axum::http::HeaderValue::from_str(&ms.to_string())
+            {
+                resp.headers_mut().insert("x-wmreplay-stale-ms", v);
+            }
+            resp
+        })
+        .await
+}
+
 pub(crate) fn router(server: Arc<Server>) -> Router {
     let routes = match server.logs {
         Logs::One(_) => Router::new()
@@ -134,6 +151,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         None => routes,
     };
     routes
+        .layer(axum::middleware::from_fn(stale_header))
         .route("/healthz", get(stats::healthz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

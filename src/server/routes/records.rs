@@ -30,7 +30,7 @@ use crate::parse::{LineParser, SkipReason};
 use crate::server::app::AppState;
 use crate::server::app::compact::compact_soon;
 use crate::server::errors::{ApiError, idempotency_key, internal, json_response};
-use crate::server::writer::{Appended, BatchKey, Line, LogWriter};
+use crate::server::writer::{Appended, BatchKey, Line};
 use crate::state::{TurnBegin, TurnStatus};
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -188,19 +188,30 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             answer: Box::new(move |appended: &[Appended]| answer_of(appended, &given)),
         }
     });
-    let written = match state.writer() {
-        Ok(w) => w.append_batch(lines, batch_key).await,
-        Err(e) => Err(e),
+    let (written, remote) = match state.writer() {
+        Ok(w) => (
+            w.append_batch(lines, batch_key).await,
+            w.synced_at().is_some(),
+        ),
+        Err(e) => (Err(e), false),
     };
     let outcome = written.map_err(|e| state.append_failed(&e));
-    if let (Some(key), Err(_)) = (key, &outcome) {
-        // The writer answers the key with the batch; a batch that failed
-        // leaves the key free to be retried.
+    // The local writer answers the key with the batch; a writer whose log
+    // lives elsewhere makes a retry write nothing by itself (the message
+    // id), and the key is answered here. A batch that failed leaves the
+    // key free to be retried.
+    // `Some(answer)`: the key to finish here (`None` inside: failed).
+    let finish: Option<Option<String>> = match &outcome {
+        Ok(appended) if remote => Some(Some(answer_of(appended, &given))),
+        Ok(_) => None,
+        Err(_) => Some(None),
+    };
+    if let (Some(key), Some(answer)) = (key, finish) {
         let st = state.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let store = st.store()?;
             let store = store.lock().unwrap_or_else(|p| p.into_inner());
-            store.finish_turn(&key, None)
+            store.finish_turn(&key, answer.as_deref())
         })
         .await;
         if !matches!(recorded, Ok(Ok(()))) {

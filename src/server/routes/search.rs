@@ -67,6 +67,7 @@ pub(crate) async fn search(state: Arc<AppState>, req: Request) -> Result<Respons
     let (body, _held) = state.read_body(req).await?;
     let (query, options) = search_request(&body)?;
     let _permit = state.permit()?;
+    state.catch_up().await?;
     let index = state.search_index();
     let q = query.clone();
     let hits = tokio::task::spawn_blocking(move || {

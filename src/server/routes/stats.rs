@@ -57,5 +57,17 @@ pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Respons
             "reserved_bytes": state.budget.in_use(),
         },
     });
+    #[cfg(feature = "jetstream")]
+    let body = {
+        let mut body = body;
+        if let (Some(f), Some(id)) = (&state.fleet, &state.id) {
+            body["jetstream"] = json!({
+                "subject": f.subject(id),
+                "synced_at_ms": state.writer().ok().and_then(|w| w.synced_at()),
+                "conflicts": f.conflicts.load(std::sync::atomic::Ordering::Relaxed),
+            });
+        }
+        body
+    };
     Ok(json_response(StatusCode::OK, body.to_string()))
 }

@@ -1,7 +1,8 @@
 //! Where a log's lines are written. The routes and the turn append through
 //! [`LogWriter`], a batch at a time, and never know which writer is behind
-//! it: today the local single writer ([`Writer`], one thread owning the
-//! file); a replicated store implements the same trait.
+//! it: the local single writer ([`Writer`], one thread owning the file),
+//! or, with the `jetstream` feature, the JetStream publisher
+//! (`jetstream.rs`), whose local file is a cache of the log's stream.
 //!
 //! The promise every implementation keeps: a batch is appended whole or not
 //! at all (after any crash), batches never interleave, and an append is
@@ -9,6 +10,8 @@
 
 mod file;
 mod handle;
+#[cfg(feature = "jetstream")]
+pub(crate) mod jetstream;
 mod journal;
 mod line;
 mod local;
@@ -117,4 +120,17 @@ pub trait LogWriter: Send + Sync {
 
     /// The log being written.
     fn identity(&self) -> io::Result<LogIdentity>;
+
+    /// Brings the local file up to date with the log's home, when the log
+    /// lives elsewhere (a replicated store); the local writer's file is the
+    /// log itself, always current.
+    fn catch_up(&self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// When the local file last matched the log's home (ms since the
+    /// epoch); `None` for a writer whose file is the log.
+    fn synced_at(&self) -> Option<u64> {
+        None
+    }
 }

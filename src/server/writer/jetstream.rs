@@ -1,0 +1,513 @@
+//! The writer of a log whose home is a NATS JetStream stream
+//! (`serve --jetstream`): log `{id}` is the subject `PREFIX.{id}` (a `.` of
+//! the id written `=`, since `.` separates subject tokens), and the local
+//! `DIR/{id}.log` is a byte-exact cache of that subject, in sequence order.
+//!
+//! - **A batch is one message**: its lines, each ending in `\n`, stamped
+//!   with the writer's clock. It lands whole or not at all; a batch larger
+//!   than the server's `max_payload` is refused.
+//! - **Writes serialize across replicas**: each is published with
+//!   `Nats-Expected-Last-Subject-Sequence`, the sequence of the last message
+//!   the cache holds. On a conflict (another replica wrote) the writer
+//!   catches up and publishes again, restamped. It is acknowledged only
+//!   after JetStream's publish ack (the stream's replicas hold it).
+//! - **Never twice**: every publish carries a `Nats-Msg-Id` (derived from
+//!   the batch's idempotency key when there is one, else unique to the
+//!   batch), so a publish retried after a lost ack, by this replica or by
+//!   another with the same key, is recognised (JetStream's duplicate
+//!   window, or the id found among the messages caught up) and answered
+//!   with where the first one went.
+//! - **The cache**: messages are applied in order at the file's end; the
+//!   sequence and length applied are kept in `DIR/{id}.log.jsseq`, written
+//!   after the bytes, so a cache cut short by a crash is cut back to what
+//!   the sidecar says (and one that is shorter, or without a sidecar, is
+//!   rebuilt from the stream). A message that does not end with `\n` (not
+//!   written by wmreplay) gets one, the same on every replica.
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::stream::LastRawMessageErrorKind;
+use async_nats::jetstream::{self, context::PublishErrorKind, stream};
+use futures_util::future::BoxFuture;
+
+use super::line::render;
+use super::{Appended, BatchKey, Durable, Guard, Line, LogIdentity, LogWriter};
+use crate::append::now_ms;
+
+/// How to reach the stream (`--jetstream` and its companions).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JetStreamConfig {
+    /// The NATS server(s), `nats://HOST:PORT` (comma-separated for several).
+    pub url: String,
+    /// The stream's name. Default `WMREPLAY`.
+    pub stream: String,
+    /// Log `{id}` is the subject `{prefix}.{id}`. Default `wmreplay.logs`.
+    pub subject_prefix: String,
+    /// Copies of the stream JetStream keeps (when it creates it). Default 1.
+    pub replicas: usize,
+    /// How long a write may wait for the stream (reconnects, a leader
+    /// election) before it is answered 503. Default 10 s.
+    pub timeout: Duration,
+}
+
+impl JetStreamConfig {
+    /// The stream at `url`, the other settings by default.
+    pub fn new(url: impl Into<String>) -> JetStreamConfig {
+        JetStreamConfig {
+            url: url.into(),
+            stream: "WMREPLAY".into(),
+            subject_prefix: "wmreplay.logs".into(),
+            replicas: 1,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The stream could not be reached, or did not answer in time: a write is
+/// answered 503 with `retry-after`, and nothing is acknowledged.
+#[derive(Debug, thiserror::Error)]
+#[error("the log's stream is unavailable: {0}")]
+pub(crate) struct Unavailable(pub(crate) String);
+
+impl Unavailable {
+    pub(crate) fn of(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|i| i.is::<Unavailable>())
+    }
+}
+
+fn unavailable(e: impl std::fmt::Display) -> io::Error {
+    io::Error::other(Unavailable(e.to_string()))
+}
+
+/// The server's connection to the stream, shared by every log.
+pub(crate) struct Fleet {
+    stream: stream::Stream,
+    js: jetstream::Context,
+    prefix: String,
+    timeout: Duration,
+    max_payload: usize,
+    /// This process's name in message ids (unique per start).
+    replica: String,
+    next_id: AtomicU64,
+    /// Publishes that met another replica's write first.
+    pub(crate) conflicts: AtomicU64,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl Fleet {
+    /// Connects and finds the stream, creating it (subjects `PREFIX.>`,
+    /// file storage, `replicas` copies, a one-hour duplicate window) when
+    /// there is none.
+    pub(crate) async fn connect(cfg: &JetStreamConfig) -> Result<Arc<Fleet>, String> {
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(5))
+            .request_timeout(Some(cfg.timeout.min(Duration::from_secs(5))))
+            .retry_on_initial_connect()
+            .connect(cfg.url.as_str())
+            .await
+            .map_err(|e| format!("cannot connect to {}: {e}", cfg.url))?;
+        let js = jetstream::new(client.clone());
+        let config = stream::Config {
+            name: cfg.stream.clone(),
+            subjects: vec![format!("{}.>", cfg.subject_prefix)],
+            storage: stream::StorageType::File,
+            num_replicas: cfg.replicas,
+            duplicate_window: Duration::from_secs(3600),
+            allow_direct: true,
+            ..Default::default()
+        };
+        let deadline = tokio::time::Instant::now() + cfg.timeout;
+        let stream = loop {
+            match js.get_or_create_stream(config.clone()).await {
+                Ok(s) => break s,
+                // A cluster still electing its meta leader: wait for it.
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(error = %e, "the stream is not ready yet; retrying");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(format!("cannot open the stream {}: {e}", cfg.stream)),
+            }
+        };
+        let replica = format!("{:x}-{}", now_ms(), std::process::id());
+        Ok(Arc::new(Fleet {
+            stream,
+            js,
+            prefix: cfg.subject_prefix.clone(),
+            timeout: cfg.timeout,
+            max_payload: client.server_info().max_payload,
+            replica,
+            next_id: AtomicU64::new(0),
+            conflicts: AtomicU64::new(0),
+        }))
+    }
+
+    /// The subject of log `id`.
+    pub(crate) fn subject(&self, id: &str) -> String {
+        format!("{}.{}", self.prefix, id.replace('.', "="))
+    }
+
+    fn fresh_id(&self) -> String {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        format!("wmreplay:{}:{n}", self.replica)
+    }
+}
+
+/// Message ids of the newest messages applied, with where each went.
+const REMEMBERED: usize = 4096;
+
+/// The local copy of one subject.
+struct Cache {
+    file: std::fs::File,
+    /// Bytes applied (the file may be longer only after a crash).
+    len: u64,
+    /// Stream sequence of the last message applied (0: none).
+    seq: u64,
+    /// The newest `ts_ms` written, so the clock never goes back.
+    last_ts: u64,
+    /// `(msg id, offset, payload)` of the newest messages with an id.
+    recent: VecDeque<(String, u64, bytes::Bytes)>,
+}
+
+/// The writer of one log kept in a JetStream subject.
+pub(crate) struct JetStreamWriter {
+    fleet: Arc<Fleet>,
+    subject: String,
+    path: PathBuf,
+    cache: tokio::sync::Mutex<Option<Cache>>,
+    /// When the cache last matched the stream (ms since the epoch; 0:
+    /// never).
+    synced: AtomicU64,
+}
+
+impl JetStreamWriter {
+    pub(crate) fn new(fleet: Arc<Fleet>, id: &str, path: &Path) -> JetStreamWriter {
+        JetStreamWriter {
+            subject: fleet.subject(id),
+            fleet,
+            path: path.to_path_buf(),
+            cache: tokio::sync::Mutex::new(None),
+            synced: AtomicU64::new(0),
+        }
+    }
+
+    fn seq_path(&self) -> PathBuf {
+        let mut p = self.path.clone().into_os_string();
+        p.push(".jsseq");
+        PathBuf::from(p)
+    }
+
+    /// The cache as its sidecar says, cut back or rebuilt as needed.
+    fn open_cache(&self) -> io::Result<Cache> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)?;
+        let on_disk = file.metadata()?.len();
+        let kept = std::fs::read_to_string(self.seq_path()).ok().and_then(|s| {
+            let mut it = s.split_whitespace().map(str::parse::<u64>);
+            Some((it.next()?.ok()?, it.next()?.ok()?))
+        });
+        let (seq, len) = match kept {
+            Some((seq, len)) if len <= on_disk => (seq, len),
+            // No sidecar, or bytes missing: rebuilt from the stream.
+            _ => (0, 0),
+        };
+        if on_disk != len {
+            file.set_len(len)?;
+        }
+        let last_ts = crate::append::last_ts_ms(&file, len)?
+            .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
+        Ok(Cache {
+            file,
+            len,
+            seq,
+            last_ts,
+            recent: VecDeque::new(),
+        })
+    }
+
+    fn save_seq(&self, c: &Cache) -> io::Result<()> {
+        // One short write of a fixed width: never torn.
+        let text = format!("{:>20} {:>20}\n", c.seq, c.len);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.seq_path())?;
+        f.write_all(text.as_bytes())
+    }
+
+    async fn cache(&self) -> io::Result<tokio::sync::MutexGuard<'_, Option<Cache>>> {
+        let mut g = self.cache.lock().await;
+        if g.is_none() {
+            *g = Some(self.open_cache()?);
+        }
+        Ok(g)
+    }
+
+    /// Applies one message at the cache's end.
+    fn apply(
+        &self,
+        c: &mut Cache,
+        sequence: u64,
+        id: Option<&str>,
+        mut payload: bytes::Bytes,
+    ) -> io::Result<()> {
+        let offset = c.len;
+        if payload.last().is_some_and(|b| *b != b'\n') {
+            let mut v = payload.to_vec();
+            v.push(b'\n');
+            payload = bytes::Bytes::from(v);
+        }
+        c.file.write_all_at(&payload, offset)?;
+        c.len += payload.len() as u64;
+        c.seq = sequence;
+        if let Some(ts) = crate::append::last_ts_ms(&c.file, c.len)? {
+            c.last_ts = c.last_ts.max(ts.ceil().min(u64::MAX as f64) as u64);
+        }
+        if let Some(id) = id {
+            if c.recent.len() >= REMEMBERED {
+                c.recent.pop_front();
+            }
+            c.recent.push_back((id.to_string(), offset, payload));
+        }
+        self.save_seq(c)
+    }
+
+    /// Brings the cache up to the subject's last message.
+    async fn catch_up(&self, c: &mut Cache) -> io::Result<()> {
+        let stream = &self.fleet.stream;
+        let last = match stream.get_last_raw_message_by_subject(&self.subject).await {
+            Ok(m) => m.sequence,
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => 0,
+            Err(e) => return Err(unavailable(e)),
+        };
+        if last < c.seq {
+            // The subject lost messages the cache holds (the stream was
+            // purged or made anew): the cache is rebuilt.
+            tracing::warn!(subject = %self.subject, cached = c.seq, last, "the stream is behind the cache; rebuilding it");
+            c.file.set_len(0)?;
+            c.len = 0;
+            c.seq = 0;
+            c.recent.clear();
+        }
+        while c.seq < last {
+            let m = stream
+                .raw_message_builder()
+                .sequence(c.seq + 1)
+                .next_by_subject(self.subject.clone())
+                .send()
+                .await
+                .map_err(unavailable)?;
+            if m.sequence <= c.seq {
+                return Err(unavailable("the stream answered an old message"));
+            }
+            let id = m.headers.get(async_nats::header::NATS_MESSAGE_ID);
+            self.apply(c, m.sequence, id.map(AsRef::<str>::as_ref), m.payload)?;
+        }
+        self.synced.store(now_ms(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Where the message with id `id` went, if the cache holds it.
+    fn found(c: &Cache, id: &str) -> Option<Vec<Appended>> {
+        let (_, offset, payload) = c.recent.iter().rev().find(|(i, _, _)| i == id)?;
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        for line in payload.split_inclusive(|b| *b == b'\n') {
+            let ts = serde_json::from_slice::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v.get("ts_ms").and_then(serde_json::Value::as_u64));
+            out.push(Appended {
+                ts_ms: ts,
+                offset: offset + at as u64,
+                len: line.len() as u64,
+            });
+            at += line.len();
+        }
+        Some(out)
+    }
+
+    /// Publishes `lines` as one message after the cache's last one,
+    /// catching up and publishing again on a conflict, until the stream
+    /// acknowledges it (or the deadline passes). With `guard`, nothing is
+    /// published when a record caught up breaks it.
+    async fn publish(
+        &self,
+        lines: &[Line],
+        id: String,
+        guard: Option<&Guard>,
+    ) -> io::Result<Result<Vec<Appended>, u64>> {
+        let mut g = self.cache().await?;
+        let c = g.as_mut().expect("the cache is open");
+        let deadline = tokio::time::Instant::now() + self.fleet.timeout;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let caught = self.catch_up(c).await;
+            if let Err(e) = caught {
+                if tokio::time::Instant::now() + pause >= deadline {
+                    return Err(e);
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+                continue;
+            }
+            if let Some(done) = Self::found(c, &id) {
+                return Ok(Ok(done));
+            }
+            if let Some(g) = guard
+                && let Some(at) = crate::append::guard_broken(&c.file, c.len, g)?
+            {
+                return Ok(Err(at));
+            }
+            let mut buf = Vec::new();
+            let mut ts = c.last_ts;
+            let appended = render(&mut buf, lines, &mut ts);
+            if buf.len() > self.fleet.max_payload {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "the batch is {} bytes, more than a message of the stream may be ({})",
+                        buf.len(),
+                        self.fleet.max_payload
+                    ),
+                ));
+            }
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+            headers.insert(
+                async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+                c.seq.to_string().as_str(),
+            );
+            let payload = bytes::Bytes::from(buf);
+            let sent = match self
+                .fleet
+                .js
+                .publish_with_headers(self.subject.clone(), headers, payload.clone())
+                .await
+            {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok(ack) if !ack.duplicate && ack.sequence > c.seq => {
+                    let offset = c.len;
+                    self.apply(c, ack.sequence, Some(&id), payload)?;
+                    c.last_ts = c.last_ts.max(ts);
+                    return Ok(Ok(appended
+                        .into_iter()
+                        .map(|a| Appended {
+                            offset: a.offset + offset,
+                            ..a
+                        })
+                        .collect()));
+                }
+                // Landed before (a retried publish): caught up next round.
+                Ok(_) => continue,
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    self.fleet.conflicts.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(subject = %self.subject, "another replica wrote first; catching up");
+                }
+                Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
+                }
+                Err(e) => {
+                    if tokio::time::Instant::now() + pause >= deadline {
+                        return Err(unavailable(e));
+                    }
+                    tracing::warn!(subject = %self.subject, error = %e, "publishing failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+}
+
+impl LogWriter for JetStreamWriter {
+    fn append_batch(
+        &self,
+        lines: Vec<Line>,
+        key: Option<BatchKey>,
+    ) -> BoxFuture<'_, io::Result<Vec<Appended>>> {
+        Box::pin(async move {
+            let id = match &key {
+                Some(k) => format!("wmreplay:{}:{}", self.subject, k.key),
+                None => self.fleet.fresh_id(),
+            };
+            match self.publish(&lines, id, None).await? {
+                Ok(a) => Ok(a),
+                Err(_) => unreachable!("no guard, never broken"),
+            }
+        })
+    }
+
+    fn append_guarded(
+        &self,
+        lines: Vec<Line>,
+        guard: Guard,
+    ) -> BoxFuture<'_, io::Result<Result<Vec<Appended>, u64>>> {
+        Box::pin(async move {
+            let id = self.fleet.fresh_id();
+            self.publish(&lines, id, Some(&guard)).await
+        })
+    }
+
+    fn append_blocking(&self, lines: Vec<Line>) -> io::Result<(Vec<Appended>, Durable)> {
+        let handle = tokio::runtime::Handle::try_current().map_err(io::Error::other)?;
+        let appended = handle.block_on(self.append_batch(lines, None))?;
+        // Acknowledged by the stream: durable already.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = tx.send(Ok(()));
+        Ok((appended, rx))
+    }
+
+    fn read_back(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)?;
+        let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+        file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
+    fn identity(&self) -> io::Result<LogIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::symlink_metadata(&self.path)?;
+        Ok(LogIdentity {
+            dev: meta.dev(),
+            inode: meta.ino(),
+        })
+    }
+
+    fn catch_up(&self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(async move {
+            let mut g = self.cache().await?;
+            let c = g.as_mut().expect("the cache is open");
+            JetStreamWriter::catch_up(self, c).await
+        })
+    }
+
+    fn synced_at(&self) -> Option<u64> {
+        Some(self.synced.load(Ordering::Relaxed))
+    }
+}

