@@ -191,6 +191,22 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
         conflicts > 0,
         "two replicas writing at once never conflicted"
     );
+    let metrics = mock::client()
+        .get(format!("{}/metrics", a.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "wmreplay_jetstream_publish_duration_seconds_count",
+        "wmreplay_jetstream_conflicts_total",
+        "wmreplay_jetstream_caught_up_messages_total",
+        "wmreplay_jetstream_cache_age_seconds{log=\"shared.log-1\"}",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
     let recs = lines(&root.path().join("a/shared.log-1.log"));
     assert_eq!(recs.len(), 2 * 4 * 25 * 3);
     for batch in recs.chunks(3) {

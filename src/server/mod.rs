@@ -50,6 +50,7 @@ mod config;
 mod conn;
 mod errors;
 mod logging;
+mod metrics;
 mod routes;
 pub mod settings;
 mod sse;

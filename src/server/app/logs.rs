@@ -311,6 +311,7 @@ impl Server {
             if states.peek(id).is_some_and(|s| Arc::strong_count(s) == 1) {
                 let st = states.pop(id).expect("just peeked");
                 total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
+                metrics::counter!("wmreplay_log_evictions_total").increment(1);
                 tracing::debug!(log = %id, "live state dropped (memory bound)");
             }
         }
@@ -326,6 +327,7 @@ impl Server {
             }
             if states.peek(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
                 states.pop(&id);
+                metrics::counter!("wmreplay_log_evictions_total").increment(1);
                 tracing::debug!(log = %id, "log closed (open-files bound)");
             }
         }
@@ -346,6 +348,7 @@ impl Server {
                 .collect();
             for id in old {
                 states.pop(&id);
+                metrics::counter!("wmreplay_log_evictions_total").increment(1);
                 tracing::debug!(log = %id, "live state dropped (idle)");
             }
         }

@@ -418,6 +418,16 @@ impl AppState {
         let mut t = self.totals.lock().unwrap_or_else(|p| p.into_inner());
         t.turns += 1;
         t.usage.add(u);
+        for (kind, n) in [
+            ("input", u.input_tokens),
+            ("cache_read", u.cache_read_input_tokens),
+            ("cache_write", u.cache_creation_input_tokens),
+            ("output", u.output_tokens),
+        ] {
+            if let Some(n) = n {
+                metrics::counter!("wmreplay_tokens_total", "kind" => kind).increment(n);
+            }
+        }
     }
 }
 

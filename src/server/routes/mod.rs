@@ -141,6 +141,8 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
                 put(put_fact_at).delete(delete_fact_at),
             ),
     };
+    // Behind the same token as the rest.
+    let routes = routes.route("/metrics", get(crate::server::metrics::metrics));
     let routes = match server.shared.cfg.auth_token.clone() {
         Some(token) => routes.route_layer(axum::middleware::from_fn(
             move |req: Request, next: axum::middleware::Next| {
@@ -150,6 +152,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         )),
         None => routes,
     };
+    // The recorder is installed before the first request, so that the
+    // first scrape sees everything counted since the start.
+    crate::server::metrics::install();
     routes
         .layer(axum::middleware::from_fn(stale_header))
         .route("/healthz", get(stats::healthz))

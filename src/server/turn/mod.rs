@@ -141,6 +141,7 @@ async fn run_owned(
     reply: Reply,
 ) {
     let key = input.key.clone();
+    let began = std::time::Instant::now();
     let permit = match state.permit() {
         Ok(p) => p,
         Err(e) => {
@@ -197,6 +198,12 @@ async fn run_owned(
         forward
     );
     finish_key(&state, key.as_deref(), claim, &outcome).await;
+    metrics::counter!(
+        "wmreplay_turns_total",
+        "outcome" => if outcome.is_ok() { "answered" } else { "failed" }
+    )
+    .increment(1);
+    metrics::histogram!("wmreplay_turn_duration_seconds").record(began.elapsed().as_secs_f64());
     drop(permit);
     if let Some(r) = reply.take() {
         let _ = r.send(outcome.map(|v| answered(v, stream, false)));

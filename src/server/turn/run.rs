@@ -203,6 +203,7 @@ async fn exchange(
                             return Err((e, String::new()));
                         }
                         stream_retries += 1;
+                        metrics::counter!("wmreplay_upstream_retries_total").increment(1);
                         tracing::warn!(
                             code = e.code,
                             wait_ms = wait.as_millis() as u64,

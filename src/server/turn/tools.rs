@@ -127,6 +127,18 @@ async fn append(
         Err(e) => Err(e),
     };
     written.map_err(|e| state.append_failed(&e))?;
+    metrics::counter!(
+        "wmreplay_tool_calls_total",
+        // Only the server's own names: a label the model chose could be
+        // anything.
+        "tool" => match call.name.as_str() {
+            SEARCH_MEMORY => SEARCH_MEMORY,
+            MEMORY => MEMORY,
+            _ => "other",
+        },
+        "outcome" => if ran.result.is_error { "error" } else { "ok" }
+    )
+    .increment(1);
     tracing::info!(
         tool = %call.name,
         is_error = ran.result.is_error,

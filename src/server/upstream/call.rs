@@ -141,13 +141,27 @@ impl Upstream {
                 .headers(self.headers.clone())
                 .header(header::CONTENT_LENGTH, len)
                 .body(body);
+            let counted = |status: String| {
+                metrics::counter!("wmreplay_upstream_requests_total", "status" => status)
+                    .increment(1);
+            };
             let resp = match tokio::time::timeout_at(deadline, request.send()).await {
-                Err(_) => return Err(CallError::Timeout),
-                Ok(Err(e)) if e.is_timeout() => return Err(CallError::Timeout),
-                Ok(Err(e)) => return Err(CallError::Unreachable(without_url(&e))),
+                Err(_) => {
+                    counted("timeout".into());
+                    return Err(CallError::Timeout);
+                }
+                Ok(Err(e)) if e.is_timeout() => {
+                    counted("timeout".into());
+                    return Err(CallError::Timeout);
+                }
+                Ok(Err(e)) => {
+                    counted("unreachable".into());
+                    return Err(CallError::Unreachable(without_url(&e)));
+                }
                 Ok(Ok(r)) => r,
             };
             let status = resp.status();
+            counted(status.as_u16().to_string());
             if status.is_success() {
                 return Ok(resp);
             }
@@ -175,6 +189,7 @@ impl Upstream {
             (tokio::time::Instant::now() + wait < deadline).then_some(wait)
         })
         .notify(|e, wait| {
+            metrics::counter!("wmreplay_upstream_retries_total").increment(1);
             tracing::warn!(error = ?e, wait_ms = wait.as_millis() as u64, "upstream call failed; retrying");
         })
         .await

@@ -322,6 +322,7 @@ impl JetStreamWriter {
             }
             let id = m.headers.get(async_nats::header::NATS_MESSAGE_ID);
             self.apply(c, m.sequence, id.map(AsRef::<str>::as_ref), m.payload)?;
+            metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         self.synced.store(now_ms(), Ordering::Relaxed);
         Ok(())
@@ -398,6 +399,7 @@ impl JetStreamWriter {
                 c.seq.to_string().as_str(),
             );
             let payload = bytes::Bytes::from(buf);
+            let began = std::time::Instant::now();
             let sent = match self
                 .fleet
                 .js
@@ -407,8 +409,12 @@ impl JetStreamWriter {
                 Ok(ack) => ack.await,
                 Err(e) => Err(e),
             };
+            metrics::histogram!("wmreplay_jetstream_publish_duration_seconds")
+                .record(began.elapsed().as_secs_f64());
             match sent {
                 Ok(ack) if !ack.duplicate && ack.sequence > c.seq => {
+                    metrics::counter!("wmreplay_records_written_total")
+                        .increment(lines.len() as u64);
                     let offset = c.len;
                     self.apply(c, ack.sequence, Some(&id), payload)?;
                     c.last_ts = c.last_ts.max(ts);
@@ -424,6 +430,7 @@ impl JetStreamWriter {
                 Ok(_) => continue,
                 Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
                     self.fleet.conflicts.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("wmreplay_jetstream_conflicts_total").increment(1);
                     tracing::debug!(subject = %self.subject, "another replica wrote first; catching up");
                 }
                 Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {

@@ -295,6 +295,7 @@ impl Appender {
                 a.offset += start;
             }
             if start == len {
+                counted(&appended);
                 return Ok((appended, journal));
             }
             // Someone who does not take the lock wrote between our look at
@@ -313,6 +314,7 @@ impl Appender {
                     &appended,
                     0,
                 )?;
+                counted(&appended);
                 return Ok((appended, journal));
             }
             // What they wrote does not end a line, so our first line is glued
@@ -329,6 +331,12 @@ impl Appender {
             "another process keeps writing partial lines to the log",
         ))
     }
+}
+
+/// Counts the lines of a round written.
+fn counted<T>(jobs: &[Vec<T>]) {
+    let n: usize = jobs.iter().map(Vec::len).sum();
+    metrics::counter!("wmreplay_records_written_total").increment(n as u64);
 }
 
 /// Journals a batch about to be written at `start`, with its keys' answers
