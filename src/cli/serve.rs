@@ -26,52 +26,9 @@ pub struct ServeArgs {
     /// starting with a letter or digit.
     #[arg(long, env = "WMREPLAY_LOG_DIR", value_name = "DIR")]
     log_dir: Option<PathBuf>,
-    /// Keep every log in a NATS JetStream stream (nats://HOST:PORT, several
-    /// comma-separated): log {id} is the subject PREFIX.{id}, each write one
-    /// message published with the subject's expected last sequence (so
-    /// replicas writing one log take turns) and acknowledged after the
-    /// stream's ack; the files of --log-dir (required) are byte-exact caches,
-    /// caught up before each read. Needs the jetstream cargo feature.
     #[cfg(feature = "jetstream")]
-    #[arg(
-        long,
-        env = "WMREPLAY_JETSTREAM",
-        value_name = "URL",
-        requires = "log_dir"
-    )]
-    jetstream: Option<String>,
-    /// The JetStream stream the logs are kept in (created when missing, with
-    /// subjects PREFIX.>).
-    #[cfg(feature = "jetstream")]
-    #[arg(
-        long,
-        env = "WMREPLAY_STREAM",
-        value_name = "NAME",
-        default_value = "WMREPLAY",
-        requires = "jetstream"
-    )]
-    stream: String,
-    /// Log {id} is the subject PREFIX.{id} (a '.' of the id written '=').
-    #[cfg(feature = "jetstream")]
-    #[arg(
-        long,
-        env = "WMREPLAY_SUBJECT_PREFIX",
-        value_name = "P",
-        default_value = "wmreplay.logs",
-        requires = "jetstream"
-    )]
-    subject_prefix: String,
-    /// Copies of the stream JetStream keeps, when this server creates it
-    /// (3 on a three-node cluster).
-    #[cfg(feature = "jetstream")]
-    #[arg(long, env = "WMREPLAY_REPLICAS", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=5), requires = "jetstream")]
-    replicas: u64,
-    /// Seconds (or a duration: 500ms, 1m) a write may wait for the stream
-    /// (a reconnect, a leader election) before it is answered 503 with
-    /// retry-after.
-    #[cfg(feature = "jetstream")]
-    #[arg(long, env = "WMREPLAY_JETSTREAM_TIMEOUT", value_name = "DURATION", default_value = "10", value_parser = parse_timeout, requires = "jetstream")]
-    jetstream_timeout: std::time::Duration,
+    #[command(flatten)]
+    jetstream: super::serve_more::JetStreamArgs,
     /// Under --log-dir: whether a log's first write creates it (otherwise
     /// writes to a missing log are 404s; reads are an empty replay either way).
     #[arg(long, env = "WMREPLAY_CREATE_LOGS", default_value = "true", value_name = "BOOL", action = clap::ArgAction::Set)]
@@ -329,34 +286,8 @@ pub struct ServeArgs {
         requires = "compact_at"
     )]
     compact_max_output_tokens: u32,
-    /// Recall: each turn gets the K records best matching its text that the
-    /// replay does not hold (a summary's folded records included), as one
-    /// WM_KIND=recall message just before CURRENT_USER_REQUEST, after the
-    /// cached prefix. Found by the search index next to each log
-    /// (LOG.wmreplay.idx, built on first use; POST /v1/search uses it too).
-    #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
-    recall: Option<u64>,
-    /// Offer the model a search_memory tool (Anthropic tool use, OpenAI
-    /// function calling): when it calls it, the server searches the whole
-    /// log (the index next to it) for the model's query, leaving out what the
-    /// request already holds, and continues the turn with the records found.
-    /// The call and its result are appended as tool_call and tool_result
-    /// records, so later turns replay them.
-    #[arg(long, env = "WMREPLAY_RECALL_TOOL")]
-    recall_tool: bool,
-    /// Offer the model the memory tool (Anthropic's memory_20250818; for
-    /// OpenAI the same six commands as one function): view, create,
-    /// str_replace, insert, delete and rename over files under /memories,
-    /// each file kept as a wm_fact record keyed by its path (GET
-    /// /v1/facts shows them; --facts replays them in one message). Paths
-    /// outside /memories, `..` and files over --max-record-bytes are refused
-    /// with an error result.
-    #[arg(long, env = "WMREPLAY_MEMORY_TOOL")]
-    memory_tool: bool,
-    /// Most rounds of tool calls in one turn; the call after the last round
-    /// offers no tool, so the model answers with what it has.
-    #[arg(long, env = "WMREPLAY_MAX_TOOL_ROUNDS", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
-    max_tool_rounds: u32,
+    #[command(flatten)]
+    memory: super::serve_more::MemoryArgs,
     /// Prompt caching. auto: with Anthropic, up to 4 cache_control
     /// breakpoints placed so that each turn reads the previous turn's prefix
     /// from the cache (the last replayed message, the previous turn's last
@@ -491,19 +422,9 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             Some(c)
         }
     };
-    cfg.recall = args.recall.map(|k| k as usize);
-    cfg.tools.search_memory = args.recall_tool;
-    cfg.tools.memory = args.memory_tool;
-    cfg.tools.max_rounds = args.max_tool_rounds;
+    args.memory.apply(&mut cfg);
     #[cfg(feature = "jetstream")]
-    if let Some(url) = args.jetstream {
-        let mut js = server::JetStreamConfig::new(url);
-        js.stream = args.stream;
-        js.subject_prefix = args.subject_prefix;
-        js.replicas = args.replicas as usize;
-        js.timeout = args.jetstream_timeout;
-        cfg.jetstream = Some(js);
-    }
+    args.jetstream.apply(&mut cfg);
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;

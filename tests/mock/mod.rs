@@ -5,6 +5,7 @@
 //! streams, `max_tokens` stops, redirects, usage with cache counts.
 #![allow(dead_code)]
 
+pub mod nats;
 pub mod process;
 pub mod strict;
 pub mod tools;

@@ -151,7 +151,16 @@ async fn run_owned(
         }
     };
     let (mut snap, before) = match begin(&state, &input, retry).await {
-        Ok(s) => s,
+        Ok(Begun::Replayed(snap, offset)) => (*snap, offset),
+        // Another replica wrote this key's input: its outcome, or the turn
+        // closed as interrupted (as a crashed attempt is).
+        Ok(Begun::Elsewhere) => {
+            drop(permit);
+            let outcome = close_turn(&state, &input).await;
+            finish_key(&state, key.as_deref(), claim, &outcome).await;
+            let _ = reply.send(outcome.map(|v| answered(v, input.stream, true)));
+            return;
+        }
         Err(e) => {
             finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
@@ -209,6 +218,20 @@ async fn run_owned(
         let _ = r.send(outcome.map(|v| answered(v, stream, false)));
     }
 }
+/// What [`begin`] found.
+enum Begun {
+    /// The replay before the turn's input, and the input's offset.
+    Replayed(Box<Snapshot>, u64),
+    /// The key's input was written by another replica (a log kept in a
+    /// stream): this attempt is a retry whose first attempt ran elsewhere.
+    Elsewhere,
+}
+
+/// The message name of a keyed turn's input in a log kept in a stream.
+pub(crate) fn input_name(key: &str) -> String {
+    format!("turn:{key}:input")
+}
+
 /// The replay the turn's request is made of: the log before the turn's
 /// `text_input`, which is appended here unless this is a retry of a turn
 /// whose input is already at `retry`; and the input's offset.
@@ -216,7 +239,7 @@ async fn begin(
     state: &Arc<AppState>,
     input: &Input,
     retry: Option<u64>,
-) -> Result<(Snapshot, u64), ApiError> {
+) -> Result<Begun, ApiError> {
     let _held = match retry {
         Some(offset) => state.admit_fresh_replay(offset)?,
         None => state.admit_replay()?,
@@ -226,22 +249,38 @@ async fn begin(
     let text = input.text.clone();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
-        move || -> Result<(Snapshot, u64, Option<writer::Durable>), ApiError> {
+        move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
             if let Some(offset) = retry {
                 // The live state has moved on: replay the log's prefix afresh.
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
                 let mut snap = snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?;
                 add_recall(&st, &mut snap, &text, offset);
-                return Ok((snap, offset, None));
+                return Ok(Some((snap, offset, None)));
             }
             // Hold the replay while the line is written: nothing else brings
             // it past the line before this turn's snapshot is taken.
             let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
-            let (appended, durable) = st
-                .writer()
-                .and_then(|w| w.append_blocking(vec![line]))
-                .map_err(|e| st.append_failed(&e))?;
+            let w = st.writer().map_err(|e| st.append_failed(&e))?;
+            // In a log kept in a stream a keyed input is named, so that a
+            // retry through another replica finds it instead of writing it
+            // twice.
+            let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
+                Some(k) => {
+                    let named = tokio::runtime::Handle::current()
+                        .block_on(w.append_named(vec![line], input_name(k)))
+                        .map_err(|e| st.append_failed(&e))?;
+                    if named.existed {
+                        return Ok(None);
+                    }
+                    let (tx, rx) = tokio::sync::oneshot::channel();
+                    let _ = tx.send(Ok(()));
+                    (named.appended, rx)
+                }
+                None => w
+                    .append_blocking(vec![line])
+                    .map_err(|e| st.append_failed(&e))?,
+            };
             let offset = appended[0].offset;
             if let Some(k) = &key {
                 let recorded = st.store().and_then(|s| {
@@ -271,16 +310,18 @@ async fn begin(
                 s
             };
             add_recall(&st, &mut snap, &text, offset);
-            Ok((snap, offset, Some(durable)))
+            Ok(Some((snap, offset, Some(durable))))
         },
     )
     .await
     .map_err(|e| internal("turn_failed", e))??;
-    let (snap, offset, durable) = r;
+    let Some((snap, offset, durable)) = r else {
+        return Ok(Begun::Elsewhere);
+    };
     if let Some(d) = durable {
         writer::durable(d)
             .await
             .map_err(|e| state.append_failed(&e))?;
     }
-    Ok((snap, offset))
+    Ok(Begun::Replayed(Box::new(snap), offset))
 }

@@ -113,16 +113,24 @@ pub(super) async fn run_turn(
         &answer.text,
         unusual,
     );
-    let appended = match state.writer() {
-        Ok(w) => w.append(vec![line]).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = appended {
-        let e = state.append_failed(&e);
-        if let Some(tx) = &relay {
-            tx.send(sse("error", &e.json()));
+    let first = match append_close(state, input, line).await {
+        Ok(first) => first,
+        Err(e) => {
+            let e = state.append_failed(&e);
+            if let Some(tx) = &relay {
+                tx.send(sse("error", &e.json()));
+            }
+            return Err(e);
         }
-        return Err(e);
+    };
+    if let Some(v) = first {
+        // Another replica closed this key's turn first: the log holds its
+        // answer, and so does the client.
+        tracing::warn!("another replica answered this turn first; answering with its record");
+        if let Some(tx) = &relay {
+            tx.send(sse("done", &v));
+        }
+        return Ok(v);
     }
     state.count_usage(&answer.usage);
     compact_soon(state);
@@ -313,11 +321,42 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
         "",
         Some(INTERRUPTED),
     );
-    let appended = match state.writer() {
-        Ok(w) => w.append(vec![line]).await,
-        Err(e) => Err(e),
-    };
-    appended.map_err(|e| state.append_failed(&e))?;
+    if let Some(v) = append_close(state, input, line)
+        .await
+        .map_err(|e| state.append_failed(&e))?
+    {
+        return Ok(v);
+    }
     tracing::info!("a turn cut by a stop was closed as interrupted");
     Ok(answer_json(&answer, Value::Null))
+}
+
+/// Appends the `text_output` that closes a turn. In a log kept in a stream
+/// a keyed turn's close is named, so one close is kept whichever replicas
+/// try: `Some(answer)` when another's was there first (the answer made from
+/// its record).
+async fn append_close(
+    state: &Arc<AppState>,
+    input: &Input,
+    line: Line,
+) -> std::io::Result<Option<Value>> {
+    let w = state.writer()?;
+    let Some(key) = input.key.as_deref().filter(|_| w.synced_at().is_some()) else {
+        w.append(vec![line]).await?;
+        return Ok(None);
+    };
+    let named = w
+        .append_named(vec![line], format!("turn:{key}:output"))
+        .await?;
+    if !named.existed {
+        return Ok(None);
+    }
+    let a = named.appended[0];
+    let record: Value = serde_json::from_slice(&w.read_back(a.offset, a.len)?).unwrap_or_default();
+    Ok(Some(json!({
+        "text": record.get("text").cloned().unwrap_or(Value::Null),
+        "stop_reason": record.get("stop_reason").cloned().unwrap_or(Value::Null),
+        "usage": {},
+        "stats": Value::Null,
+    })))
 }

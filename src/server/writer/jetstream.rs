@@ -37,7 +37,7 @@ use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use futures_util::future::BoxFuture;
 
 use super::line::render;
-use super::{Appended, BatchKey, Durable, Guard, Line, LogIdentity, LogWriter};
+use super::{Appended, BatchKey, Durable, Guard, Line, LogIdentity, LogWriter, Named};
 use crate::append::now_ms;
 
 /// How to reach the stream (`--jetstream` and its companions).
@@ -113,11 +113,20 @@ impl Fleet {
     /// file storage, `replicas` copies, a one-hour duplicate window) when
     /// there is none.
     pub(crate) async fn connect(cfg: &JetStreamConfig) -> Result<Arc<Fleet>, String> {
+        let servers: Vec<async_nats::ServerAddr> = cfg
+            .url
+            .split(',')
+            .map(|u| {
+                u.trim()
+                    .parse()
+                    .map_err(|e| format!("--jetstream {u:?} is not a NATS URL: {e}"))
+            })
+            .collect::<Result<_, _>>()?;
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(5))
             .request_timeout(Some(cfg.timeout.min(Duration::from_secs(5))))
             .retry_on_initial_connect()
-            .connect(cfg.url.as_str())
+            .connect(servers)
             .await
             .map_err(|e| format!("cannot connect to {}: {e}", cfg.url))?;
         let js = jetstream::new(client.clone());
@@ -356,11 +365,14 @@ impl JetStreamWriter {
         lines: &[Line],
         id: String,
         guard: Option<&Guard>,
-    ) -> io::Result<Result<Vec<Appended>, u64>> {
+    ) -> io::Result<Result<Named, u64>> {
         let mut g = self.cache().await?;
         let c = g.as_mut().expect("the cache is open");
         let deadline = tokio::time::Instant::now() + self.fleet.timeout;
         let mut pause = Duration::from_millis(20);
+        // Whether this call has sent its message (so one found under its
+        // id may be its own, its ack lost).
+        let mut sent_once = false;
         loop {
             let caught = self.catch_up(c).await;
             if let Err(e) = caught {
@@ -372,7 +384,10 @@ impl JetStreamWriter {
                 continue;
             }
             if let Some(done) = Self::found(c, &id) {
-                return Ok(Ok(done));
+                return Ok(Ok(Named {
+                    appended: done,
+                    existed: !sent_once,
+                }));
             }
             if let Some(g) = guard
                 && let Some(at) = crate::append::guard_broken(&c.file, c.len, g)?
@@ -400,6 +415,7 @@ impl JetStreamWriter {
             );
             let payload = bytes::Bytes::from(buf);
             let began = std::time::Instant::now();
+            sent_once = true;
             let sent = match self
                 .fleet
                 .js
@@ -418,13 +434,16 @@ impl JetStreamWriter {
                     let offset = c.len;
                     self.apply(c, ack.sequence, Some(&id), payload)?;
                     c.last_ts = c.last_ts.max(ts);
-                    return Ok(Ok(appended
-                        .into_iter()
-                        .map(|a| Appended {
-                            offset: a.offset + offset,
-                            ..a
-                        })
-                        .collect()));
+                    return Ok(Ok(Named {
+                        appended: appended
+                            .into_iter()
+                            .map(|a| Appended {
+                                offset: a.offset + offset,
+                                ..a
+                            })
+                            .collect(),
+                        existed: false,
+                    }));
                 }
                 // Landed before (a retried publish): caught up next round.
                 Ok(_) => continue,
@@ -461,7 +480,7 @@ impl LogWriter for JetStreamWriter {
                 None => self.fleet.fresh_id(),
             };
             match self.publish(&lines, id, None).await? {
-                Ok(a) => Ok(a),
+                Ok(n) => Ok(n.appended),
                 Err(_) => unreachable!("no guard, never broken"),
             }
         })
@@ -474,7 +493,10 @@ impl LogWriter for JetStreamWriter {
     ) -> BoxFuture<'_, io::Result<Result<Vec<Appended>, u64>>> {
         Box::pin(async move {
             let id = self.fleet.fresh_id();
-            self.publish(&lines, id, Some(&guard)).await
+            Ok(self
+                .publish(&lines, id, Some(&guard))
+                .await?
+                .map(|n| n.appended))
         })
     }
 
@@ -511,6 +533,26 @@ impl LogWriter for JetStreamWriter {
             let mut g = self.cache().await?;
             let c = g.as_mut().expect("the cache is open");
             JetStreamWriter::catch_up(self, c).await
+        })
+    }
+
+    fn append_named(&self, lines: Vec<Line>, id: String) -> BoxFuture<'_, io::Result<Named>> {
+        Box::pin(async move {
+            let id = format!("wmreplay:{}:{id}", self.subject);
+            match self.publish(&lines, id, None).await? {
+                Ok(n) => Ok(n),
+                Err(_) => unreachable!("no guard, never broken"),
+            }
+        })
+    }
+
+    fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Vec<Appended>>>> {
+        let id = format!("wmreplay:{}:{id}", self.subject);
+        Box::pin(async move {
+            let mut g = self.cache().await?;
+            let c = g.as_mut().expect("the cache is open");
+            JetStreamWriter::catch_up(self, c).await?;
+            Ok(Self::found(c, &id))
         })
     }
 

@@ -1,0 +1,112 @@
+//! `wmreplay serve`'s flags for memory beyond the window (recall and the
+//! tools the model calls) and for logs kept in NATS JetStream, grouped out
+//! of `serve.rs` and flattened into its arguments.
+
+use clap::Args;
+use wmreplay::server;
+
+#[cfg(feature = "jetstream")]
+use super::args::parse_timeout;
+
+/// Recall and tools.
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    /// Recall: each turn gets the K records best matching its text that the
+    /// replay does not hold (a summary's folded records included), as one
+    /// WM_KIND=recall message just before CURRENT_USER_REQUEST, after the
+    /// cached prefix. Found by the search index next to each log
+    /// (LOG.wmreplay.idx, built on first use; POST /v1/search uses it too).
+    #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub recall: Option<u64>,
+    /// Offer the model a search_memory tool (Anthropic tool use, OpenAI
+    /// function calling): when it calls it, the server searches the whole
+    /// log (the index next to it) for the model's query, leaving out what the
+    /// request already holds, and continues the turn with the records found.
+    /// The call and its result are appended as tool_call and tool_result
+    /// records, so later turns replay them.
+    #[arg(long, env = "WMREPLAY_RECALL_TOOL")]
+    pub recall_tool: bool,
+    /// Offer the model the memory tool (Anthropic's memory_20250818; for
+    /// OpenAI the same six commands as one function): view, create,
+    /// str_replace, insert, delete and rename over files under /memories,
+    /// each file kept as a wm_fact record keyed by its path (GET
+    /// /v1/facts shows them; --facts replays them in one message). Paths
+    /// outside /memories, `..` and files over --max-record-bytes are refused
+    /// with an error result.
+    #[arg(long, env = "WMREPLAY_MEMORY_TOOL")]
+    pub memory_tool: bool,
+    /// Most rounds of tool calls in one turn; the call after the last round
+    /// offers no tool, so the model answers with what it has.
+    #[arg(long, env = "WMREPLAY_MAX_TOOL_ROUNDS", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub max_tool_rounds: u32,
+}
+
+impl MemoryArgs {
+    pub fn apply(&self, cfg: &mut server::Config) {
+        cfg.recall = self.recall.map(|k| k as usize);
+        cfg.tools.search_memory = self.recall_tool;
+        cfg.tools.memory = self.memory_tool;
+        cfg.tools.max_rounds = self.max_tool_rounds;
+    }
+}
+
+/// Logs kept in a JetStream stream.
+#[cfg(feature = "jetstream")]
+#[derive(Args, Debug)]
+pub struct JetStreamArgs {
+    /// Keep every log in a NATS JetStream stream (nats://HOST:PORT, several
+    /// comma-separated): log {id} is the subject PREFIX.{id}, each write one
+    /// message published with the subject's expected last sequence (so
+    /// replicas writing one log take turns) and acknowledged after the
+    /// stream's ack; the files of --log-dir (required) are byte-exact caches,
+    /// caught up before each read. Needs the jetstream cargo feature.
+    #[arg(
+        long,
+        env = "WMREPLAY_JETSTREAM",
+        value_name = "URL",
+        requires = "log_dir"
+    )]
+    pub jetstream: Option<String>,
+    /// The JetStream stream the logs are kept in (created when missing, with
+    /// subjects PREFIX.>).
+    #[arg(
+        long,
+        env = "WMREPLAY_STREAM",
+        value_name = "NAME",
+        default_value = "WMREPLAY",
+        requires = "jetstream"
+    )]
+    pub stream: String,
+    /// Log {id} is the subject PREFIX.{id} (a '.' of the id written '=').
+    #[arg(
+        long,
+        env = "WMREPLAY_SUBJECT_PREFIX",
+        value_name = "P",
+        default_value = "wmreplay.logs",
+        requires = "jetstream"
+    )]
+    pub subject_prefix: String,
+    /// Copies of the stream JetStream keeps, when this server creates it
+    /// (3 on a three-node cluster).
+    #[arg(long, env = "WMREPLAY_REPLICAS", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=5), requires = "jetstream")]
+    pub replicas: u64,
+    /// Seconds (or a duration: 500ms, 1m) a write may wait for the stream
+    /// (a reconnect, a leader election) before it is answered 503 with
+    /// retry-after.
+    #[arg(long, env = "WMREPLAY_JETSTREAM_TIMEOUT", value_name = "DURATION", default_value = "10", value_parser = parse_timeout, requires = "jetstream")]
+    pub jetstream_timeout: std::time::Duration,
+}
+
+#[cfg(feature = "jetstream")]
+impl JetStreamArgs {
+    pub fn apply(&self, cfg: &mut server::Config) {
+        if let Some(url) = &self.jetstream {
+            let mut js = server::JetStreamConfig::new(url.clone());
+            js.stream = self.stream.clone();
+            js.subject_prefix = self.subject_prefix.clone();
+            js.replicas = self.replicas as usize;
+            js.timeout = self.jetstream_timeout;
+            cfg.jetstream = Some(js);
+        }
+    }
+}
