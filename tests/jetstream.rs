@@ -29,6 +29,21 @@ fn replica(dir: &Path, url: &str, upstream: Option<&str>) -> wmreplay::server::C
     c
 }
 
+/// Starts replica `name` (its cache in `root/name`).
+async fn start(root: &Path, name: &str, nats: &Nats, upstream: Option<&str>) -> mock::Running {
+    mock::start(replica(&root.join(name), &nats.url(), upstream)).await
+}
+
+/// `POST /v1/logs/{id}/context` on `srv` (which catches the log up first).
+async fn context(srv: &mock::Running, id: &str) -> (u16, String, reqwest::header::HeaderMap) {
+    post(
+        &format!("{}/v1/logs/{id}/context", srv.url),
+        json!({"text": "q"}).to_string(),
+        None,
+    )
+    .await
+}
+
 async fn post(
     url: &str,
     body: String,
@@ -63,8 +78,8 @@ fn lines(path: &Path) -> Vec<Value> {
 async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
-    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
-    let b = mock::start(replica(&root.path().join("b"), &nats.url(), None)).await;
+    let a = start(root.path(), "a", &nats, None).await;
+    let b = start(root.path(), "b", &nats, None).await;
     let mut tasks = Vec::new();
     for (r, url) in [(0, a.url.clone()), (1, b.url.clone())] {
         for t in 0..4 {
@@ -90,12 +105,7 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
     }
     // Each replica catches up when read.
     for srv in [&a, &b] {
-        let (s, _, _) = post(
-            &format!("{}/v1/logs/shared.log-1/context", srv.url),
-            json!({"text": "q"}).to_string(),
-            None,
-        )
-        .await;
+        let (s, _, _) = context(srv, "shared.log-1").await;
         assert_eq!(s, 200);
     }
     let fa = std::fs::read(root.path().join("a/shared.log-1.log")).unwrap();
@@ -104,14 +114,7 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
     // The replicas met each other's writes (the expected-sequence path).
     let mut conflicts = 0;
     for srv in [&a, &b] {
-        let stats: Value = mock::client()
-            .get(format!("{}/v1/logs/shared.log-1/stats", srv.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats = mock::get_json(&format!("{}/v1/logs/shared.log-1/stats", srv.url)).await;
         assert_eq!(stats["jetstream"]["subject"], "wmreplay.logs.shared=log-1");
         conflicts += stats["jetstream"]["conflicts"].as_u64().unwrap();
     }
@@ -160,24 +163,14 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
     assert!(ts.windows(2).all(|w| w[0] <= w[1]), "stamps never go back");
 
     // A replica on an empty disk rebuilds the log from the stream.
-    let c = mock::start(replica(&root.path().join("c"), &nats.url(), None)).await;
-    let (s, body_c, _) = post(
-        &format!("{}/v1/logs/shared.log-1/context", c.url),
-        json!({"text": "q"}).to_string(),
-        None,
-    )
-    .await;
+    let c = start(root.path(), "c", &nats, None).await;
+    let (s, body_c, _) = context(&c, "shared.log-1").await;
     assert_eq!(s, 200);
     assert_eq!(
         std::fs::read(root.path().join("c/shared.log-1.log")).unwrap(),
         fa
     );
-    let (_, body_a, _) = post(
-        &format!("{}/v1/logs/shared.log-1/context", a.url),
-        json!({"text": "q"}).to_string(),
-        None,
-    )
-    .await;
+    let (_, body_a, _) = context(&a, "shared.log-1").await;
     assert_eq!(body_a, body_c, "any replica renders the same request");
     for s in [a, b, c] {
         s.stop().await;
@@ -190,8 +183,8 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
 async fn a_key_is_written_once_across_replicas_and_a_torn_cache_recovers() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
-    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
-    let b = mock::start(replica(&root.path().join("b"), &nats.url(), None)).await;
+    let a = start(root.path(), "a", &nats, None).await;
+    let b = start(root.path(), "b", &nats, None).await;
     let body = "{\"type\":\"wm_event\",\"text\":\"once\"}\n".to_string();
     let (s1, r1, _) = post(
         &format!("{}/v1/logs/k/records", a.url),
@@ -230,13 +223,8 @@ async fn a_key_is_written_once_across_replicas_and_a_torn_cache_recovers() {
     )
     .await;
     assert_eq!(s, 200);
-    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
-    let (s, _, _) = post(
-        &format!("{}/v1/logs/k/context", a.url),
-        json!({"text": "q"}).to_string(),
-        None,
-    )
-    .await;
+    let a = start(root.path(), "a", &nats, None).await;
+    let (s, _, _) = context(&a, "k").await;
     assert_eq!(s, 200);
     assert_eq!(
         std::fs::read(&path).unwrap(),
@@ -255,7 +243,7 @@ async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
     let store = root.path().join("nats");
     let mut nats = Nats::start(&store);
     let port = nats.port;
-    let a = mock::start(replica(&root.path().join("a"), &nats.url(), None)).await;
+    let a = start(root.path(), "a", &nats, None).await;
     let url = format!("{}/v1/logs/down/records", a.url);
     let (s, _, _) = post(&url, "{\"type\":\"wm_event\",\"n\":1}\n".into(), None).await;
     assert_eq!(s, 200);
@@ -264,12 +252,7 @@ async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
     assert_eq!(s, 503, "{text}");
     assert!(text.contains("store_unavailable"), "{text}");
     assert!(h.contains_key("retry-after"));
-    let (s, text, h) = post(
-        &format!("{}/v1/logs/down/context", a.url),
-        json!({"text": "q"}).to_string(),
-        None,
-    )
-    .await;
+    let (s, text, h) = context(&a, "down").await;
     assert_eq!(s, 200, "{text}");
     assert!(h.contains_key("x-wmreplay-stale-ms"), "{h:?}");
     assert!(
@@ -302,18 +285,8 @@ async fn a_turn_on_one_replica_is_replayed_by_another() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
     let (upstream, m) = mock::start_mock(Provider::Anthropic, mock::Mode::Ok).await;
-    let a = mock::start(replica(
-        &root.path().join("a"),
-        &nats.url(),
-        Some(&upstream),
-    ))
-    .await;
-    let b = mock::start(replica(
-        &root.path().join("b"),
-        &nats.url(),
-        Some(&upstream),
-    ))
-    .await;
+    let a = start(root.path(), "a", &nats, Some(&upstream)).await;
+    let b = start(root.path(), "b", &nats, Some(&upstream)).await;
     let (s, text, _) = post(
         &format!("{}/v1/logs/chat/respond", a.url),
         json!({"text": "first question"}).to_string(),
@@ -361,18 +334,8 @@ async fn a_keyed_turn_is_closed_once_whichever_replica_runs_it() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
     let (upstream, m) = mock::start_mock(Provider::Anthropic, mock::Mode::Ok).await;
-    let a = mock::start(replica(
-        &root.path().join("a"),
-        &nats.url(),
-        Some(&upstream),
-    ))
-    .await;
-    let b = mock::start(replica(
-        &root.path().join("b"),
-        &nats.url(),
-        Some(&upstream),
-    ))
-    .await;
+    let a = start(root.path(), "a", &nats, Some(&upstream)).await;
+    let b = start(root.path(), "b", &nats, Some(&upstream)).await;
     let turn = |url: String, key: &'static str| async move {
         let r = mock::client()
             .post(format!("{url}/v1/logs/t/respond"))

@@ -285,14 +285,7 @@ async fn memory_tool_turn(provider: Provider, stream: bool) {
     assert_eq!(results[8], "Successfully deleted /memories/old");
 
     // The files are keyed memory: exactly one left, nothing outside.
-    let facts: Value = mock::client()
-        .get(format!("{}/v1/facts", srv.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let facts = mock::get_json(&format!("{}/v1/facts", srv.url)).await;
     assert_eq!(
         facts["facts"],
         json!({"/memories/user/prefs.md": "# Preferences\nTone: brief.\nPrices: with tax.\n"})

@@ -647,6 +647,18 @@ pub async fn post(url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
     (status, r.text().await.unwrap())
 }
 
+/// `GET url`'s JSON body.
+pub async fn get_json(url: &str) -> Value {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub fn log_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
