@@ -164,6 +164,11 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
 
     // A replica on an empty disk rebuilds the log from the stream.
     let c = start(root.path(), "c", &nats, None).await;
+    // It lists the stream's logs before it has cached any.
+    let listed = mock::get_json(&format!("{}/v1/logs", c.url)).await;
+    assert_eq!(listed["logs"][0]["id"], "shared.log-1", "{listed}");
+    assert_eq!(listed["logs"][0]["messages"], 200, "one message a batch");
+    assert_eq!(listed["logs"][0]["bytes"], 0);
     let (s, body_c, _) = context(&c, "shared.log-1").await;
     assert_eq!(s, 200);
     assert_eq!(

@@ -11,8 +11,8 @@ use serde_json::json;
 use crate::server::app::logs::{Logs, Server, valid_id};
 use crate::server::errors::{ApiError, internal, json_response};
 
-/// `GET /v1/logs`: every `<id>.log` in the directory, its size and whether
-/// its replay is live.
+/// `GET /v1/logs`: every `<id>.log` in the directory (with `--jetstream`,
+/// every log of the stream), its size and whether its replay is live.
 pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, ApiError> {
     let Logs::Dir(dir) = &server.logs else {
         return Err(ApiError::new(
@@ -50,13 +50,37 @@ pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, 
     .await
     .map_err(|e| internal("list_failed", e))?
     .map_err(|e| internal("list_failed", e))?;
-    let logs: Vec<_> = entries
+    #[allow(unused_mut)]
+    let mut logs: Vec<_> = entries
         .into_iter()
         .map(|(id, size)| {
             let held = live.get(&id);
             json!({"id": id, "bytes": size, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
         })
         .collect();
+    // With --jetstream the stream says which logs there are (the files are
+    // only the caches this replica has made): each with its messages.
+    #[cfg(feature = "jetstream")]
+    if let Some(f) = &server.shared.fleet {
+        let cached: std::collections::HashMap<String, serde_json::Value> = logs
+            .into_iter()
+            .filter_map(|l| Some((l["id"].as_str()?.to_string(), l)))
+            .collect();
+        let mut all = Vec::new();
+        for (id, messages) in f.logs().await.map_err(|e| {
+            let mut a = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", e);
+            a.retry_after = Some(std::time::Duration::from_secs(1));
+            a
+        })? {
+            let mut l = cached
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| json!({"id": id, "bytes": 0, "live": false, "live_bytes": 0}));
+            l["messages"] = json!(messages);
+            all.push(l);
+        }
+        logs = all;
+    }
     let body = json!({
         "logs": logs,
         "live_logs": live.len(),

@@ -169,6 +169,24 @@ impl Fleet {
         format!("{}.{}", self.prefix, id.replace('.', "="))
     }
 
+    /// Every log the stream holds, with its messages, by id.
+    pub(crate) async fn logs(&self) -> Result<Vec<(String, usize)>, String> {
+        use futures_util::TryStreamExt;
+        let mut info = self
+            .stream
+            .info_with_subjects(format!("{}.>", self.prefix))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        while let Some((subject, n)) = info.try_next().await.map_err(|e| e.to_string())? {
+            if let Some(id) = subject.strip_prefix(&format!("{}.", self.prefix)) {
+                out.push((id.replace('=', "."), n));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     fn fresh_id(&self) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         format!("wmreplay:{}:{n}", self.replica)
