@@ -193,6 +193,10 @@ impl Fleet {
     }
 }
 
+/// A cache more messages behind than this catches up through an ordered
+/// consumer; closer, one request a message.
+const STREAMED_FROM: u64 = 64;
+
 /// Message ids of the newest messages applied, with where each went.
 const REMEMBERED: usize = 4096;
 
@@ -336,6 +340,9 @@ impl JetStreamWriter {
             c.seq = 0;
             c.recent.clear();
         }
+        if last - c.seq > STREAMED_FROM {
+            self.stream_in(c, last).await?;
+        }
         while c.seq < last {
             let m = stream
                 .raw_message_builder()
@@ -352,6 +359,46 @@ impl JetStreamWriter {
             metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         self.synced.store(now_ms(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Applies the subject's messages after the cache's up to `last`
+    /// through an ordered consumer (one stream of messages, not a request
+    /// each): how a cache far behind, or rebuilt, catches up.
+    async fn stream_in(&self, c: &mut Cache, last: u64) -> io::Result<()> {
+        use async_nats::jetstream::consumer::{DeliverPolicy, pull::OrderedConfig};
+        use futures_util::StreamExt;
+        let consumer = self
+            .fleet
+            .stream
+            .create_consumer(OrderedConfig {
+                filter_subject: self.subject.clone(),
+                deliver_policy: DeliverPolicy::ByStartSequence {
+                    start_sequence: c.seq + 1,
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(unavailable)?;
+        let mut messages = consumer.messages().await.map_err(unavailable)?;
+        while c.seq < last {
+            let m = match tokio::time::timeout(self.fleet.timeout, messages.next()).await {
+                Ok(Some(Ok(m))) => m,
+                Ok(Some(Err(e))) => return Err(unavailable(e)),
+                Ok(None) | Err(_) => return Err(unavailable("the stream stopped sending")),
+            };
+            let seq = m.info().map_err(unavailable)?.stream_sequence;
+            if seq <= c.seq {
+                continue;
+            }
+            let id = m
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+                .map(|v| AsRef::<str>::as_ref(v).to_string());
+            self.apply(c, seq, id.as_deref(), m.payload.clone())?;
+            metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
+        }
         Ok(())
     }
 
