@@ -38,6 +38,9 @@ fn replica(dir: &Path, nats: &str, upstream: &str) -> Serving {
         "3",
         "--jetstream-timeout",
         "20",
+        // A retry waits for a dead replica's close at most this long.
+        "--upstream-timeout",
+        "10",
         "--upstream",
         upstream,
         "--cache",
@@ -55,12 +58,12 @@ fn replica(dir: &Path, nats: &str, upstream: &str) -> Serving {
 struct Acked {
     /// Record ids, by log.
     records: Vec<(usize, String)>,
-    /// Turn texts answered, by log.
-    turns: Vec<(usize, String)>,
+    /// Turns answered, by log: the user's text and the answer's.
+    turns: Vec<(usize, String, String)>,
 }
 
 /// Sends `body` to `path` on a live replica until one answers 200 (the
-/// same idempotency key every time), for at most 60 s.
+/// same idempotency key every time), for at most 60 s; the answer.
 async fn send(
     urls: &Mutex<Vec<String>>,
     path: &str,
@@ -68,7 +71,7 @@ async fn send(
     key: &str,
     ndjson: bool,
     pick: usize,
-) -> bool {
+) -> Option<Value> {
     let client = mock::client();
     let began = Instant::now();
     let mut attempt = pick;
@@ -94,11 +97,11 @@ async fn send(
             .send()
             .await;
         match r {
-            Ok(r) if r.status() == 200 => return true,
+            Ok(r) if r.status() == 200 => return r.json().await.ok(),
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
-    false
+    None
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -142,8 +145,9 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
                         c + n,
                     )
                     .await;
-                    if ok {
-                        acked.lock().unwrap().turns.push((log, text));
+                    if let Some(a) = ok {
+                        let answer = a["text"].as_str().unwrap_or_default().to_string();
+                        acked.lock().unwrap().turns.push((log, text, answer));
                     }
                 } else {
                     let ids: Vec<String> = (0..2).map(|i| format!("c{c}-n{n}-{i}")).collect();
@@ -160,7 +164,7 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
                         c + n,
                     )
                     .await;
-                    if ok {
+                    if ok.is_some() {
                         let mut a = acked.lock().unwrap();
                         a.records.extend(ids.into_iter().map(|id| (log, id)));
                     }
@@ -219,6 +223,7 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
     let stream = read_stream(&nodes, LOGS).await;
     let mut seen_ids: HashMap<String, usize> = HashMap::new();
     let mut answers: HashMap<String, usize> = HashMap::new();
+    let mut inputs: HashMap<String, usize> = HashMap::new();
     for log in 0..LOGS {
         let bytes = &stream[log];
         for d in &dirs {
@@ -243,6 +248,11 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
             let v: Value = serde_json::from_str(line).expect("whole JSON lines");
             if let Some(id) = v["id"].as_str() {
                 *seen_ids.entry(format!("{log}/{id}")).or_default() += 1;
+            }
+            if v["type"] == "text_input" {
+                *inputs
+                    .entry(format!("{log}/{}", v["text"].as_str().unwrap()))
+                    .or_default() += 1;
             }
             if v["type"] == "text_output" {
                 *answers
@@ -278,14 +288,27 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
             "record {id} of log-{log}"
         );
     }
-    for (log, text) in &acked.turns {
-        let answer = mock::answer_to(text);
+    let mut interrupted = 0;
+    for (log, text, answer) in &acked.turns {
+        // One input a turn, whichever replicas its retries went through.
+        assert_eq!(
+            inputs.get(&format!("{log}/{text}")),
+            Some(&1),
+            "the input of {text:?}, log-{log}"
+        );
+        if answer.is_empty() {
+            // Closed as interrupted: its first attempt died with a replica.
+            interrupted += 1;
+            continue;
+        }
+        assert_eq!(answer, &mock::answer_to(text), "the answer of {text:?}");
         assert_eq!(
             answers.get(&format!("{log}/{answer}")),
             Some(&1),
             "turn {text:?} of log-{log}"
         );
     }
+    eprintln!("{interrupted} acknowledged turns were closed as interrupted");
     for r in replicas {
         r.stop();
     }

@@ -41,7 +41,7 @@ use tokio::sync::oneshot;
 
 pub(crate) use input::{Input, parse_input};
 use keys::{Plan, finish_key, plan_for, wait_for};
-use run::{close_turn, run_turn};
+use run::{close_from_elsewhere, close_turn, run_turn};
 
 use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot_of, stats_json};
 use crate::server::app::{AppState, Claim};
@@ -152,11 +152,15 @@ async fn run_owned(
     };
     let (mut snap, before) = match begin(&state, &input, retry).await {
         Ok(Begun::Replayed(snap, offset)) => (*snap, offset),
-        // Another replica wrote this key's input: its outcome, or the turn
-        // closed as interrupted (as a crashed attempt is).
+        // Another replica wrote this key's input: its close (waited for
+        // while that attempt may still run), or the turn closed as
+        // interrupted (as a crashed attempt is).
         Ok(Begun::Elsewhere) => {
             drop(permit);
-            let outcome = close_turn(&state, &input).await;
+            let outcome = match close_from_elsewhere(&state, &input).await {
+                Some(v) => Ok(v),
+                None => close_turn(&state, &input).await,
+            };
             finish_key(&state, key.as_deref(), claim, &outcome).await;
             let _ = reply.send(outcome.map(|v| answered(v, input.stream, true)));
             return;

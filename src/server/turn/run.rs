@@ -345,18 +345,54 @@ async fn append_close(
         w.append(vec![line]).await?;
         return Ok(None);
     };
-    let named = w
-        .append_named(vec![line], format!("turn:{key}:output"))
-        .await?;
+    let named = w.append_named(vec![line], output_name(key)).await?;
     if !named.existed {
         return Ok(None);
     }
-    let a = named.appended[0];
+    answer_of_close(w, named.appended[0]).map(Some)
+}
+
+/// The message name of a keyed turn's close in a log kept in a stream.
+pub(super) fn output_name(key: &str) -> String {
+    format!("turn:{key}:output")
+}
+
+/// The answer a client gets for the `text_output` at `a` (written by
+/// another replica: its usage is that replica's to report).
+pub(super) fn answer_of_close(
+    w: &dyn crate::server::writer::LogWriter,
+    a: crate::server::writer::Appended,
+) -> std::io::Result<Value> {
     let record: Value = serde_json::from_slice(&w.read_back(a.offset, a.len)?).unwrap_or_default();
-    Ok(Some(json!({
+    Ok(json!({
         "text": record.get("text").cloned().unwrap_or(Value::Null),
         "stop_reason": record.get("stop_reason").cloned().unwrap_or(Value::Null),
         "usage": {},
         "stats": Value::Null,
-    })))
+    }))
+}
+
+/// For a keyed turn whose input another replica wrote: that replica's
+/// close, waited for while its attempt may still be running (up to the
+/// upstream timeout, at most a minute); `None` if none came.
+pub(super) async fn close_from_elsewhere(state: &Arc<AppState>, input: &Input) -> Option<Value> {
+    let key = input.key.as_deref()?;
+    let w = state.writer().ok()?;
+    let wait = state
+        .upstream
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |u| u.timeout)
+        .min(std::time::Duration::from_secs(60));
+    let until = tokio::time::Instant::now() + wait;
+    loop {
+        if let Ok(Some(a)) = w.find_named(&output_name(key)).await
+            && let Some(first) = a.first()
+        {
+            return answer_of_close(w, *first).ok();
+        }
+        if tokio::time::Instant::now() >= until {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
 }

@@ -184,12 +184,14 @@ pub(crate) fn continuation(provider: Provider, answer: &Answer, results: &[ToolR
     };
     match provider {
         Provider::Anthropic => {
-            // The model's blocks as it sent them; an empty text block is
-            // refused by the API, so it is left out.
+            // The model's blocks as it sent them; a text block empty or of
+            // whitespace only is refused by the API, so it is left out.
             let blocks: Vec<&Value> = answer
                 .blocks
                 .iter()
-                .filter(|b| !(b["type"] == "text" && b["text"].as_str().is_none_or(str::is_empty)))
+                .filter(|b| {
+                    !(b["type"] == "text" && b["text"].as_str().is_none_or(|t| t.trim().is_empty()))
+                })
                 .collect();
             push(json!({"role": "assistant", "content": blocks}));
             let results: Vec<Value> = answer

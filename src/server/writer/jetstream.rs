@@ -151,7 +151,7 @@ impl Fleet {
                 Err(e) => return Err(format!("cannot open the stream {}: {e}", cfg.stream)),
             }
         };
-        let replica = format!("{:x}-{}", now_ms(), std::process::id());
+        let replica = replica_name()?;
         Ok(Arc::new(Fleet {
             stream,
             js,
@@ -187,10 +187,21 @@ impl Fleet {
         Ok(out)
     }
 
-    fn fresh_id(&self) -> String {
+    fn fresh_id(&self, subject: &str) -> String {
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("wmreplay:{}:{n}", self.replica)
+        format!("wmreplay:{subject}:batch:{}:{n}", self.replica)
     }
+}
+
+/// 128 random bits, hex: this process's name in message ids (a pid and a
+/// clock may repeat across containers).
+fn replica_name() -> Result<String, String> {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// A cache more messages behind than this catches up through an ordered
@@ -211,6 +222,78 @@ struct Cache {
     last_ts: u64,
     /// `(msg id, offset, payload)` of the newest messages with an id.
     recent: VecDeque<(String, u64, bytes::Bytes)>,
+    /// `DIR/{id}.log.jsidx`: for each message applied, its stream sequence
+    /// and offset (16 bytes, little-endian), so a message is found by its
+    /// sequence (a duplicate ack names only that).
+    index: std::fs::File,
+    /// Entries in `index`.
+    entries: u64,
+}
+
+/// Bytes of an index entry.
+const ENTRY: u64 = 16;
+
+impl Cache {
+    fn entry(&self, i: u64) -> io::Result<(u64, u64)> {
+        let mut b = [0u8; ENTRY as usize];
+        self.index.read_exact_at(&mut b, i * ENTRY)?;
+        let n = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
+        Ok((n(0..8), n(8..16)))
+    }
+
+    /// The offset and bytes of the message of sequence `seq`, if applied.
+    fn message(&self, seq: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
+        let (mut lo, mut hi) = (0, self.entries);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (s, off) = self.entry(mid)?;
+            if s == seq {
+                let end = if mid + 1 < self.entries {
+                    self.entry(mid + 1)?.1
+                } else {
+                    self.len
+                };
+                let mut buf = vec![0u8; (end - off) as usize];
+                self.file.read_exact_at(&mut buf, off)?;
+                return Ok(Some((off, buf)));
+            }
+            if s < seq {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Empties the cache (to be rebuilt from the stream).
+    fn reset(&mut self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        self.index.set_len(0)?;
+        self.len = 0;
+        self.seq = 0;
+        self.entries = 0;
+        self.recent.clear();
+        Ok(())
+    }
+}
+
+/// Where the lines of a message at `offset` went.
+fn appended_in(offset: u64, payload: &[u8]) -> Vec<Appended> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    for line in payload.split_inclusive(|b| *b == b'\n') {
+        let ts = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get("ts_ms").and_then(serde_json::Value::as_u64));
+        out.push(Appended {
+            ts_ms: ts,
+            offset: offset + at as u64,
+            len: line.len() as u64,
+        });
+        at += line.len();
+    }
+    out
 }
 
 /// The writer of one log kept in a JetStream subject.
@@ -236,13 +319,30 @@ impl JetStreamWriter {
     }
 
     fn seq_path(&self) -> PathBuf {
+        self.beside(".jsseq")
+    }
+
+    fn beside(&self, suffix: &str) -> PathBuf {
         let mut p = self.path.clone().into_os_string();
-        p.push(".jsseq");
+        p.push(suffix);
         PathBuf::from(p)
     }
 
     /// The cache as its sidecar says, cut back or rebuilt as needed.
     fn open_cache(&self) -> io::Result<Cache> {
+        // A log file from before --jetstream (no sidecar) is not a cache:
+        // it is moved aside, never cut.
+        if !self.seq_path().exists()
+            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.len() > 0)
+        {
+            let aside = self.beside(".before-jetstream");
+            std::fs::rename(&self.path, &aside)?;
+            tracing::warn!(
+                log = %self.path.display(),
+                moved_to = %aside.display(),
+                "a log without a JetStream sidecar was moved aside; the stream is the log now"
+            );
+        }
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -263,15 +363,40 @@ impl JetStreamWriter {
         if on_disk != len {
             file.set_len(len)?;
         }
+        let index = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.beside(".jsidx"))?;
         let last_ts = crate::append::last_ts_ms(&file, len)?
             .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
-        Ok(Cache {
+        let entries = index.metadata()?.len() / ENTRY;
+        let mut c = Cache {
             file,
             len,
             seq,
             last_ts,
             recent: VecDeque::new(),
-        })
+            index,
+            entries,
+        };
+        // Entries past what the sidecar says were applied are cut; an index
+        // that does not end at the sidecar's sequence is not trusted.
+        while c.entries > 0 && c.entry(c.entries - 1)?.1 >= c.len {
+            c.entries -= 1;
+        }
+        c.index.set_len(c.entries * ENTRY)?;
+        let consistent = match c.entries {
+            0 => c.seq == 0,
+            n => c.entry(n - 1)?.0 == c.seq,
+        };
+        if !consistent {
+            tracing::warn!(log = %self.path.display(), "the cache's index does not match its sidecar; rebuilding it");
+            c.reset()?;
+        }
+        Ok(c)
     }
 
     fn save_seq(&self, c: &Cache) -> io::Result<()> {
@@ -309,6 +434,11 @@ impl JetStreamWriter {
             payload = bytes::Bytes::from(v);
         }
         c.file.write_all_at(&payload, offset)?;
+        let mut entry = [0u8; ENTRY as usize];
+        entry[..8].copy_from_slice(&sequence.to_le_bytes());
+        entry[8..].copy_from_slice(&offset.to_le_bytes());
+        c.index.write_all_at(&entry, c.entries * ENTRY)?;
+        c.entries += 1;
         c.len += payload.len() as u64;
         c.seq = sequence;
         if let Some(ts) = crate::append::last_ts_ms(&c.file, c.len)? {
@@ -335,10 +465,7 @@ impl JetStreamWriter {
             // The subject lost messages the cache holds (the stream was
             // purged or made anew): the cache is rebuilt.
             tracing::warn!(subject = %self.subject, cached = c.seq, last, "the stream is behind the cache; rebuilding it");
-            c.file.set_len(0)?;
-            c.len = 0;
-            c.seq = 0;
-            c.recent.clear();
+            c.reset()?;
         }
         if last - c.seq > STREAMED_FROM {
             self.stream_in(c, last).await?;
@@ -402,23 +529,11 @@ impl JetStreamWriter {
         Ok(())
     }
 
-    /// Where the message with id `id` went, if the cache holds it.
-    fn found(c: &Cache, id: &str) -> Option<Vec<Appended>> {
+    /// Where the message with id `id` went, and its bytes, if the cache
+    /// remembers it.
+    fn found(c: &Cache, id: &str) -> Option<(u64, bytes::Bytes)> {
         let (_, offset, payload) = c.recent.iter().rev().find(|(i, _, _)| i == id)?;
-        let mut out = Vec::new();
-        let mut at = 0usize;
-        for line in payload.split_inclusive(|b| *b == b'\n') {
-            let ts = serde_json::from_slice::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v.get("ts_ms").and_then(serde_json::Value::as_u64));
-            out.push(Appended {
-                ts_ms: ts,
-                offset: offset + at as u64,
-                len: line.len() as u64,
-            });
-            at += line.len();
-        }
-        Some(out)
+        Some((*offset, payload.clone()))
     }
 
     /// Publishes `lines` as one message after the cache's last one,
@@ -435,9 +550,11 @@ impl JetStreamWriter {
         let c = g.as_mut().expect("the cache is open");
         let deadline = tokio::time::Instant::now() + self.fleet.timeout;
         let mut pause = Duration::from_millis(20);
-        // Whether this call has sent its message (so one found under its
-        // id may be its own, its ack lost).
-        let mut sent_once = false;
+        // The messages this call sent (one found under its id is its own
+        // when it is one of them: its ack was lost), and the sequence a
+        // duplicate ack named.
+        let mut sent: Vec<bytes::Bytes> = Vec::new();
+        let mut landed: Option<u64> = None;
         loop {
             let caught = self.catch_up(c).await;
             if let Err(e) = caught {
@@ -448,11 +565,21 @@ impl JetStreamWriter {
                 pause = (pause * 2).min(Duration::from_millis(500));
                 continue;
             }
-            if let Some(done) = Self::found(c, &id) {
+            let there = match (Self::found(c, &id), landed) {
+                (Some((off, bytes)), _) => Some((off, bytes.to_vec())),
+                (None, Some(seq)) if seq <= c.seq => c.message(seq)?,
+                _ => None,
+            };
+            if let Some((off, bytes)) = there {
                 return Ok(Ok(Named {
-                    appended: done,
-                    existed: !sent_once,
+                    existed: !sent.iter().any(|p| p[..] == bytes[..]),
+                    appended: appended_in(off, &bytes),
                 }));
+            }
+            if landed.is_some_and(|seq| seq <= c.seq) {
+                return Err(unavailable(
+                    "the stream says this batch was written, at a sequence this cache does not hold",
+                ));
             }
             if let Some(g) = guard
                 && let Some(at) = crate::append::guard_broken(&c.file, c.len, g)?
@@ -480,7 +607,7 @@ impl JetStreamWriter {
             );
             let payload = bytes::Bytes::from(buf);
             let began = std::time::Instant::now();
-            sent_once = true;
+            sent.push(payload.clone());
             let sent = match self
                 .fleet
                 .js
@@ -510,12 +637,19 @@ impl JetStreamWriter {
                         existed: false,
                     }));
                 }
-                // Landed before (a retried publish): caught up next round.
-                Ok(_) => continue,
+                // A message of this id landed before (this call's, its ack
+                // lost, or an earlier request's): found next round, by its
+                // sequence once caught up.
+                Ok(ack) => landed = Some(ack.sequence),
                 Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
                     self.fleet.conflicts.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("wmreplay_jetstream_conflicts_total").increment(1);
                     tracing::debug!(subject = %self.subject, "another replica wrote first; catching up");
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(unavailable(
+                            "other replicas kept writing this log first until the deadline",
+                        ));
+                    }
                 }
                 Err(e) if e.kind() == PublishErrorKind::MaxPayloadExceeded => {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()));
@@ -541,8 +675,8 @@ impl LogWriter for JetStreamWriter {
     ) -> BoxFuture<'_, io::Result<Vec<Appended>>> {
         Box::pin(async move {
             let id = match &key {
-                Some(k) => format!("wmreplay:{}:{}", self.subject, k.key),
-                None => self.fleet.fresh_id(),
+                Some(k) => format!("wmreplay:{}:key:{}", self.subject, k.key),
+                None => self.fleet.fresh_id(&self.subject),
             };
             match self.publish(&lines, id, None).await? {
                 Ok(n) => Ok(n.appended),
@@ -557,7 +691,7 @@ impl LogWriter for JetStreamWriter {
         guard: Guard,
     ) -> BoxFuture<'_, io::Result<Result<Vec<Appended>, u64>>> {
         Box::pin(async move {
-            let id = self.fleet.fresh_id();
+            let id = self.fleet.fresh_id(&self.subject);
             Ok(self
                 .publish(&lines, id, Some(&guard))
                 .await?
@@ -603,7 +737,7 @@ impl LogWriter for JetStreamWriter {
 
     fn append_named(&self, lines: Vec<Line>, id: String) -> BoxFuture<'_, io::Result<Named>> {
         Box::pin(async move {
-            let id = format!("wmreplay:{}:{id}", self.subject);
+            let id = format!("wmreplay:{}:name:{id}", self.subject);
             match self.publish(&lines, id, None).await? {
                 Ok(n) => Ok(n),
                 Err(_) => unreachable!("no guard, never broken"),
@@ -612,12 +746,12 @@ impl LogWriter for JetStreamWriter {
     }
 
     fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Vec<Appended>>>> {
-        let id = format!("wmreplay:{}:{id}", self.subject);
+        let id = format!("wmreplay:{}:name:{id}", self.subject);
         Box::pin(async move {
             let mut g = self.cache().await?;
             let c = g.as_mut().expect("the cache is open");
             JetStreamWriter::catch_up(self, c).await?;
-            Ok(Self::found(c, &id))
+            Ok(Self::found(c, &id).map(|(off, bytes)| appended_in(off, &bytes)))
         })
     }
 
