@@ -22,10 +22,12 @@
 //!   after the bytes, so a cache cut short by a crash is cut back to what
 //!   the sidecar says (and one that is shorter, or without a sidecar, is
 //!   rebuilt from the stream). A message that does not end with `\n` (not
-//!   written by wmreplay) gets one, the same on every replica.
+//!   written by wmreplay) gets one, the same on every replica. The cache
+//!   and its sidecar and index are `cache.rs`.
 
-use std::collections::VecDeque;
-use std::io::{self, Write};
+mod cache;
+
+use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +41,7 @@ use futures_util::future::BoxFuture;
 use super::line::render;
 use super::{Appended, BatchKey, Durable, Guard, Line, LogIdentity, LogWriter, Named};
 use crate::append::now_ms;
+use cache::{Cache, appended_in};
 
 /// How to reach the stream (`--jetstream` and its companions).
 #[derive(Debug, Clone, PartialEq)]
@@ -208,94 +211,6 @@ fn replica_name() -> Result<String, String> {
 /// consumer; closer, one request a message.
 const STREAMED_FROM: u64 = 64;
 
-/// Message ids of the newest messages applied, with where each went.
-const REMEMBERED: usize = 4096;
-
-/// The local copy of one subject.
-struct Cache {
-    file: std::fs::File,
-    /// Bytes applied (the file may be longer only after a crash).
-    len: u64,
-    /// Stream sequence of the last message applied (0: none).
-    seq: u64,
-    /// The newest `ts_ms` written, so the clock never goes back.
-    last_ts: u64,
-    /// `(msg id, offset, payload)` of the newest messages with an id.
-    recent: VecDeque<(String, u64, bytes::Bytes)>,
-    /// `DIR/{id}.log.jsidx`: for each message applied, its stream sequence
-    /// and offset (16 bytes, little-endian), so a message is found by its
-    /// sequence (a duplicate ack names only that).
-    index: std::fs::File,
-    /// Entries in `index`.
-    entries: u64,
-}
-
-/// Bytes of an index entry.
-const ENTRY: u64 = 16;
-
-impl Cache {
-    fn entry(&self, i: u64) -> io::Result<(u64, u64)> {
-        let mut b = [0u8; ENTRY as usize];
-        self.index.read_exact_at(&mut b, i * ENTRY)?;
-        let n = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
-        Ok((n(0..8), n(8..16)))
-    }
-
-    /// The offset and bytes of the message of sequence `seq`, if applied.
-    fn message(&self, seq: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
-        let (mut lo, mut hi) = (0, self.entries);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let (s, off) = self.entry(mid)?;
-            if s == seq {
-                let end = if mid + 1 < self.entries {
-                    self.entry(mid + 1)?.1
-                } else {
-                    self.len
-                };
-                let mut buf = vec![0u8; (end - off) as usize];
-                self.file.read_exact_at(&mut buf, off)?;
-                return Ok(Some((off, buf)));
-            }
-            if s < seq {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(None)
-    }
-
-    /// Empties the cache (to be rebuilt from the stream).
-    fn reset(&mut self) -> io::Result<()> {
-        self.file.set_len(0)?;
-        self.index.set_len(0)?;
-        self.len = 0;
-        self.seq = 0;
-        self.entries = 0;
-        self.recent.clear();
-        Ok(())
-    }
-}
-
-/// Where the lines of a message at `offset` went.
-fn appended_in(offset: u64, payload: &[u8]) -> Vec<Appended> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    for line in payload.split_inclusive(|b| *b == b'\n') {
-        let ts = serde_json::from_slice::<serde_json::Value>(line)
-            .ok()
-            .and_then(|v| v.get("ts_ms").and_then(serde_json::Value::as_u64));
-        out.push(Appended {
-            ts_ms: ts,
-            offset: offset + at as u64,
-            len: line.len() as u64,
-        });
-        at += line.len();
-    }
-    out
-}
-
 /// The writer of one log kept in a JetStream subject.
 pub(crate) struct JetStreamWriter {
     fleet: Arc<Fleet>,
@@ -318,139 +233,12 @@ impl JetStreamWriter {
         }
     }
 
-    fn seq_path(&self) -> PathBuf {
-        self.beside(".jsseq")
-    }
-
-    fn beside(&self, suffix: &str) -> PathBuf {
-        let mut p = self.path.clone().into_os_string();
-        p.push(suffix);
-        PathBuf::from(p)
-    }
-
-    /// The cache as its sidecar says, cut back or rebuilt as needed.
-    fn open_cache(&self) -> io::Result<Cache> {
-        // A log file from before --jetstream (no sidecar) is not a cache:
-        // it is moved aside, never cut.
-        if !self.seq_path().exists()
-            && std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.len() > 0)
-        {
-            let aside = self.beside(".before-jetstream");
-            std::fs::rename(&self.path, &aside)?;
-            tracing::warn!(
-                log = %self.path.display(),
-                moved_to = %aside.display(),
-                "a log without a JetStream sidecar was moved aside; the stream is the log now"
-            );
-        }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)?;
-        let on_disk = file.metadata()?.len();
-        let kept = std::fs::read_to_string(self.seq_path()).ok().and_then(|s| {
-            let mut it = s.split_whitespace().map(str::parse::<u64>);
-            Some((it.next()?.ok()?, it.next()?.ok()?))
-        });
-        let (seq, len) = match kept {
-            Some((seq, len)) if len <= on_disk => (seq, len),
-            // No sidecar, or bytes missing: rebuilt from the stream.
-            _ => (0, 0),
-        };
-        if on_disk != len {
-            file.set_len(len)?;
-        }
-        let index = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.beside(".jsidx"))?;
-        let last_ts = crate::append::last_ts_ms(&file, len)?
-            .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
-        let entries = index.metadata()?.len() / ENTRY;
-        let mut c = Cache {
-            file,
-            len,
-            seq,
-            last_ts,
-            recent: VecDeque::new(),
-            index,
-            entries,
-        };
-        // Entries past what the sidecar says were applied are cut; an index
-        // that does not end at the sidecar's sequence is not trusted.
-        while c.entries > 0 && c.entry(c.entries - 1)?.1 >= c.len {
-            c.entries -= 1;
-        }
-        c.index.set_len(c.entries * ENTRY)?;
-        let consistent = match c.entries {
-            0 => c.seq == 0,
-            n => c.entry(n - 1)?.0 == c.seq,
-        };
-        if !consistent {
-            tracing::warn!(log = %self.path.display(), "the cache's index does not match its sidecar; rebuilding it");
-            c.reset()?;
-        }
-        Ok(c)
-    }
-
-    fn save_seq(&self, c: &Cache) -> io::Result<()> {
-        // One short write of a fixed width: never torn.
-        let text = format!("{:>20} {:>20}\n", c.seq, c.len);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.seq_path())?;
-        f.write_all(text.as_bytes())
-    }
-
     async fn cache(&self) -> io::Result<tokio::sync::MutexGuard<'_, Option<Cache>>> {
         let mut g = self.cache.lock().await;
         if g.is_none() {
-            *g = Some(self.open_cache()?);
+            *g = Some(Cache::open(&self.path)?);
         }
         Ok(g)
-    }
-
-    /// Applies one message at the cache's end.
-    fn apply(
-        &self,
-        c: &mut Cache,
-        sequence: u64,
-        id: Option<&str>,
-        mut payload: bytes::Bytes,
-    ) -> io::Result<()> {
-        let offset = c.len;
-        if payload.last().is_some_and(|b| *b != b'\n') {
-            let mut v = payload.to_vec();
-            v.push(b'\n');
-            payload = bytes::Bytes::from(v);
-        }
-        c.file.write_all_at(&payload, offset)?;
-        let mut entry = [0u8; ENTRY as usize];
-        entry[..8].copy_from_slice(&sequence.to_le_bytes());
-        entry[8..].copy_from_slice(&offset.to_le_bytes());
-        c.index.write_all_at(&entry, c.entries * ENTRY)?;
-        c.entries += 1;
-        c.len += payload.len() as u64;
-        c.seq = sequence;
-        if let Some(ts) = crate::append::last_ts_ms(&c.file, c.len)? {
-            c.last_ts = c.last_ts.max(ts.ceil().min(u64::MAX as f64) as u64);
-        }
-        if let Some(id) = id {
-            if c.recent.len() >= REMEMBERED {
-                c.recent.pop_front();
-            }
-            c.recent.push_back((id.to_string(), offset, payload));
-        }
-        self.save_seq(c)
     }
 
     /// Brings the cache up to the subject's last message.
@@ -482,7 +270,7 @@ impl JetStreamWriter {
                 return Err(unavailable("the stream answered an old message"));
             }
             let id = m.headers.get(async_nats::header::NATS_MESSAGE_ID);
-            self.apply(c, m.sequence, id.map(AsRef::<str>::as_ref), m.payload)?;
+            c.apply(m.sequence, id.map(AsRef::<str>::as_ref), m.payload)?;
             metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         self.synced.store(now_ms(), Ordering::Relaxed);
@@ -523,17 +311,10 @@ impl JetStreamWriter {
                 .as_ref()
                 .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
                 .map(|v| AsRef::<str>::as_ref(v).to_string());
-            self.apply(c, seq, id.as_deref(), m.payload.clone())?;
+            c.apply(seq, id.as_deref(), m.payload.clone())?;
             metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         Ok(())
-    }
-
-    /// Where the message with id `id` went, and its bytes, if the cache
-    /// remembers it.
-    fn found(c: &Cache, id: &str) -> Option<(u64, bytes::Bytes)> {
-        let (_, offset, payload) = c.recent.iter().rev().find(|(i, _, _)| i == id)?;
-        Some((*offset, payload.clone()))
     }
 
     /// Publishes `lines` as one message after the cache's last one,
@@ -565,7 +346,7 @@ impl JetStreamWriter {
                 pause = (pause * 2).min(Duration::from_millis(500));
                 continue;
             }
-            let there = match (Self::found(c, &id), landed) {
+            let there = match (c.found(&id), landed) {
                 (Some((off, bytes)), _) => Some((off, bytes.to_vec())),
                 (None, Some(seq)) if seq <= c.seq => c.message(seq)?,
                 _ => None,
@@ -624,7 +405,7 @@ impl JetStreamWriter {
                     metrics::counter!("wmreplay_records_written_total")
                         .increment(lines.len() as u64);
                     let offset = c.len;
-                    self.apply(c, ack.sequence, Some(&id), payload)?;
+                    c.apply(ack.sequence, Some(&id), payload)?;
                     c.last_ts = c.last_ts.max(ts);
                     return Ok(Ok(Named {
                         appended: appended
@@ -751,7 +532,7 @@ impl LogWriter for JetStreamWriter {
             let mut g = self.cache().await?;
             let c = g.as_mut().expect("the cache is open");
             JetStreamWriter::catch_up(self, c).await?;
-            Ok(Self::found(c, &id).map(|(off, bytes)| appended_in(off, &bytes)))
+            Ok(c.found(&id).map(|(off, bytes)| appended_in(off, &bytes)))
         })
     }
 

@@ -1,0 +1,237 @@
+//! The local cache of one subject: the log's bytes in sequence order, the
+//! sidecar (`.jsseq`: the sequence and length applied, written after the
+//! bytes) and the index (`.jsidx`: each message's sequence and offset).
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use super::super::Appended;
+
+/// `path` with `suffix` appended to its name.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// Message ids of the newest messages applied, with where each went.
+const REMEMBERED: usize = 4096;
+
+/// The local copy of one subject.
+pub(super) struct Cache {
+    /// The log file (the sidecar and the index are beside it).
+    path: PathBuf,
+    pub(super) file: std::fs::File,
+    /// Bytes applied (the file may be longer only after a crash).
+    pub(super) len: u64,
+    /// Stream sequence of the last message applied (0: none).
+    pub(super) seq: u64,
+    /// The newest `ts_ms` written, so the clock never goes back.
+    pub(super) last_ts: u64,
+    /// `(msg id, offset, payload)` of the newest messages with an id.
+    recent: VecDeque<(String, u64, bytes::Bytes)>,
+    /// `DIR/{id}.log.jsidx`: for each message applied, its stream sequence
+    /// and offset (16 bytes, little-endian), so a message is found by its
+    /// sequence (a duplicate ack names only that).
+    index: std::fs::File,
+    /// Entries in `index`.
+    entries: u64,
+}
+
+/// Bytes of an index entry.
+const ENTRY: u64 = 16;
+
+impl Cache {
+    fn entry(&self, i: u64) -> io::Result<(u64, u64)> {
+        let mut b = [0u8; ENTRY as usize];
+        self.index.read_exact_at(&mut b, i * ENTRY)?;
+        let n = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
+        Ok((n(0..8), n(8..16)))
+    }
+
+    /// The offset and bytes of the message of sequence `seq`, if applied.
+    pub(super) fn message(&self, seq: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
+        let (mut lo, mut hi) = (0, self.entries);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let (s, off) = self.entry(mid)?;
+            if s == seq {
+                let end = if mid + 1 < self.entries {
+                    self.entry(mid + 1)?.1
+                } else {
+                    self.len
+                };
+                let mut buf = vec![0u8; (end - off) as usize];
+                self.file.read_exact_at(&mut buf, off)?;
+                return Ok(Some((off, buf)));
+            }
+            if s < seq {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(None)
+    }
+
+    /// Empties the cache (to be rebuilt from the stream).
+    pub(super) fn reset(&mut self) -> io::Result<()> {
+        self.file.set_len(0)?;
+        self.index.set_len(0)?;
+        self.len = 0;
+        self.seq = 0;
+        self.entries = 0;
+        self.recent.clear();
+        Ok(())
+    }
+}
+
+/// Where the lines of a message at `offset` went.
+pub(super) fn appended_in(offset: u64, payload: &[u8]) -> Vec<Appended> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    for line in payload.split_inclusive(|b| *b == b'\n') {
+        let ts = serde_json::from_slice::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get("ts_ms").and_then(serde_json::Value::as_u64));
+        out.push(Appended {
+            ts_ms: ts,
+            offset: offset + at as u64,
+            len: line.len() as u64,
+        });
+        at += line.len();
+    }
+    out
+}
+
+impl Cache {
+    fn seq_path(&self) -> PathBuf {
+        beside(&self.path, ".jsseq")
+    }
+
+    /// The cache of the log at `path`, as its sidecar says, cut back or
+    /// rebuilt as needed.
+    pub(super) fn open(path: &Path) -> io::Result<Cache> {
+        let seq_path = beside(path, ".jsseq");
+        // A log file from before --jetstream (no sidecar) is not a cache:
+        // it is moved aside, never cut.
+        if !seq_path.exists() && std::fs::symlink_metadata(path).is_ok_and(|m| m.len() > 0) {
+            let aside = beside(path, ".before-jetstream");
+            std::fs::rename(path, &aside)?;
+            tracing::warn!(
+                log = %path.display(),
+                moved_to = %aside.display(),
+                "a log without a JetStream sidecar was moved aside; the stream is the log now"
+            );
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
+        let on_disk = file.metadata()?.len();
+        let kept = std::fs::read_to_string(&seq_path).ok().and_then(|s| {
+            let mut it = s.split_whitespace().map(str::parse::<u64>);
+            Some((it.next()?.ok()?, it.next()?.ok()?))
+        });
+        let (seq, len) = match kept {
+            Some((seq, len)) if len <= on_disk => (seq, len),
+            // No sidecar, or bytes missing: rebuilt from the stream.
+            _ => (0, 0),
+        };
+        if on_disk != len {
+            file.set_len(len)?;
+        }
+        let index = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(beside(path, ".jsidx"))?;
+        let last_ts = crate::append::last_ts_ms(&file, len)?
+            .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
+        let entries = index.metadata()?.len() / ENTRY;
+        let mut c = Cache {
+            path: path.to_path_buf(),
+            file,
+            len,
+            seq,
+            last_ts,
+            recent: VecDeque::new(),
+            index,
+            entries,
+        };
+        // Entries past what the sidecar says were applied are cut; an index
+        // that does not end at the sidecar's sequence is not trusted.
+        while c.entries > 0 && c.entry(c.entries - 1)?.1 >= c.len {
+            c.entries -= 1;
+        }
+        c.index.set_len(c.entries * ENTRY)?;
+        let consistent = match c.entries {
+            0 => c.seq == 0,
+            n => c.entry(n - 1)?.0 == c.seq,
+        };
+        if !consistent {
+            tracing::warn!(log = %path.display(), "the cache's index does not match its sidecar; rebuilding it");
+            c.reset()?;
+        }
+        Ok(c)
+    }
+
+    fn save_seq(&self) -> io::Result<()> {
+        // One short write of a fixed width: never torn.
+        let text = format!("{:>20} {:>20}\n", self.seq, self.len);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.seq_path())?;
+        f.write_all(text.as_bytes())
+    }
+
+    /// Applies one message at the cache's end.
+    pub(super) fn apply(
+        &mut self,
+        sequence: u64,
+        id: Option<&str>,
+        mut payload: bytes::Bytes,
+    ) -> io::Result<()> {
+        let offset = self.len;
+        if payload.last().is_some_and(|b| *b != b'\n') {
+            let mut v = payload.to_vec();
+            v.push(b'\n');
+            payload = bytes::Bytes::from(v);
+        }
+        self.file.write_all_at(&payload, offset)?;
+        let mut entry = [0u8; ENTRY as usize];
+        entry[..8].copy_from_slice(&sequence.to_le_bytes());
+        entry[8..].copy_from_slice(&offset.to_le_bytes());
+        self.index.write_all_at(&entry, self.entries * ENTRY)?;
+        self.entries += 1;
+        self.len += payload.len() as u64;
+        self.seq = sequence;
+        if let Some(ts) = crate::append::last_ts_ms(&self.file, self.len)? {
+            self.last_ts = self.last_ts.max(ts.ceil().min(u64::MAX as f64) as u64);
+        }
+        if let Some(id) = id {
+            if self.recent.len() >= REMEMBERED {
+                self.recent.pop_front();
+            }
+            self.recent.push_back((id.to_string(), offset, payload));
+        }
+        self.save_seq()
+    }
+
+    /// Where the message with id `id` went, and its bytes, if the cache
+    /// remembers it.
+    pub(super) fn found(&self, id: &str) -> Option<(u64, bytes::Bytes)> {
+        let (_, offset, payload) = self.recent.iter().rev().find(|(i, _, _)| i == id)?;
+        Some((*offset, payload.clone()))
+    }
+}
