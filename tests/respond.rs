@@ -609,7 +609,16 @@ async fn a_writer_that_ignores_the_lock_never_splits_an_acknowledged_turn() {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(i * 5)).await;
-            post(&url, json!({ "text": format!("turn {i}") }).to_string()).await
+            // A saturated server answers 503 with retry-after (nothing is
+            // appended); a client tries again, as this one does.
+            for _ in 0..100 {
+                let r = post(&url, json!({ "text": format!("turn {i}") }).to_string()).await;
+                if r.0 != 503 {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            panic!("still busy after 100 tries")
         }));
     }
     for t in tasks {
