@@ -34,6 +34,7 @@ if [ -z "${BIN:-}" ]; then
 fi
 DIR=$(mktemp -d)
 NATS_PIDS=()
+SERVER=""
 trap 'kill $SERVER "${NATS_PIDS[@]}" 2>/dev/null || true; rm -rf "$DIR"' EXIT
 $BIN gen "$DIR/seed.log" --size "$SIZE" --seed 1
 FSYNC=()
@@ -45,9 +46,12 @@ if [ "$JS" = 1 ]; then
   URLS=""
   for n in 0 1 2; do
     P=$((4300 + n)); R=$((6300 + n))
-    ROUTES=$(for m in 0 1 2; do [ $m != $n ] && printf 'nats://127.0.0.1:%d,' $((6300 + m)); done)
+    ROUTES=""
+    for m in 0 1 2; do
+      if [ $m != $n ]; then ROUTES="$ROUTES,nats://127.0.0.1:$((6300 + m))"; fi
+    done
     $NATS -js -a 127.0.0.1 -p $P -sd "$DIR/nats-$n" -n "n$n" --cluster_name load \
-      --cluster "nats://127.0.0.1:$R" --routes "${ROUTES%,}" >/dev/null 2>&1 &
+      --cluster "nats://127.0.0.1:$R" --routes "${ROUTES#,}" >/dev/null 2>&1 &
     NATS_PIDS+=($!)
     URLS="$URLS,nats://127.0.0.1:$P"
   done

@@ -8,8 +8,11 @@
 //!   than the server's `max_payload` is refused.
 //! - **Writes serialize across replicas**: each is published with
 //!   `Nats-Expected-Last-Subject-Sequence`, the sequence of the last message
-//!   the cache holds. On a conflict (another replica wrote) the writer
-//!   catches up and publishes again, restamped. It is acknowledged only
+//!   the cache holds (a cache synced before publishes without asking the
+//!   stream first). On a conflict (another replica wrote) the writer
+//!   catches up and publishes again, restamped. Nothing is published while
+//!   the client is disconnected (it would be sent on reconnecting, after
+//!   the write was answered 503). It is acknowledged only
 //!   after JetStream's publish ack (the stream's replicas hold it).
 //! - **Never twice**: every publish carries a `Nats-Msg-Id` (derived from
 //!   the batch's idempotency key when there is one, else unique to the
@@ -20,8 +23,8 @@
 //! - **The cache**: messages are applied in order at the file's end; the
 //!   sequence and length applied are kept in `DIR/{id}.log.jsseq`, written
 //!   after the bytes, so a cache cut short by a crash is cut back to what
-//!   the sidecar says (and one that is shorter, or without a sidecar, is
-//!   rebuilt from the stream). A message that does not end with `\n` (not
+//!   the sidecar says (one that is shorter is rebuilt from the stream, and a
+//!   file without a sidecar, from before `--jetstream`, is moved aside). A message that does not end with `\n` (not
 //!   written by wmreplay) gets one, the same on every replica. The cache
 //!   and its sidecar and index are `cache.rs`.
 
@@ -91,6 +94,7 @@ fn unavailable(e: impl std::fmt::Display) -> io::Error {
 
 /// The server's connection to the stream, shared by every log.
 pub(crate) struct Fleet {
+    client: async_nats::Client,
     stream: stream::Stream,
     js: jetstream::Context,
     prefix: String,
@@ -156,6 +160,7 @@ impl Fleet {
         };
         let replica = replica_name()?;
         Ok(Arc::new(Fleet {
+            client: client.clone(),
             stream,
             js,
             prefix: cfg.subject_prefix.clone(),
@@ -336,8 +341,16 @@ impl JetStreamWriter {
         // duplicate ack named.
         let mut sent: Vec<bytes::Bytes> = Vec::new();
         let mut landed: Option<u64> = None;
+        // A cache synced before publishes at once: if another replica wrote
+        // since, the expected sequence refuses the message and the next
+        // round catches up (one request to the stream saved a write).
+        let mut optimistic = self.synced.load(Ordering::Relaxed) > 0;
         loop {
-            let caught = self.catch_up(c).await;
+            let caught = if std::mem::take(&mut optimistic) {
+                Ok(())
+            } else {
+                self.catch_up(c).await
+            };
             if let Err(e) = caught {
                 if tokio::time::Instant::now() + pause >= deadline {
                     return Err(e);
@@ -387,6 +400,17 @@ impl JetStreamWriter {
                 c.seq.to_string().as_str(),
             );
             let payload = bytes::Bytes::from(buf);
+            // Never queued while disconnected: the client would send it on
+            // reconnecting, after this write was answered 503.
+            if self.fleet.client.connection_state() != async_nats::connection::State::Connected {
+                if tokio::time::Instant::now() + pause >= deadline {
+                    return Err(unavailable("not connected to the stream"));
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+                optimistic = false;
+                continue;
+            }
             let began = std::time::Instant::now();
             sent.push(payload.clone());
             let sent = match self
