@@ -277,9 +277,7 @@ async fn begin(
                     if named.existed {
                         return Ok(None);
                     }
-                    let (tx, rx) = tokio::sync::oneshot::channel();
-                    let _ = tx.send(Ok(()));
-                    (named.appended, rx)
+                    (named.appended, writer::durable_already())
                 }
                 None => w
                     .append_blocking(vec![line])

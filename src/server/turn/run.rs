@@ -364,12 +364,13 @@ pub(super) fn answer_of_close(
     a: crate::server::writer::Appended,
 ) -> std::io::Result<Value> {
     let record: Value = serde_json::from_slice(&w.read_back(a.offset, a.len)?).unwrap_or_default();
-    Ok(json!({
-        "text": record.get("text").cloned().unwrap_or(Value::Null),
-        "stop_reason": record.get("stop_reason").cloned().unwrap_or(Value::Null),
-        "usage": {},
-        "stats": Value::Null,
-    }))
+    let field = |k: &str| record.get(k).and_then(Value::as_str).map(str::to_string);
+    let answer = Answer {
+        text: field("text").unwrap_or_default(),
+        stop_reason: field("stop_reason"),
+        ..Answer::default()
+    };
+    Ok(answer_json(&answer, Value::Null))
 }
 
 /// For a keyed turn whose input another replica wrote: that replica's
