@@ -1,10 +1,12 @@
 //! Placing what a refresh parsed: the new records' messages go on at the
 //! end, or among the held ones when they are late; the stats are added up.
 
-use super::segments::Segment;
-use super::{LiveReplay, Refresh};
+use super::segments::{INPUT, OUTPUT, Segment};
+use super::{LiveReplay, Refresh, SummaryMemo};
 use crate::error::Error;
+use crate::order::ts_key;
 use crate::replay::parse_range_rendered;
+use crate::replay::rendered::Memo;
 use crate::replay::rendered::RenderSpec;
 
 impl LiveReplay {
@@ -33,6 +35,8 @@ impl LiveReplay {
             format: self.format,
             filter: self.selection.has_filters().then_some(&self.selection),
             skip: self.skip,
+            drop_facts: self.selection.facts,
+            drop_invalid_summaries: self.selection.summaries,
             base,
             done,
         };
@@ -81,13 +85,36 @@ impl LiveReplay {
         // than the newest message held (a prefix of them) are late, and go
         // among the held ones; the rest go on at the end.
         let newest = self.segments.last().map(Segment::last_key);
-        self.memos.extend(rendered.memos);
+        for m in rendered.memos {
+            match m {
+                // In file order: the last valid one is the newest.
+                Memo::Summary { at, key, cover } => {
+                    self.summary = Some(SummaryMemo { at, key, cover });
+                }
+                Memo::Fact { at, ts, key, value } => {
+                    self.fact_table
+                        .set((ts_key(ts), at), ts, &key, value.as_deref());
+                }
+            }
+        }
         for piece in rendered.pieces {
             let n = piece.entries.len() as u64;
             let total = piece.bytes.len() as u64;
             self.records += n;
             self.rendered += total;
             report.records_added += n;
+            for e in piece
+                .entries
+                .iter()
+                .filter(|e| e.flags & (INPUT | OUTPUT) != 0)
+            {
+                if self
+                    .last_io
+                    .is_none_or(|(k, o, _)| (e.key, e.offset) > (k, o))
+                {
+                    self.last_io = Some((e.key, e.offset, e.flags));
+                }
+            }
             let split = newest.map_or(0, |k| piece.entries.partition_point(|e| e.key < k));
             self.late += split as u64;
             report.late_records += split as u64;
@@ -107,6 +134,7 @@ impl LiveReplay {
                     bytes: piece.bytes.slice(byte..byte + len),
                     entries: entries[i..j].to_vec(),
                 };
+                self.note_stragglers(&run);
                 self.insert(seg, idx, run);
                 byte += len;
                 i = j;

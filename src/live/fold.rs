@@ -36,7 +36,7 @@ impl LiveReplay {
         at: u64,
         mut want: impl FnMut(u64) -> bool,
     ) -> Replayed {
-        let v = view::build(&self.segments, sel, &self.memos);
+        let v = view::build(&self.segments, sel, self.newest_summary());
         let mut out = Replayed {
             read_end: self.committed,
             rebuilds: self.rebuilds,
@@ -74,7 +74,7 @@ impl LiveReplay {
         if self.rebuilds != rebuilds {
             return None;
         }
-        let v = view::build(&self.segments, sel, &self.memos);
+        let v = view::build(&self.segments, sel, self.newest_summary());
         if v.items.len() < items.len() {
             return None;
         }

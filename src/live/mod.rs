@@ -36,6 +36,7 @@
 mod absorb;
 #[cfg(feature = "server")]
 mod fold;
+mod held;
 mod prune;
 mod segments;
 mod selection;
@@ -90,6 +91,15 @@ pub struct LiveInfo {
     pub rebuilds: u64,
     /// Records that arrived late and were placed before newer ones.
     pub late_records: u64,
+}
+
+/// The newest valid summary: its line's offset, its `ts_ms` key, and the
+/// (key, offset) its cover ends at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SummaryMemo {
+    pub(crate) at: u64,
+    pub(crate) key: u64,
+    pub(crate) cover: (u64, u64),
 }
 
 /// The replay of one log, kept between calls.
@@ -156,10 +166,34 @@ pub struct LiveReplay {
     /// Key of the last record parsed (filtered out or not), for
     /// `already_ordered`.
     last_key: Option<u64>,
-    /// The summaries and facts of every record parsed, in file order.
-    memos: Vec<crate::replay::rendered::Memo>,
+    /// The newest valid summary parsed (the last in the file).
+    summary: Option<SummaryMemo>,
+    /// The keyed facts of every record parsed, kept up to date as records
+    /// arrive.
+    fact_table: crate::select::memory::FactTable,
     /// The facts message of the last selection with facts.
     facts: Option<String>,
+    /// `starts[k]`: the index of segment k's first entry among all held
+    /// entries (and, last, their count); the first `starts_ok + 1` are
+    /// up to date (see [`LiveReplay::starts`]).
+    starts: Vec<usize>,
+    starts_ok: usize,
+    /// The newest `text_input` or `text_output` held (key, offset, flags):
+    /// the pending prompt, without a look back over the held entries.
+    last_io: Option<(u64, u64, u8)>,
+    /// The line number of a pending prompt's offset, once counted.
+    pending_line: Option<(u64, u64)>,
+    /// Every held message before this (key, offset) was let go for the
+    /// state's own window, but the newest summary's.
+    let_go_to: Option<(u64, u64)>,
+    /// How far past `let_go_to` messages were looked at for the next let
+    /// go, and the bytes that would free.
+    let_go_seen: Option<((u64, u64), u64)>,
+    /// Late records held below `let_go_to` (see `note_stragglers`).
+    stragglers: Vec<(u64, u64)>,
+    /// Held entries looked at by selections (and let go), for the tests
+    /// that hold a turn's work to what was appended and what is sent.
+    visits: u64,
     /// [`crate::input::fingerprint_bytes`] of the committed bytes.
     fingerprint: u64,
     /// The file's length and change times at the last refresh.
@@ -203,8 +237,17 @@ impl LiveReplay {
             selection: Selection::default(),
             counted_with: None,
             last_key: None,
-            memos: Vec::new(),
+            summary: None,
+            fact_table: Default::default(),
             facts: None,
+            starts: vec![0],
+            starts_ok: 0,
+            last_io: None,
+            pending_line: None,
+            let_go_to: None,
+            let_go_seen: None,
+            stragglers: Vec::new(),
+            visits: 0,
             fingerprint: 0,
             seen: None,
             pruned_for: None,
@@ -217,14 +260,19 @@ impl LiveReplay {
     }
 
     /// Keeps only the records that pass `selection`'s filters (its windows
-    /// and pending mark apply per call, in [`select`](Self::select)). With
-    /// [`Selection::summaries`], the state also lets go of the messages
-    /// the newest summary covers (it holds the uncovered tail, not the whole
-    /// log): select with summaries from then on. With a window (`tail` or
+    /// and pending mark apply per call, in [`select`](Self::select)), and
+    /// shapes what it holds for this selection, so that a turn with it
+    /// costs what was appended and what is sent, not the log: with
+    /// [`Selection::summaries`], the state lets go of the messages the
+    /// newest summary covers (it holds the uncovered tail, not the whole
+    /// log); with [`Selection::facts`], `wm_fact` records are held as the
+    /// latest value of each key, not as messages; with a window (`tail` or
     /// `max_tokens`), selecting with this same selection lets go of the
     /// messages before the lowest record any of its windows can reach
-    /// (about 32 bytes a record stay, for the order); a call with another
-    /// selection first builds the state again from the file.
+    /// (about 32 bytes a record stay, for the order). A call with a
+    /// selection that would replay what was let go is made from a state
+    /// of the same log built for that call (a replay of the log), and
+    /// leaves this one as it is.
     pub fn with_selection(mut self, selection: Selection) -> Self {
         self.selection = selection;
         self
@@ -243,6 +291,11 @@ impl LiveReplay {
     #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) fn selected_offsets(&self) -> &[u64] {
         &self.selected
+    }
+
+    /// The newest valid summary's offset and cover.
+    pub(super) fn newest_summary(&self) -> Option<(u64, (u64, u64))> {
+        self.summary.map(|m| (m.at, m.cover))
     }
 
     /// The log's path.
@@ -295,7 +348,7 @@ impl LiveReplay {
     /// selection (`None` without a live key): read from what was parsed,
     /// without a replay. Call [`refresh`](Self::refresh) first.
     pub fn current_facts(&self) -> Option<String> {
-        view::facts(&self.memos)
+        self.fact_table.message_now()
     }
 
     /// Rendered bytes held (the sum of the chunks' lengths).
@@ -331,6 +384,7 @@ impl LiveReplay {
     fn reset(&mut self) {
         let rebuilds = self.rebuilds + 1;
         let track = self.track;
+        let visits = self.visits;
         *self = LiveReplay::new(
             std::mem::take(&mut self.path),
             self.format,
@@ -339,6 +393,7 @@ impl LiveReplay {
         .with_selection(std::mem::take(&mut self.selection));
         self.rebuilds = rebuilds;
         self.track = track;
+        self.visits = visits;
     }
 
     /// Brings the state up to date with the file: parses what was appended

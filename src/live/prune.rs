@@ -6,11 +6,11 @@
 
 use bytes::BytesMut;
 
-use super::LiveReplay;
-use super::segments::{DROPPED, Segment};
+use super::segments::{DROPPED, INPUT, OUTPUT, Segment};
+use super::{LiveReplay, SummaryMemo};
 use crate::ReplayOptions;
 use crate::parse::LineParser;
-use crate::replay::rendered::{Entry, Memo, SUMMARY};
+use crate::replay::rendered::{Entry, SUMMARY};
 use crate::select::memory;
 
 /// The newest valid summary among the whole lines of `bytes` (a log from
@@ -51,11 +51,7 @@ impl LiveReplay {
         if !self.selection.summaries {
             return;
         }
-        let newest = self.memos.iter().rev().find_map(|m| match m {
-            Memo::Summary { at, cover } => Some((*at, *cover)),
-            Memo::Fact { .. } => None,
-        });
-        let Some((n, cover)) = newest else {
+        let Some(SummaryMemo { at: n, cover, .. }) = self.summary else {
             return;
         };
         match self.pruned_for {
@@ -70,19 +66,43 @@ impl LiveReplay {
             _ => {}
         }
         self.pruned_for = Some((n, cover));
-        let removed = self.rewrite(|e: &Entry| {
-            let gone = if e.flags & SUMMARY != 0 {
-                e.offset != n
-            } else {
-                memory::covered(n, cover, e.key, e.offset)
-            };
-            if gone { Fate::Remove } else { Fate::Keep }
-        });
+        let removed = self.rewrite(
+            |_| true,
+            |e: &Entry| {
+                let gone = if e.flags & SUMMARY != 0 {
+                    e.offset != n
+                } else {
+                    memory::covered(n, cover, e.key, e.offset)
+                };
+                if gone { Fate::Remove } else { Fate::Keep }
+            },
+        );
+        // Messages let go lie before the bound they were let go for; a
+        // cover past it covers them all (they were written before the
+        // summary), so none is left standing without the ones it came
+        // after.
         self.records -= removed.0;
         self.rendered -= removed.1;
-        // Only the newest summary's memo matters from now on.
-        self.memos
-            .retain(|m| !matches!(m, Memo::Summary { at, .. } if *at != n));
+        if removed.0 > 0 {
+            self.find_last_io();
+        }
+    }
+
+    /// The newest input or output held, looked for from the end (after
+    /// entries were removed).
+    fn find_last_io(&mut self) {
+        self.last_io = None;
+        for s in self.segments.iter().rev() {
+            if let Some(e) = s
+                .entries
+                .iter()
+                .rev()
+                .find(|e| e.flags & (INPUT | OUTPUT) != 0)
+            {
+                self.last_io = Some((e.key, e.offset, e.flags));
+                return;
+            }
+        }
     }
 
     /// Lets go of the messages of the records before `below` (the
@@ -92,61 +112,146 @@ impl LiveReplay {
     /// order, the pending prompt and remembered starts are what a one-shot
     /// replay sees. The newest summary (replayed first) is kept. Done when
     /// it frees a quarter of what is held, or 1 MiB.
+    ///
+    /// What was let go before is not looked at again: the entries from the
+    /// last let go's bound to `below` are, once each (what was appended
+    /// since, in a state whose window moves with the appends); a late
+    /// record that lands below the bound is let go as it arrives
+    /// ([`let_go_below_floor`](Self::let_go_below_floor)).
     pub(super) fn let_go_before(&mut self, below: (u64, u64)) {
+        let from = self.let_go_to.unwrap_or((0, 0));
+        if below <= from {
+            return;
+        }
         let summaries = self.selection.summaries;
-        let goes = |e: &Entry| {
+        let goes = move |e: &Entry| {
             e.flags & DROPPED == 0
+                && (e.key, e.offset) >= from
                 && (e.key, e.offset) < below
                 && !(summaries && e.flags & SUMMARY != 0)
         };
-        let mut free = 0u64;
-        for s in &self.segments {
-            if s.entries
-                .first()
-                .is_some_and(|e| (e.key, e.offset) >= below)
-            {
+        // Look only at what was not looked at for the last call.
+        let (seen, mut free) = match self.let_go_seen {
+            Some((seen, free)) if seen <= below => (seen.max(from), free),
+            _ => (from, 0),
+        };
+        let id = |e: &Entry| (e.key, e.offset);
+        let first = self
+            .segments
+            .partition_point(|s| s.entries.last().is_some_and(|e| id(e) < from));
+        let look = self
+            .segments
+            .partition_point(|s| s.entries.last().is_some_and(|e| id(e) < seen));
+        let mut visited = 0u64;
+        for s in &self.segments[look..] {
+            if s.entries.first().is_some_and(|e| id(e) >= below) {
                 break;
             }
-            free += s
-                .entries
+            let lo = s.entries.partition_point(|e| id(e) < seen);
+            let hi = s.entries.partition_point(|e| id(e) < below);
+            visited += (hi - lo) as u64;
+            free += s.entries[lo..hi]
                 .iter()
                 .filter(|e| goes(e))
                 .map(|e| e.len)
                 .sum::<u64>();
         }
+        self.visits += visited;
         if free < (1 << 20) && free.saturating_mul(4) < self.rendered {
+            self.let_go_seen = Some((below, free));
             return;
         }
-        let (_, freed) = self.rewrite(|e| if goes(e) { Fate::Empty } else { Fate::Keep });
+        let last = self
+            .segments
+            .partition_point(|s| s.entries.first().is_some_and(|e| id(e) < below));
+        // Late records held below the last bound, now below this one.
+        let mut more: Vec<usize> = Vec::new();
+        self.stragglers.retain(|&at| {
+            if at >= below {
+                return true;
+            }
+            more.push(
+                self.segments
+                    .partition_point(|s| s.entries.last().is_some_and(|e| id(e) < at)),
+            );
+            false
+        });
+        let goes = |e: &Entry| {
+            e.flags & DROPPED == 0
+                && (e.key, e.offset) < below
+                && !(summaries && e.flags & SUMMARY != 0)
+        };
+        let (_, freed) = self.rewrite(
+            |k| (first..last).contains(&k) || more.contains(&k),
+            |e| if goes(e) { Fate::Empty } else { Fate::Keep },
+        );
         self.rendered -= freed;
         self.let_go = true;
+        self.let_go_to = Some(below);
+        self.let_go_seen = None;
     }
 
-    /// Rewrites the held segments: each entry is kept, removed, or kept
-    /// without its bytes ([`DROPPED`]). Segments with a change are copied,
-    /// so their bytes are freed. Returns the entries removed and the bytes
-    /// freed.
-    fn rewrite(&mut self, fate: impl Fn(&Entry) -> Fate) -> (u64, u64) {
+    /// Notes the late records of `run` (about to be placed) that land below
+    /// what was let go: a window can still reach one (a small record can
+    /// fit between the window and the first record that did not), so they
+    /// are kept, and let go by the next let go that passes them.
+    pub(super) fn note_stragglers(&mut self, run: &Segment) {
+        let Some(bound) = self.let_go_to else {
+            return;
+        };
+        self.stragglers.extend(
+            run.entries
+                .iter()
+                .map(|e| (e.key, e.offset))
+                .take_while(|&id| id < bound),
+        );
+    }
+
+    /// Rewrites the held segments `segments(k)` picks: each entry is kept, removed,
+    /// or kept without its bytes ([`DROPPED`]). Segments with a change are
+    /// copied, so their bytes are freed. Returns the entries removed and
+    /// the bytes freed.
+    fn rewrite(
+        &mut self,
+        segments: impl Fn(usize) -> bool,
+        fate: impl Fn(&Entry) -> Fate,
+    ) -> (u64, u64) {
         let mut removed = (0u64, 0u64);
+        let mut changed_from = usize::MAX;
         let mut kept_segments = Vec::with_capacity(self.segments.len());
-        for s in std::mem::take(&mut self.segments) {
+        let mut visited = 0u64;
+        for (k, s) in std::mem::take(&mut self.segments).into_iter().enumerate() {
+            if !segments(k) {
+                kept_segments.push(s);
+                continue;
+            }
+            visited += s.entries.len() as u64;
             if s.entries.iter().all(|e| matches!(fate(e), Fate::Keep)) {
                 kept_segments.push(s);
                 continue;
             }
-            let mut bytes = BytesMut::new();
+            // The bytes kept, as ranges of the old ones: one range (what
+            // was let go is the segment's start, as when a window moves
+            // on) is a slice of them, not a copy.
+            let mut kept: Vec<std::ops::Range<usize>> = Vec::new();
             let mut entries = Vec::with_capacity(s.entries.len());
             let mut at = 0usize;
+            let mut gone = 0u64;
             for e in &s.entries {
                 let len = e.len as usize;
                 match fate(e) {
                     Fate::Keep => {
-                        bytes.extend_from_slice(&s.bytes[at..at + len]);
+                        match kept.last_mut() {
+                            Some(r) if r.end == at => r.end += len,
+                            _ if len > 0 => kept.push(at..at + len),
+                            _ => {}
+                        }
                         entries.push(*e);
                     }
                     Fate::Remove => {
                         removed.0 += 1;
                         removed.1 += e.len;
+                        gone += 1;
                     }
                     Fate::Empty => {
                         removed.1 += e.len;
@@ -159,14 +264,27 @@ impl LiveReplay {
                 }
                 at += len;
             }
+            if gone > 0 {
+                changed_from = changed_from.min(kept_segments.len());
+            }
+            let bytes = match kept.as_slice() {
+                [] => bytes::Bytes::new(),
+                [one] => s.bytes.slice(one.clone()),
+                more => {
+                    let mut b = BytesMut::with_capacity(more.iter().map(|r| r.len()).sum());
+                    for r in more {
+                        b.extend_from_slice(&s.bytes[r.clone()]);
+                    }
+                    b.freeze()
+                }
+            };
             if !entries.is_empty() {
-                kept_segments.push(Segment {
-                    bytes: bytes.freeze(),
-                    entries,
-                });
+                kept_segments.push(Segment { bytes, entries });
             }
         }
         self.segments = kept_segments;
+        self.starts_ok = self.starts_ok.min(changed_from);
+        self.visits += visited;
         removed
     }
 }
@@ -346,6 +464,111 @@ mod tests {
                     "selection {k} seed {seed}: {held} of {} held",
                     whole.rendered_len()
                 );
+            }
+        }
+    }
+
+    /// A late record that lands below what a window let go can still be
+    /// replayed: the window stopped at a record that did not fit, and a
+    /// small one put just before the window's start fits. (Letting such a
+    /// record go as it arrived gave a shorter window than the one-shot
+    /// replay's.) And a summary covering past what was let go, then an
+    /// early record written after it.
+    #[test]
+    fn late_records_below_what_was_let_go_and_covers_past_it_replay_the_one_shot_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let current = CurrentRequest {
+            text: "now",
+            session_id: None,
+        };
+        for summaries in [false, true] {
+            let sel = Selection {
+                max_tokens: Some(600),
+                tokenizer: Tokenizer::Bytes,
+                summaries,
+                ..Selection::default()
+            };
+            let spec = crate::RequestSpec::new(Format::Anthropic, crate::SYSTEM_RULE, current);
+            let mut file = std::fs::File::create(&path).unwrap();
+            let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default())
+                .with_selection(sel.clone());
+            let check = |live: &mut LiveReplay, what: &str| {
+                let (got, report) = live
+                    .request_body_with(&spec, &sel, None, &mut CacheMemory::default())
+                    .unwrap();
+                let bytes = std::fs::read(&path).unwrap();
+                let mut one = replay(&bytes, &ReplayOptions::default());
+                let want_report = one.select(&sel, None);
+                let want = one.render_spec(&spec, &mut CacheMemory::default()).unwrap();
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "{what} (summaries {summaries})"
+                );
+                assert_eq!(report, want_report, "{what}");
+            };
+            // Small records, then a big one the window cannot hold, then
+            // small ones up to the budget: the window starts after the big
+            // one, and what lies before it is let go.
+            for ts in 1..=300u64 {
+                writeln!(
+                    file,
+                    r#"{{"type":"wm_event","ts_ms":{ts},"n":"{}"}}"#,
+                    "s".repeat(40)
+                )
+                .unwrap();
+            }
+            writeln!(
+                file,
+                r#"{{"type":"wm_event","ts_ms":400,"big":"{}"}}"#,
+                "b".repeat(500)
+            )
+            .unwrap();
+            for ts in 500..510u64 {
+                writeln!(file, r#"{{"type":"wm_event","ts_ms":{ts},"n":"x"}}"#).unwrap();
+            }
+            check(&mut live, "before");
+            assert!(live.let_go, "the window let go of what lies before it");
+            // A small record late enough to land between the big one and
+            // the window's start: it fits.
+            writeln!(file, r#"{{"type":"wm_event","ts_ms":450,"late":1}}"#).unwrap();
+            check(&mut live, "a late record just before the window");
+            // One landing before the big one: never replayed.
+            writeln!(file, r#"{{"type":"wm_event","ts_ms":350,"late":2}}"#).unwrap();
+            check(
+                &mut live,
+                "a late record before the record that did not fit",
+            );
+            // More records push the window on: the late ones are let go.
+            for ts in 600..700u64 {
+                writeln!(file, r#"{{"type":"wm_event","ts_ms":{ts},"n":"more"}}"#).unwrap();
+            }
+            check(&mut live, "later");
+            if summaries {
+                // A summary covering everything to ts 650, past what was let
+                // go...
+                let bytes = std::fs::read(&path).unwrap();
+                let at = bytes
+                    .split(|b| *b == b'\n')
+                    .scan(0usize, |o, l| {
+                        let here = *o;
+                        *o += l.len() + 1;
+                        Some((here, l))
+                    })
+                    .find(|(_, l)| memchr::memmem::find(l, b"\"ts_ms\":650,").is_some())
+                    .unwrap()
+                    .0;
+                writeln!(
+                    file,
+                    r#"{{"type":"wm_summary","ts_ms":700,"covers":{{"ts_ms":650,"offset":{at}}},"text":"so far"}}"#
+                )
+                .unwrap();
+                check(&mut live, "a summary covering past what was let go");
+                // ...and a record written after it that sorts early: not
+                // covered, so replayed, right after the summary.
+                writeln!(file, r#"{{"type":"wm_event","ts_ms":2,"after":1}}"#).unwrap();
+                check(&mut live, "an early record written after the summary");
             }
         }
     }

@@ -5,9 +5,13 @@ use bytes::BytesMut;
 
 use super::LiveReplay;
 
-/// Segments smaller than this absorb the next in-order append by copying, so
-/// a stream of one-record appends does not leave one segment per record.
+/// Segments smaller than this are merged at the end (see `push`), so a
+/// stream of one-record appends does not leave one segment per record.
 const SMALL_SEGMENT: usize = 256 << 10;
+
+/// Segments held before small neighbours are merged (plus one per 4 MiB
+/// held); a handful in the crate's tests, so that they merge often there.
+const SEGMENT_BUDGET: usize = if cfg!(test) { 8 } else { 1024 };
 
 pub(super) use crate::replay::rendered::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, Piece as Segment};
 
@@ -35,6 +39,7 @@ impl LiveReplay {
             self.push(piece);
             return;
         }
+        self.starts_ok = self.starts_ok.min(seg);
         if idx == 0 {
             self.segments.insert(seg, piece);
             return;
@@ -56,33 +61,73 @@ impl LiveReplay {
         self.segments.insert(seg + 2, right);
     }
 
-    /// Appends `piece` at the end, merging it into a small last segment.
+    /// Appends `piece` at the end; small segments at the end are merged
+    /// as a binary counter merges its digits: the last two when the newer
+    /// is at least as large as the older, both under [`SMALL_SEGMENT`]. A
+    /// stream of small appends so leaves a handful of segments per
+    /// [`SMALL_SEGMENT`] of messages, and copies each byte a few times
+    /// (about log2 of [`SMALL_SEGMENT`] over an append's size), not the
+    /// whole last segment on every append.
     pub(super) fn push(&mut self, piece: Segment) {
-        if let Some(last) = self.segments.last_mut()
-            && last.bytes.len() < SMALL_SEGMENT
-            && piece.bytes.len() < SMALL_SEGMENT
-        {
-            let mut b = BytesMut::with_capacity(last.bytes.len() + piece.bytes.len());
-            b.extend_from_slice(&last.bytes);
-            b.extend_from_slice(&piece.bytes);
-            last.bytes = b.freeze();
-            last.entries.extend_from_slice(&piece.entries);
-            return;
-        }
         self.segments.push(piece);
+        // Messages let go (no bytes) merge only with their like: a segment
+        // of entries let go, held for the order, is never copied again for
+        // the messages held after it.
+        while let [.., older, newer] = self.segments.as_slice()
+            && older.bytes.len() < SMALL_SEGMENT
+            && newer.bytes.len() < SMALL_SEGMENT
+            && newer.bytes.len() >= older.bytes.len()
+            && older.bytes.is_empty() == newer.bytes.is_empty()
+        {
+            let newer = self.segments.pop().expect("two segments");
+            let k = self.segments.len() - 1;
+            self.starts_ok = self.starts_ok.min(k);
+            let older = &mut self.segments[k];
+            let mut b = BytesMut::with_capacity(older.bytes.len() + newer.bytes.len());
+            b.extend_from_slice(&older.bytes);
+            b.extend_from_slice(&newer.bytes);
+            older.bytes = b.freeze();
+            older.entries.extend_from_slice(&newer.entries);
+        }
     }
 
     /// Late records leave small segments behind; when there are many, merge
     /// neighbours that are small (copying only small segments).
     pub(super) fn compact_if_needed(&mut self) {
-        let budget = 1024 + (self.rendered / (4 << 20)) as usize;
+        let budget = SEGMENT_BUDGET + (self.rendered / (4 << 20)) as usize;
         if self.segments.len() <= budget {
             return;
         }
         let old = std::mem::take(&mut self.segments);
+        self.starts_ok = 0;
         for s in old {
             self.push(s);
         }
+    }
+
+    /// `starts` brought up to date: work in proportion to the segments
+    /// changed since the last call (an append changes the last).
+    pub(super) fn update_starts(&mut self) {
+        let ok = self.starts_ok.min(self.segments.len());
+        self.starts.truncate(ok + 1);
+        for k in ok..self.segments.len() {
+            let next = self.starts[k] + self.segments[k].entries.len();
+            self.starts.push(next);
+        }
+        self.starts_ok = self.segments.len();
+        debug_assert_eq!(self.starts.last().copied(), Some(self.records as usize));
+    }
+
+    /// The global index of the held entry with this (key, offset), if one
+    /// is held. `starts` must be up to date.
+    pub(super) fn index_of(&self, id: (u64, u64)) -> Option<usize> {
+        let seg = self
+            .segments
+            .partition_point(|s| s.entries.last().is_some_and(|e| (e.key, e.offset) < id));
+        let s = self.segments.get(seg)?;
+        let ei = s.entries.partition_point(|e| (e.key, e.offset) < id);
+        let e = s.entries.get(ei)?;
+        ((e.key, e.offset) == id).then(|| self.starts[seg] + ei)
     }
 }
 

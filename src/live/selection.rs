@@ -4,8 +4,9 @@
 use bytes::Bytes;
 
 use super::LiveReplay;
-use super::segments::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, Segment, entry_offset};
-use super::view::{self, Item, mark_pending, message_kind_is, message_text_of};
+use super::held::{Held, HeldChunks, held_chunks, least_tokens, message_tokens};
+use super::segments::{DROPPED, INPUT, NOT_COUNTED, OUTPUT, entry_offset};
+use super::view::{self, Item, message_kind_is};
 use crate::input::read_from;
 
 use crate::error::Error;
@@ -136,12 +137,8 @@ impl LiveReplay {
         prev: Option<WindowStart>,
         cache: Option<(&CachePolicy, &mut CacheMemory)>,
     ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
-        if self.let_go && sel != &self.selection {
-            // Messages were let go for the state's own window; this
-            // selection may replay them: build again from the file.
-            let limit = self.committed;
-            self.reset();
-            self.refresh_to(limit)?;
+        if !self.serves(sel) {
+            return self.select_foreign(sel, prev, cache);
         }
         let (selected, below) = self.select_view(sel, prev, cache)?;
         if let Some(below) = below {
@@ -150,9 +147,58 @@ impl LiveReplay {
         Ok(selected)
     }
 
+    /// Whether the messages held can give `sel`'s: the state leaves out
+    /// what its own selection never replays (every `wm_fact` with facts,
+    /// what the newest summary covers with summaries, what lies before
+    /// every window once let go), so another selection that would replay
+    /// them cannot be made from it. (Filters are the state's own, always.)
+    fn serves(&self, sel: &Selection) -> bool {
+        let own = &self.selection;
+        (!own.facts || sel.facts)
+            && (!own.summaries || sel.summaries)
+            && (!self.let_go || sel == own)
+    }
+
+    /// A selection the state cannot give from what it holds (see
+    /// [`serves`](Self::serves)): made from a state of the same log that
+    /// keeps every message (its filters apart), built for this call. It
+    /// costs a replay of the log; the state itself is left as it is.
+    fn select_foreign(
+        &mut self,
+        sel: &Selection,
+        prev: Option<WindowStart>,
+        cache: Option<(&CachePolicy, &mut CacheMemory)>,
+    ) -> Result<(Vec<Bytes>, SelectReport, usize), Error> {
+        let own = &self.selection;
+        let filters = Selection {
+            session: own.session.clone(),
+            kinds: own.kinds.clone(),
+            since: own.since,
+            until: own.until,
+            ..Selection::default()
+        };
+        let mut full =
+            LiveReplay::new(&self.path, self.format, self.options.clone()).with_selection(filters);
+        full.track = self.track;
+        full.refresh_to(self.committed)?;
+        let out = full.select_with(sel, prev, cache)?;
+        self.facts = full.facts.take();
+        self.selected = std::mem::take(&mut full.selected);
+        self.visits += full.visits;
+        Ok(out)
+    }
+
     /// [`select_with`](Self::select_with), and, for the state's own
     /// selection with a window, where what no window can reach ends: the
     /// (key, offset) of the lowest record it can read.
+    ///
+    /// A selection the state is shaped for (its own summaries and facts)
+    /// replays the held messages as they are, the newest summary moved
+    /// first: its counts are kept as records arrive (the entries held, the
+    /// newest input or output, segment starts), so the work is the window's
+    /// messages and what was appended, not the log. Another (summaries or
+    /// facts the state does not apply itself) walks every held message to
+    /// build its view.
     #[allow(clippy::type_complexity)]
     fn select_view(
         &mut self,
@@ -160,20 +206,6 @@ impl LiveReplay {
         prev: Option<WindowStart>,
         cache: Option<(&CachePolicy, &mut CacheMemory)>,
     ) -> Result<((Vec<Bytes>, SelectReport, usize), Option<(u64, u64)>), Error> {
-        // With summaries or facts, the messages replayed are a view of
-        // those held (the newest summary apart, to go first).
-        let mview =
-            (sel.summaries || sel.facts).then(|| view::build(&self.segments, sel, &self.memos));
-        self.facts = mview.as_ref().and_then(|v| v.facts.clone());
-        let items: &[Item] = mview.as_ref().map_or(&[], |v| &v.items);
-        let n: usize = match &mview {
-            Some(v) => v.items.len(),
-            None => self.segments.iter().map(|s| s.entries.len()).sum(),
-        };
-        let mut report = SelectReport {
-            matched: n as u64,
-            ..SelectReport::default()
-        };
         if self.counted_with != Some(sel.tokenizer) {
             for s in &mut self.segments {
                 for e in &mut s.entries {
@@ -182,79 +214,98 @@ impl LiveReplay {
             }
             self.counted_with = Some(sel.tokenizer);
         }
-        // Global index i -> (segment, entry): segment starts, in order.
-        let starts: Vec<usize> = self
-            .segments
-            .iter()
-            .scan(0, |acc, s| {
-                let at = *acc;
-                *acc += s.entries.len();
-                Some(at)
-            })
-            .collect();
-        let locate = |i: usize| -> (usize, usize) {
-            if mview.is_some() {
-                return (items[i].si, items[i].ei);
-            }
-            let seg = starts.partition_point(|&st| st <= i) - 1;
-            (seg, i - starts[seg])
+        self.update_starts();
+        self.facts = if sel.facts {
+            self.fact_table.message()
+        } else {
+            None
+        };
+        let shaped = sel.summaries == self.selection.summaries && sel.facts == self.selection.facts;
+        let mview = (!shaped).then(|| view::build(&self.segments, sel, self.newest_summary()));
+        if let Some(v) = &mview {
+            self.visits += self.records;
+            debug_assert!(v.items.len() as u64 <= self.records);
+        }
+        // The newest summary, replayed first: its index among the held
+        // entries, which the messages skip.
+        let skip = match (&mview, self.summary) {
+            (None, Some(m)) if sel.summaries => self.index_of((m.key, m.at)),
+            _ => None,
+        };
+        let held = Held {
+            segments: &self.segments,
+            starts: &self.starts,
+            items: mview.as_ref().map(|v| v.items.as_slice()),
+            skip,
+            hint: std::cell::Cell::new(0),
+        };
+        let n = match &mview {
+            Some(v) => v.items.len(),
+            None => self.records as usize - usize::from(skip.is_some()),
+        };
+        let mut report = SelectReport {
+            matched: n as u64,
+            ..SelectReport::default()
         };
         // The pending prompt: the latest input with no output after it.
-        let mut pending: Option<usize> = None;
-        if mview.is_some() {
-            for i in (0..n).rev() {
-                let (si, ei) = locate(i);
-                let flags = self.segments[si].entries[ei].flags;
-                if flags & OUTPUT != 0 {
-                    break;
+        let pending: Option<usize> = match &mview {
+            Some(_) => {
+                let mut found = None;
+                for i in (0..n).rev() {
+                    self.visits += 1;
+                    let flags = held.entry(i).flags;
+                    if flags & OUTPUT != 0 {
+                        break;
+                    }
+                    if flags & INPUT != 0 {
+                        found = Some(i);
+                        break;
+                    }
                 }
-                if flags & INPUT != 0 {
-                    pending = Some(i);
-                    break;
-                }
+                found
             }
-        }
-        'find: for (si, s) in self.segments.iter().enumerate().rev() {
-            if mview.is_some() {
-                break;
-            }
-            for (ei, e) in s.entries.iter().enumerate().rev() {
-                if e.flags & OUTPUT != 0 {
-                    break 'find;
-                }
-                if e.flags & INPUT != 0 {
-                    pending = Some(starts[si] + ei);
-                    break 'find;
-                }
-            }
-        }
+            None => self
+                .last_io
+                .filter(|&(_, _, flags)| flags & INPUT != 0)
+                .and_then(|(key, offset, _)| self.index_of((key, offset)))
+                .map(|g| g - usize::from(skip.is_some_and(|s| s < g))),
+        };
         if let Some(i) = pending {
-            let (si, ei) = locate(i);
-            let e = self.segments[si].entries[ei];
+            let e = *held.entry(i);
             report.pending = Some(Pending {
-                line: self.line_of(e.offset)?,
+                line: self.pending_line(e.offset)?,
                 offset: e.offset,
                 ts_ms: order::key_ts(e.key),
             });
         }
+        let held = Held {
+            segments: &self.segments,
+            starts: &self.starts,
+            items: mview.as_ref().map(|v| v.items.as_slice()),
+            skip,
+            hint: std::cell::Cell::new(0),
+        };
         let mark = if sel.mark_pending { pending } else { None };
         let format = self.format;
         let segments = &self.segments;
-        // Counts made this call, cached once the window is chosen.
+        // Counts made this call, cached once the window is chosen; entries
+        // looked at.
         let mut counted: Vec<(usize, usize, u32)> = Vec::new();
+        let visits = std::cell::Cell::new(0u64);
         let mut text = String::new();
         let (range, tokens, trimmed) = select::window(
             n,
             sel,
             prev,
             |i| {
-                let (si, ei) = locate(i);
-                let e = &segments[si].entries[ei];
+                visits.set(visits.get() + 1);
+                let e = held.entry(i);
                 (e.key, e.offset)
             },
-            |i| least_tokens(segments, locate(i), sel),
+            |i| least_tokens(segments, held.at(i), sel),
             |i| {
-                let at = locate(i);
+                visits.set(visits.get() + 1);
+                let at = held.at(i);
                 let (t, fresh) =
                     message_tokens(segments, at, format, sel, mark == Some(i), &mut text);
                 if let Some(c) = fresh {
@@ -266,7 +317,8 @@ impl LiveReplay {
                 let Some(kind) = sel.start_on.as_deref() else {
                     return false;
                 };
-                let (si, ei) = locate(i);
+                visits.set(visits.get() + 1);
+                let (si, ei) = held.at(i);
                 let seg = &segments[si];
                 let e = seg.entries[ei];
                 if kind == "text_input" {
@@ -278,53 +330,43 @@ impl LiveReplay {
                 message_kind_is(msg, format, e.flags & OUTPUT != 0, kind)
             },
         );
-        for (si, ei, t) in counted {
-            self.segments[si].entries[ei].tokens = t;
-        }
         // The state's own window: what lies before the lowest record any of
         // its windows can read is let go once this call's chunks are made.
         let below = if sel.has_window() && sel == &self.selection {
-            let segments = &self.segments;
-            let mut fresh: Vec<(usize, usize, u32)> = Vec::new();
             let d = select::floor(
                 n,
                 sel,
-                |i| least_tokens(segments, locate(i), sel),
+                |i| least_tokens(segments, held.at(i), sel),
                 |i| {
-                    let at = locate(i);
-                    let (t, counted) = message_tokens(segments, at, format, sel, false, &mut text);
-                    if let Some(c) = counted {
-                        fresh.push((at.0, at.1, c));
+                    visits.set(visits.get() + 1);
+                    let at = held.at(i);
+                    let (t, fresh) = message_tokens(segments, at, format, sel, false, &mut text);
+                    if let Some(c) = fresh {
+                        counted.push((at.0, at.1, c));
                     }
                     t
                 },
             );
-            let below = match d {
+            match d {
                 0 => None,
                 d if d >= n => Some((u64::MAX, u64::MAX)),
                 d => {
-                    let (si, ei) = locate(d);
-                    let e = &segments[si].entries[ei];
+                    let e = held.entry(d);
                     Some((e.key, e.offset))
                 }
-            };
-            for (si, ei, t) in fresh {
-                self.segments[si].entries[ei].tokens = t;
             }
-            below
         } else {
             None
         };
+        let summary: Option<(usize, usize)> = match &mview {
+            Some(v) => v.summary.map(|it| (it.si, it.ei)),
+            None => skip.map(|g| held.locate(g)),
+        };
         if self.track {
-            let mut offsets: Vec<u64> = mview
-                .as_ref()
-                .and_then(|v| v.summary)
-                .map(|it| self.segments[it.si].entries[it.ei].offset)
+            let mut offsets: Vec<u64> = summary
+                .map(|(si, ei)| segments[si].entries[ei].offset)
                 .into_iter()
-                .chain(range.clone().map(|i| {
-                    let (si, ei) = locate(i);
-                    self.segments[si].entries[ei].offset
-                }))
+                .chain(range.clone().map(|i| held.entry(i).offset))
                 .collect();
             offsets.sort_unstable();
             self.selected = offsets;
@@ -336,105 +378,81 @@ impl LiveReplay {
             report.window_start = if range.is_empty() {
                 if trimmed { None } else { prev }
             } else {
-                let (si, ei) = locate(range.start);
-                let e = &self.segments[si].entries[ei];
+                let e = held.entry(range.start);
                 Some(WindowStart {
                     key: e.key,
                     offset: e.offset,
                 })
             };
         }
-        // Cache breakpoints: message indices from the window's start.
-        let member: &'static [u8] = cache.as_ref().map_or(b"", |(p, _)| p.ttl.member());
-        if let Some(v) = &mview {
-            // The messages: the newest summary, then the window's.
-            let msgs: Vec<Item> = v
-                .summary
-                .iter()
-                .copied()
-                .chain(items[range.clone()].iter().copied())
-                .collect();
-            let shift = usize::from(v.summary.is_some());
-            report.matched += shift as u64;
-            report.selected += shift as u64;
-            let id = |i: usize| {
-                let e = &self.segments[msgs[i].si].entries[msgs[i].ei];
-                (e.key, e.offset)
-            };
-            let breakpoints = match cache {
-                Some((policy, memory)) => cache::place(msgs.len(), id, policy, memory),
-                None => Vec::new(),
-            };
-            let mark = mark
-                .filter(|m| range.contains(m))
-                .map(|m| m - range.start + shift);
-            let chunks = view::chunks(&self.segments, &msgs, mark, &breakpoints, member, format);
-            return Ok(((chunks, report, breakpoints.len()), below));
-        }
-        let breakpoints: Vec<usize> = match cache {
-            Some((policy, memory)) => {
-                let marks = cache::place(
-                    range.len(),
-                    |i| {
-                        let (si, ei) = locate(range.start + i);
-                        let e = &self.segments[si].entries[ei];
-                        (e.key, e.offset)
-                    },
-                    policy,
-                    memory,
-                );
-                marks.into_iter().map(|i| range.start + i).collect()
+        // The messages: the newest summary (with summaries), then the
+        // window's; cache breakpoints are indices among them.
+        let shift = usize::from(summary.is_some());
+        report.matched += shift as u64;
+        report.selected += shift as u64;
+        let msg_at = |m: usize| -> (usize, usize) {
+            match summary {
+                Some(s) if m == 0 => s,
+                _ => held.at(range.start + m - shift),
             }
+        };
+        let member: &'static [u8] = cache.as_ref().map_or(b"", |(p, _)| p.ttl.member());
+        let breakpoints = match cache {
+            Some((policy, memory)) => cache::place(
+                range.len() + shift,
+                |m| {
+                    let (si, ei) = msg_at(m);
+                    let e = &segments[si].entries[ei];
+                    (e.key, e.offset)
+                },
+                policy,
+                memory,
+            ),
             None => Vec::new(),
         };
-        // The chunks from the window's start, with the pending message
-        // patched and the breakpoints' messages split, if inside.
-        let mut chunks = Vec::with_capacity(self.segments.len() + 2 + 3 * breakpoints.len());
-        if range.is_empty() {
-            return Ok(((chunks, report, 0), below));
-        }
-        let (first_seg, first_entry) = locate(range.start);
-        let mut global = starts[first_seg];
-        for (si, s) in self.segments.iter().enumerate().skip(first_seg) {
-            let skip = if si == first_seg { first_entry } else { 0 };
-            let here = global + skip..global + s.entries.len();
-            // The messages of this segment that are not copied as they are.
-            let mut special: Vec<usize> = breakpoints
-                .iter()
-                .copied()
-                .chain(mark)
-                .filter(|g| here.contains(g))
-                .collect();
-            special.sort_unstable();
-            special.dedup();
-            let mut from = entry_offset(s, skip);
-            for g in special {
-                let ei = g - global;
-                let at = entry_offset(s, ei);
-                let len = s.entries[ei].len;
-                if at > from {
-                    chunks.push(s.bytes.slice(from as usize..at as usize));
-                }
-                let mut msg = s.bytes.slice(at as usize..(at + len) as usize);
-                if mark == Some(g) {
-                    msg = mark_pending(&msg, format, s.entries[ei].flags & OUTPUT != 0);
-                }
-                if breakpoints.contains(&g) {
-                    let tail = msg.split_off(msg.len() - cache::MARKER_FROM_END);
-                    chunks.push(msg);
-                    chunks.push(Bytes::from_static(member));
-                    chunks.push(tail);
-                } else {
-                    chunks.push(msg);
-                }
-                from = at + len;
+        let mark = mark
+            .filter(|m| range.contains(m))
+            .map(|m| m - range.start + shift);
+        let chunks = match &mview {
+            Some(v) => {
+                let msgs: Vec<Item> = v
+                    .summary
+                    .iter()
+                    .copied()
+                    .chain(v.items[range.clone()].iter().copied())
+                    .collect();
+                view::chunks(segments, &msgs, mark, &breakpoints, member, format)
             }
-            if (from as usize) < s.bytes.len() {
-                chunks.push(s.bytes.slice(from as usize..));
-            }
-            global += s.entries.len();
+            None => held_chunks(HeldChunks {
+                held: &held,
+                range: range.clone(),
+                summary,
+                mark,
+                breakpoints: &breakpoints,
+                member,
+                format,
+            }),
+        };
+        let marks = breakpoints.len();
+        self.visits += visits.get();
+        for (si, ei, t) in counted {
+            self.segments[si].entries[ei].tokens = t;
         }
-        Ok(((chunks, report, breakpoints.len()), below))
+        Ok(((chunks, report, marks), below))
+    }
+
+    /// The line number of a pending prompt's offset: counted once, then
+    /// remembered while the same prompt is pending (lines before it never
+    /// change in a state that only grows).
+    fn pending_line(&mut self, offset: u64) -> Result<u64, Error> {
+        if let Some((at, line)) = self.pending_line
+            && at == offset
+        {
+            return Ok(line);
+        }
+        let line = self.line_of(offset)?;
+        self.pending_line = Some((offset, line));
+        Ok(line)
     }
 
     /// The 1-based line number of a committed offset: committed lines minus
@@ -465,52 +483,6 @@ impl LiveReplay {
         }
         Ok((self.lines + 1).saturating_sub(newlines))
     }
-}
-
-/// Tokens a let-go message answers a window with: more than any budget.
-const LET_GO_TOKENS: u64 = u64::MAX / 4;
-
-/// The tokens of the message at (segment, entry), and the count to cache
-/// when it was counted now: more than any budget for a message let go (it
-/// lies before every window, see `let_go_before`); the cached count, unless
-/// `marked` (the pending mark's first line is counted with the text, and
-/// that count is not kept).
-fn message_tokens(
-    segments: &[Segment],
-    (si, ei): (usize, usize),
-    format: Format,
-    sel: &Selection,
-    marked: bool,
-    text: &mut String,
-) -> (u64, Option<u32>) {
-    let seg = &segments[si];
-    let e = seg.entries[ei];
-    if e.flags & DROPPED != 0 {
-        return (LET_GO_TOKENS, None);
-    }
-    if e.tokens != NOT_COUNTED && !marked {
-        return (e.tokens as u64, None);
-    }
-    let at = entry_offset(seg, ei);
-    let msg = &seg.bytes[at as usize..(at + e.len) as usize];
-    text.clear();
-    if marked {
-        text.push_str("PENDING_USER_INPUT\n");
-    }
-    message_text_of(msg, format, e.flags & OUTPUT != 0, text);
-    let t = sel.tokenizer.count(text);
-    (t, (!marked).then(|| t.min(NOT_COUNTED as u64 - 1) as u32))
-}
-
-/// A cheap lower bound of the tokens of the message at (segment, entry):
-/// its text is at least a sixth of the rendered message, less the
-/// message's wrapping (JSON escapes write at most 6 bytes a byte).
-fn least_tokens(segments: &[Segment], (si, ei): (usize, usize), sel: &Selection) -> u64 {
-    let e = &segments[si].entries[ei];
-    if e.flags & DROPPED != 0 {
-        return LET_GO_TOKENS;
-    }
-    sel.tokenizer.least_tokens(e.len.saturating_sub(64) / 6)
 }
 
 #[cfg(test)]

@@ -7,9 +7,8 @@
 use bytes::{Bytes, BytesMut};
 
 use super::segments::Segment;
-use crate::order::ts_key;
 use crate::render::{self, Format, cache, xml};
-use crate::replay::rendered::{FACT, Memo, SUMMARY};
+use crate::replay::rendered::{FACT, SUMMARY};
 use crate::select::{Selection, memory};
 
 /// One message of a view: its segment, its entry, and where its bytes
@@ -22,27 +21,23 @@ pub(super) struct Item {
 }
 
 /// The messages a selection with summaries or facts replays, in replay
-/// order, without the newest summary (`summary`, replayed first); and the
-/// facts message text.
+/// order, without the newest summary (`summary`, replayed first).
 pub(super) struct View {
     pub(super) items: Vec<Item>,
     pub(super) summary: Option<Item>,
-    pub(super) facts: Option<String>,
 }
 
 /// The view of `segments` for `sel` (see [`crate::Selection::summaries`]
-/// and [`crate::Selection::facts`]), from the summaries and facts `memos`
-/// (file order) kept beside them.
-pub(super) fn build(segments: &[Segment], sel: &Selection, memos: &[Memo]) -> View {
-    let facts = if sel.facts { facts(memos) } else { None };
-    let newest = if sel.summaries {
-        memos.iter().rev().find_map(|m| match m {
-            Memo::Summary { at, cover } => Some((*at, *cover)),
-            Memo::Fact { .. } => None,
-        })
-    } else {
-        None
-    };
+/// and [`crate::Selection::facts`]), given the newest valid summary (its
+/// offset and cover). Walks every held entry: for a selection the state
+/// was not shaped for (its own selection's messages are the held entries,
+/// the summary apart).
+pub(super) fn build(
+    segments: &[Segment],
+    sel: &Selection,
+    newest: Option<(u64, (u64, u64))>,
+) -> View {
+    let newest = if sel.summaries { newest } else { None };
     let mut items = Vec::new();
     let mut summary = None;
     for (si, s) in segments.iter().enumerate() {
@@ -67,28 +62,7 @@ pub(super) fn build(segments: &[Segment], sel: &Selection, memos: &[Memo]) -> Vi
             items.push(item);
         }
     }
-    View {
-        items,
-        summary,
-        facts,
-    }
-}
-
-/// The facts message of the facts among `memos` (file order), as a
-/// one-shot replay with facts writes it.
-pub(super) fn facts(memos: &[Memo]) -> Option<String> {
-    let mut f: Vec<(u64, u64, f64, &str, Option<&str>)> = memos
-        .iter()
-        .filter_map(|m| match m {
-            Memo::Fact { at, ts, key, value } => {
-                Some((ts_key(*ts), *at, *ts, key.as_str(), value.as_deref()))
-            }
-            Memo::Summary { .. } => None,
-        })
-        .collect();
-    // Replay order: ts_ms, then file position.
-    f.sort_by_key(|&(k, at, ..)| (k, at));
-    memory::facts_message(f.into_iter().map(|(_, _, ts, k, v)| (ts, k, v)))
+    View { items, summary }
 }
 
 /// The chunks of `msgs` (in order): runs of adjacent messages as slices of

@@ -61,8 +61,13 @@ pub(crate) const DROPPED: u8 = 16;
 /// offset in the file).
 #[derive(Debug, Clone)]
 pub(crate) enum Memo {
-    /// A valid summary, covering up to `cover` (`ts_key`, offset).
-    Summary { at: u64, cover: (u64, u64) },
+    /// A valid summary (its `ts_key` `key`), covering up to `cover`
+    /// (`ts_key`, offset).
+    Summary {
+        at: u64,
+        key: u64,
+        cover: (u64, u64),
+    },
     /// A fact: `key` set to `value` (`None`: deleted) at `ts`.
     Fact {
         at: u64,
@@ -91,6 +96,12 @@ pub(crate) struct RenderSpec<'s> {
     /// the records it covers and the other summaries are not rendered
     /// (parsed and counted all the same).
     pub(crate) skip: Option<(u64, (u64, u64))>,
+    /// Records never replayed one by one under the state's selection are
+    /// not rendered (parsed, counted and remembered all the same): every
+    /// `wm_fact` (with facts) and every `wm_summary` that is not valid
+    /// (with summaries).
+    pub(crate) drop_facts: bool,
+    pub(crate) drop_invalid_summaries: bool,
     /// Added to every entry's offset (the range's place in the file).
     pub(crate) base: u64,
     /// Called with each chunk's range once its messages are rendered (the
@@ -166,6 +177,7 @@ pub(super) fn render_chunk(
             if let Some(cover) = memory::cover_of(r, data) {
                 memos.push(Memo::Summary {
                     at: origin(r),
+                    key: ts_key(r.ts),
                     cover,
                 });
             }
@@ -182,6 +194,15 @@ pub(super) fn render_chunk(
     }
     scratch.clear();
     let covered = |r: &Record| {
+        if spec.drop_facts && r.kind_is(data, memory::FACT) {
+            return true;
+        }
+        if spec.drop_invalid_summaries
+            && r.kind_is(data, memory::SUMMARY)
+            && memory::cover_of(r, data).is_none()
+        {
+            return true;
+        }
         spec.skip.is_some_and(|(at, cover)| {
             let o = origin(r);
             if r.kind_is(data, memory::SUMMARY) {
@@ -190,14 +211,15 @@ pub(super) fn render_chunk(
             memory::covered(at, cover, ts_key(r.ts), o)
         })
     };
-    match (spec.filter, spec.skip) {
+    let shaped = spec.skip.is_some() || spec.drop_facts || spec.drop_invalid_summaries;
+    match (spec.filter, shaped) {
         // With summaries, a summary is replayed whatever the filters say.
         (Some(sel), _) => scratch.extend(records.iter().filter(|r| {
             !covered(r)
                 && (sel.matches(r, data) || (sel.summaries && r.kind_is(data, memory::SUMMARY)))
         })),
-        (None, Some(_)) => scratch.extend(records.iter().filter(|r| !covered(r))),
-        (None, None) => scratch.extend_from_slice(records),
+        (None, true) => scratch.extend(records.iter().filter(|r| !covered(r))),
+        (None, false) => scratch.extend_from_slice(records),
     }
     if !ordered {
         order::sort_records(scratch, false);

@@ -120,31 +120,90 @@ pub(crate) fn fact_of(r: &Record, log: &[u8]) -> Option<(String, Option<String>)
 pub(crate) fn facts_message<'f>(
     facts: impl Iterator<Item = (f64, &'f str, Option<&'f str>)>,
 ) -> Option<String> {
-    let mut live: std::collections::BTreeMap<&str, &str> = Default::default();
-    let mut newest: Option<f64> = None;
-    for (ts, k, v) in facts {
-        newest = Some(ts);
-        match v {
-            Some(v) => live.insert(k, v),
-            None => live.remove(k),
-        };
+    let mut table = FactTable::default();
+    for (i, (ts, k, v)) in facts.enumerate() {
+        table.set((0, i as u64), ts, k, v);
     }
-    if live.is_empty() {
-        return None;
-    }
-    let ts = JsNumber::new(newest.unwrap_or(0.0));
-    let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("0");
-    let mut json = format!("{{\"type\":\"{FACTS}\",\"ts_ms\":{ts},\"facts\":{{");
-    for (i, (k, v)) in live.iter().enumerate() {
-        if i > 0 {
-            json.push(',');
+    table.message()
+}
+
+/// The keyed facts of a log, kept as records arrive in any order: for each
+/// key, the fact latest in replay order (`(ts_key, offset)`), and the
+/// `ts_ms` of the latest fact of all. Its [`message`](Self::message) is
+/// what [`facts_message`] gives for the same facts in replay order, made in
+/// time proportional to the live keys, not to the facts ever written.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct FactTable {
+    /// Key → (replay order, value; `None`: deleted).
+    keys: std::collections::BTreeMap<String, ((u64, u64), Option<String>)>,
+    /// The latest fact's replay order and `ts_ms`.
+    newest: Option<((u64, u64), f64)>,
+    /// The message, made again only after a change.
+    text: Option<Option<String>>,
+}
+
+impl FactTable {
+    /// Records fact `key` = `value` (`None`: a delete) at replay order
+    /// `order`; it wins over an earlier fact of its key, whatever arrived
+    /// first.
+    pub(crate) fn set(&mut self, order: (u64, u64), ts: f64, key: &str, value: Option<&str>) {
+        if self.newest.is_none_or(|(o, _)| order > o) {
+            self.newest = Some((order, ts));
+            self.text = None;
         }
-        json.push_str(&serde_json::to_string(k).expect("a string serialises"));
-        json.push(':');
-        json.push_str(v);
+        match self.keys.get_mut(key) {
+            Some((o, _)) if *o > order => {}
+            Some(slot) => {
+                *slot = (order, value.map(str::to_string));
+                self.text = None;
+            }
+            None => {
+                self.keys
+                    .insert(key.to_string(), (order, value.map(str::to_string)));
+                self.text = None;
+            }
+        }
     }
-    json.push_str("}}");
-    Some(format!("WM_KIND={FACTS}\nts_ms: {ts}\nWM_JSON: {json}"))
+
+    /// The `wm_facts` message text, `None` when no key is live.
+    pub(crate) fn message(&mut self) -> Option<String> {
+        if let Some(text) = &self.text {
+            return text.clone();
+        }
+        let text = self.render();
+        self.text = Some(text.clone());
+        text
+    }
+
+    /// [`message`](Self::message) without keeping it.
+    pub(crate) fn message_now(&self) -> Option<String> {
+        match &self.text {
+            Some(text) => text.clone(),
+            None => self.render(),
+        }
+    }
+
+    fn render(&self) -> Option<String> {
+        let mut live = self
+            .keys
+            .iter()
+            .filter_map(|(k, (_, v))| v.as_deref().map(|v| (k, v)))
+            .peekable();
+        live.peek()?;
+        let ts = JsNumber::new(self.newest.map_or(0.0, |(_, ts)| ts));
+        let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("0");
+        let mut json = format!("{{\"type\":\"{FACTS}\",\"ts_ms\":{ts},\"facts\":{{");
+        for (i, (k, v)) in live.enumerate() {
+            if i > 0 {
+                json.push(',');
+            }
+            json.push_str(&serde_json::to_string(k).expect("a string serialises"));
+            json.push(':');
+            json.push_str(v);
+        }
+        json.push_str("}}");
+        Some(format!("WM_KIND={FACTS}\nts_ms: {ts}\nWM_JSON: {json}"))
+    }
 }
 
 /// Takes every `wm_fact` out of `records` (replay order) and gives the text
