@@ -57,6 +57,10 @@ pub fn parse_range(
     parse_range_rendered(log, range, first_line, options, None, true, progress)
 }
 
+/// Bytes parsed as one chunk, on the calling thread, whatever the thread
+/// count: less than a pool's hand-off and wake-ups cost.
+const SMALL_RANGE: usize = 64 << 10;
+
 /// [`parse_range`], each chunk's messages also rendered by the worker that
 /// parsed it when `render` is given ([`Parsed::rendered`]; see
 /// `rendered.rs`); the records are joined only if `records` (the messages
@@ -73,6 +77,8 @@ pub(crate) fn parse_range_rendered(
     let js = options.record == RecordMode::Js;
     let estimate = range.len();
     let chunks = match options.chunk_size {
+        // A little (an append to a live log): one chunk, parsed here.
+        0 if range.len() <= SMALL_RANGE => vec![range.clone()],
         0 => {
             let threads = match options.threads {
                 0 => rayon::current_num_threads(),
@@ -159,6 +165,16 @@ pub(crate) fn parse_range_rendered(
     // pool.
     let parallel = options.threads != 1;
     let count = chunks.len();
+    if count <= 1 {
+        // One chunk (a small append to a live log): here, on this thread.
+        // Handing it to the pool costs two thread switches, and the pool's
+        // threads spin a while after it.
+        run(&join);
+        return join
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .into_parsed(false);
+    }
     run_in_pool(options.threads, move || {
         if parallel {
             let workers = rayon::current_num_threads().min(count);

@@ -360,8 +360,14 @@ pub const MAX_THREADS_PER_CORE: usize = 4;
 /// The worker threads a replay asking for `threads` gets: at most
 /// [`MAX_THREADS_PER_CORE`] per core.
 pub(crate) fn capped_threads(threads: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    threads.min(cores * MAX_THREADS_PER_CORE)
+    threads.min(cores() * MAX_THREADS_PER_CORE)
+}
+
+/// The cores this process may use, asked once: the answer is a fact of the
+/// process (std reads the cgroup's quota files for it), not of a call.
+pub(crate) fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 /// Runs `f` in a pool of `threads` threads (0: rayon's global pool; 1: here),

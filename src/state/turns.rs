@@ -134,17 +134,39 @@ impl Store {
     }
 
     /// Records where `key`'s `text_input` was appended (and the log it is
-    /// in, which a new key may have created).
-    pub fn set_turn_input(&self, log: &Path, key: &str, offset: u64) -> Result<(), Error> {
+    /// in, which a new key may have created). With `sync`, on disk (with
+    /// every earlier change of the store) before this returns: from then on
+    /// the key maps to its input, so a turn is never run twice, even after
+    /// a power cut, once its model is called.
+    pub fn set_turn_input(
+        &self,
+        log: &Path,
+        key: &str,
+        offset: u64,
+        sync: bool,
+    ) -> Result<(), Error> {
         let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
-        self.conn
+        let level = |l: &str| {
+            self.conn
+                .pragma_update(None, "synchronous", l)
+                .map_err(|e| self.err(e))
+        };
+        if sync {
+            level("FULL")?;
+        }
+        let done = self
+            .conn
             .execute(
                 "UPDATE turns SET input_offset = ?2, dev = ?3, inode = ?4
                  WHERE idempotency_key = ?1",
                 params![key, offset as i64, id.dev as i64, id.inode as i64],
             )
             .map(|_| ())
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e));
+        if sync {
+            level("NORMAL")?;
+        }
+        done
     }
 
     /// Records how `key`'s turn ended: `Some(response)` answered, `None`
@@ -200,7 +222,7 @@ mod turn_tests {
             s.begin_turn(&log, "k", "other", day).unwrap(),
             TurnBegin::Conflict
         );
-        s.set_turn_input(&log, "k", 42).unwrap();
+        s.set_turn_input(&log, "k", 42, true).unwrap();
         s.finish_turn("k", None).unwrap();
         assert_eq!(
             s.begin_turn(&log, "k", "h", day).unwrap(),

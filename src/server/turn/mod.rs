@@ -279,9 +279,18 @@ async fn begin(
                     }
                     (named.appended, writer::durable_already())
                 }
-                None => w
+                // A keyed turn's input is on disk before its model is
+                // called (the key maps to it durably); an unkeyed one is
+                // made durable with its answer (or the record that closes
+                // the turn), which is what acknowledges it.
+                None if key.is_some() => w
                     .append_blocking(vec![line])
                     .map_err(|e| st.append_failed(&e))?,
+                None => (
+                    w.append_unsynced(vec![line])
+                        .map_err(|e| st.append_failed(&e))?,
+                    writer::durable_already(),
+                ),
             };
             let offset = appended[0].offset;
             if let Some(k) = &key {
@@ -290,6 +299,7 @@ async fn begin(
                         &st.cfg.log,
                         k,
                         offset,
+                        st.cfg.fsync,
                     )
                 });
                 if let Err(e) = recorded {

@@ -124,6 +124,7 @@ impl Writer {
             guard,
             written: written_tx,
             durable: durable_tx,
+            sync: true,
         })?;
         let appended = written.await.map_err(|_| stopped())??;
         durable.await.map_err(|_| stopped())??;
@@ -150,6 +151,26 @@ impl Writer {
     /// Appends `lines` from a blocking thread; returns as soon as they are
     /// written, with a [`Durable`] to wait on before acknowledging them.
     pub fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
+        self.append_blocking_with(lines, true)
+    }
+
+    /// [`append_blocking`](Self::append_blocking) without an `fsync` of its
+    /// own: the lines are on disk once the next synced append to the log is
+    /// (it syncs the whole file), or when the log is closed. For a line
+    /// whose loss in a power cut loses nothing acknowledged: a turn's
+    /// `text_input`, acknowledged only with its answer, which is synced.
+    /// After a crash of the process the lines are there whole (the page
+    /// cache outlives it); after a power cut, a line cut short is never a
+    /// record.
+    pub fn append_unsynced(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
+        self.append_blocking_with(lines, false).map(|(a, _)| a)
+    }
+
+    fn append_blocking_with(
+        &self,
+        lines: Vec<Line>,
+        sync: bool,
+    ) -> std::io::Result<(Vec<Appended>, Durable)> {
         let (written_tx, written) = oneshot::channel();
         let (durable_tx, durable) = oneshot::channel();
         self.send(Job {
@@ -158,6 +179,7 @@ impl Writer {
             guard: None,
             written: written_tx,
             durable: durable_tx,
+            sync,
         })?;
         let appended = written.blocking_recv().map_err(|_| stopped())??;
         Ok((appended, durable))
@@ -183,6 +205,10 @@ impl LogWriter for Writer {
 
     fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
         Writer::append_blocking(self, lines)
+    }
+
+    fn append_unsynced(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
+        Writer::append_unsynced(self, lines)
     }
 
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {

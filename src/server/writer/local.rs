@@ -61,6 +61,11 @@ pub(super) struct Job {
     pub(super) guard: Option<Guard>,
     pub(super) written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
     pub(super) durable: oneshot::Sender<std::io::Result<()>>,
+    /// Whether the job waits for `fsync` (see [`Writer::append_unsynced`]);
+    /// a keyed job always does.
+    ///
+    /// [`Writer::append_unsynced`]: super::Writer::append_unsynced
+    pub(super) sync: bool,
 }
 
 impl Job {
@@ -89,6 +94,9 @@ pub(super) struct Appender {
     /// Batches synced that answer no key: removed from the journal with the
     /// next one begun (until then a restart finds them whole).
     settled: Vec<i64>,
+    /// Batches written by rounds that asked for no `fsync`: settled with
+    /// the next round that syncs (or when the log is closed).
+    unsynced: Vec<i64>,
     /// Whether the log may be a symbolic link (see [`Writer::start`]).
     follow: bool,
 }
@@ -106,6 +114,7 @@ impl Appender {
             last_ts: 0,
             journal: store,
             settled: Vec::new(),
+            unsynced: Vec::new(),
             follow: spec.follow,
         };
         journal::recover(&appender.file, &appender.path, &mut appender.journal)?;
@@ -134,6 +143,13 @@ impl Appender {
     /// Ends the journal entries of the batches synced and not yet removed
     /// (before the log is closed).
     pub(super) fn settle(&mut self) {
+        if !self.unsynced.is_empty() {
+            match self.file.sync_data() {
+                Ok(()) => self.settled.append(&mut self.unsynced),
+                Err(e) => tracing::error!(path = %self.path.display(), error = %e,
+                    "fsync failed; the last lines are checked at the next start"),
+            }
+        }
         for id in std::mem::take(&mut self.settled) {
             if let Err(e) = self.journal.end_batch(id, true) {
                 tracing::error!(path = %self.path.display(), error = %e,
@@ -149,6 +165,7 @@ impl Appender {
         // (the job's durable ack, its batch's journal entry, whether it has a key)
         let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64, bool)> =
             Vec::with_capacity(round.len());
+        let mut sync = false;
         let all: Vec<&[Line]> = round.iter().map(|j| j.lines.as_slice()).collect();
         let keys: Vec<Option<&BatchKey>> = round.iter().map(|j| j.key.as_ref()).collect();
         // A guarded job is checked against the log as it is just before its
@@ -176,6 +193,7 @@ impl Appender {
             match r {
                 Ok((a, journal)) => {
                     let _ = job.written.send(Ok(a));
+                    sync |= job.sync || job.key.is_some();
                     done.push((job.durable, journal, job.key.is_some()));
                 }
                 Err(e) if GuardBroken::of(&e).is_some() => job.fail(e),
@@ -190,11 +208,25 @@ impl Appender {
         if done.is_empty() {
             return;
         }
+        if self.fsync && !sync {
+            // Written, not synced: durable with the next round that syncs.
+            for (durable, journal, _) in done {
+                if self.unsynced.last() != Some(&journal) {
+                    self.unsynced.push(journal);
+                }
+                let _ = durable.send(Ok(()));
+            }
+            return;
+        }
         let synced = if self.fsync {
             self.file.sync_data()
         } else {
             Ok(())
         };
+        if synced.is_ok() {
+            // The rounds before this one that did not sync are durable too.
+            self.settled.append(&mut self.unsynced);
+        }
         if let Err(e) = &synced {
             tracing::error!(path = %self.path.display(), error = %e, "fsync failed");
         }
@@ -245,7 +277,16 @@ impl Appender {
         }
         let file = &self.file;
         let _lock = Locked::take(file)?;
-        let journal_sync = self.fsync;
+        // The journal entry is on disk before the batch's bytes can be,
+        // where a crash could leave part of it as whole records (a batch
+        // of several lines) or a key answered from it. A round of one-line
+        // jobs without keys is journalled without a sync of its own: each
+        // line is a job whole or torn, never part of one. After a
+        // process crash the entry is there (the page cache outlives the
+        // process) and the torn line is cut back; after a power cut a line
+        // cut short is never a record (no proper prefix of a JSON object is
+        // JSON), and the next append starts a new line.
+        let one_line = jobs.iter().all(|j| j.len() == 1) && keys.iter().all(Option::is_none);
         let mut newline_first = false;
         for _ in 0..=MAX_REWRITES {
             let meta = file.metadata()?;
@@ -260,6 +301,7 @@ impl Appender {
             let (buf, mut appended) = render_jobs(jobs, newline_first, &mut self.last_ts);
             let lines = journal_lines(&buf);
             let ident = identity(&meta);
+            let journal_sync = self.fsync && (!one_line || newline_first);
             let journal = begin(
                 &mut self.journal,
                 &mut self.settled,
@@ -411,6 +453,7 @@ mod tests {
             last_ts: 0,
             journal: Store::open(dir.path().join("wm.db")).unwrap(),
             settled: Vec::new(),
+            unsynced: Vec::new(),
             follow: true,
         };
         let (mut appended, journal) = a.write(&[lines.as_slice()], &[None], None).unwrap();

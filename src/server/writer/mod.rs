@@ -123,6 +123,20 @@ pub trait LogWriter: Send + Sync {
     /// written, with a [`Durable`] to wait on before acknowledging them.
     fn append_blocking(&self, lines: Vec<Line>) -> io::Result<(Vec<Appended>, Durable)>;
 
+    /// Appends `lines` from a blocking thread without waiting for them to
+    /// be durable: they are once the next append that waits is (or when
+    /// the log is closed). For a line whose loss in a power cut loses
+    /// nothing acknowledged (a turn's `text_input`: the turn is acknowledged
+    /// with its answer). By default, [`append_blocking`](Self::append_blocking)
+    /// waited for.
+    fn append_unsynced(&self, lines: Vec<Line>) -> io::Result<Vec<Appended>> {
+        let (appended, durable) = self.append_blocking(lines)?;
+        durable
+            .blocking_recv()
+            .map_err(|_| io::Error::other("the writer stopped"))??;
+        Ok(appended)
+    }
+
     /// The `len` bytes at `offset` of the log, as written.
     fn read_back(&self, offset: u64, len: u64) -> io::Result<Vec<u8>>;
 

@@ -46,8 +46,7 @@ pub(super) struct Pool {
 /// many more threads than cores keep the disk busy with many logs' syncs
 /// at once.
 fn size() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (cores * 4).clamp(16, 64)
+    (crate::replay::cores() * 4).clamp(16, 64)
 }
 
 /// The process's pool, started on first use.
