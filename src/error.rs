@@ -83,6 +83,48 @@ pub enum Error {
     Query(String),
 }
 
+impl Error {
+    /// The error's message without the paths it names: what a client of
+    /// a server, or a model calling a tool, may be told (the server's own
+    /// log keeps the whole message).
+    pub fn without_paths(&self) -> String {
+        let text = match self {
+            Error::Io { op, source, .. } => format!("{op}: {source}"),
+            Error::Changed { what, .. } => {
+                format!("the file changed while it was being read ({what}); try again")
+            }
+            Error::OutOfMemory { bytes, .. } => {
+                format!("cannot allocate {bytes} bytes: the log's replay does not fit in memory")
+            }
+            Error::State { message, .. } => format!("state store: {message}"),
+            Error::Search { message, .. } => format!("search index: {message}"),
+            other => other.to_string(),
+        };
+        // A path inside a message from below (an I/O error's own text):
+        // cut from its first `/` to the next space or quote.
+        let mut out = String::with_capacity(text.len());
+        let mut in_path = false;
+        let mut prev = ' ';
+        for c in text.chars() {
+            if in_path {
+                if c.is_whitespace() || c == '"' || c == '\'' || c == ')' {
+                    in_path = false;
+                    out.push(c);
+                }
+            } else if c == '/'
+                && (prev.is_whitespace() || prev == '"' || prev == '\'' || prev == '(')
+            {
+                in_path = true;
+                out.push('…');
+            } else {
+                out.push(c);
+            }
+            prev = c;
+        }
+        out
+    }
+}
+
 /// A buffer sized from the log (the replayed records, the re-serialised
 /// records of [`RecordMode::Js`](crate::RecordMode::Js), a rendered body)
 /// that the allocator could not give: what the fallible replay and renders

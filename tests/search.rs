@@ -316,3 +316,207 @@ async fn recall_adds_the_best_records_the_window_does_not_hold() {
     );
     srv.stop().await;
 }
+
+/// A damaged index under a running server: each of its files, of each
+/// kind, cut short, emptied, garbled in place at the same length, or
+/// removed, while the server holds it open. Before, a cut-short file killed
+/// the server with SIGBUS at the next search, and a garbled one made every
+/// search a 500 with a panic's message (and the model saw the index's
+/// path). Now the server lives, notices, builds the index again, and every
+/// search answers what a scan of the log answers; so it does for another
+/// log's index put in its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_index_is_built_again_under_a_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let phrases = planted_log(&log, 3000, 6);
+    let srv = mock::start(mock::config(&log, None, Provider::Anthropic)).await;
+    let index = SearchIndex::path_for(&log);
+    let search = |query: String| {
+        let url = format!("{}/v1/search", srv.url);
+        async move {
+            let (s, b) = mock::post(&url, json!({"query": query, "limit": 3}).to_string()).await;
+            (s, b)
+        }
+    };
+    // What each search must answer: a scan of the log.
+    let want = |q: &str| -> Vec<u64> {
+        let bytes = std::fs::read(&log).unwrap();
+        wmreplay::__internals::search_scan::search(&bytes, q, &SearchOptions::with_limit(3))
+            .iter()
+            .map(|h| h.0)
+            .collect()
+    };
+    let check = |what: String| {
+        let search = &search;
+        let phrases = &phrases;
+        let want = &want;
+        let index = index.clone();
+        async move {
+            for (phrase, _) in phrases.iter().take(3) {
+                let (s, b) = search(phrase.clone()).await;
+                assert_eq!(s, 200, "{what}: {b}");
+                assert!(
+                    !b.contains(&*index.to_string_lossy()) && !b.contains("/tmp"),
+                    "{what}: a path in {b}"
+                );
+                let v: Value = serde_json::from_str(&b).unwrap();
+                let got: Vec<u64> = v["hits"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["offset"].as_u64().unwrap())
+                    .collect();
+                assert_eq!(got, want(phrase), "{what}: {phrase}");
+            }
+        }
+    };
+    check("intact".into()).await;
+    let kinds = [
+        "idx",
+        "term",
+        "fast",
+        "fieldnorm",
+        "store",
+        "meta.json",
+        "managed.json",
+    ];
+    let damages = ["cut to half", "emptied", "garbled", "removed"];
+    for kind in kinds {
+        for damage in damages {
+            let files: Vec<std::path::PathBuf> = std::fs::read_dir(&index)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().ends_with(kind))
+                .collect();
+            if files.is_empty() {
+                continue;
+            }
+            for f in &files {
+                let len = std::fs::metadata(f).unwrap().len();
+                match damage {
+                    "cut to half" => std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(f)
+                        .unwrap()
+                        .set_len(len / 2)
+                        .unwrap(),
+                    "emptied" => std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(f)
+                        .unwrap()
+                        .set_len(0)
+                        .unwrap(),
+                    "garbled" => {
+                        let mut bytes = std::fs::read(f).unwrap();
+                        let n = bytes.len();
+                        for (i, b) in bytes.iter_mut().enumerate() {
+                            if i % 7 == 3 || (i > n / 3 && i < n / 2) {
+                                *b = b.wrapping_mul(31).wrapping_add(0x5b);
+                            }
+                        }
+                        // In place: the same file, the same length.
+                        let mut w = std::fs::OpenOptions::new().write(true).open(f).unwrap();
+                        w.write_all(&bytes).unwrap();
+                    }
+                    _ => std::fs::remove_file(f).unwrap(),
+                }
+            }
+            check(format!("{kind} {damage}")).await;
+            // And after an append.
+            let (s, _) = mock::post(
+                &format!("{}/v1/records", srv.url),
+                format!(r#"{{"type":"wm_insight","text":"after {kind} {damage}"}}"#),
+            )
+            .await;
+            assert_eq!(s, 200);
+            check(format!("{kind} {damage}, then an append")).await;
+        }
+    }
+    // Another log's index in its place.
+    let other = dir.path().join("other.log");
+    planted_log(&other, 200, 2);
+    SearchIndex::new(&other).refresh().unwrap();
+    std::fs::remove_dir_all(&index).unwrap();
+    std::fs::rename(SearchIndex::path_for(&other), &index).unwrap();
+    check("another log's index".into()).await;
+    let (s, _) = mock::post(&format!("{}/healthz", srv.url), "").await;
+    assert!(s == 200 || s == 405);
+    srv.stop().await;
+}
+
+/// A user who may read a log and its up-to-date index but not write the
+/// index's directory can search it. (Before, the reader's lock file could
+/// not be made, so the index was taken for unusable and rebuilt, which
+/// failed: exit 1, "Permission denied" on a `.build-PID` directory.) Run
+/// as `nobody` when the tests run as root.
+#[test]
+fn an_up_to_date_index_is_searched_without_write_access() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let phrases = planted_log(&log, 300, 2);
+    SearchIndex::new(&log).refresh().unwrap();
+    let index = SearchIndex::path_for(&log);
+    let set = |p: &std::path::Path, mode| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    for e in std::fs::read_dir(&index).unwrap().flatten() {
+        set(&e.path(), 0o444);
+    }
+    set(&index, 0o555);
+    set(&log, 0o444);
+    set(dir.path(), 0o555);
+    // Root reads anything: the search runs as nobody then.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    let mut cmd = if root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_wmreplay"));
+        c
+    } else {
+        bin()
+    };
+    let out = cmd
+        .arg("search")
+        .arg(&log)
+        .arg(&phrases[0].0)
+        .args(["--limit", "1"])
+        .output()
+        .unwrap();
+    set(dir.path(), 0o755);
+    set(&index, 0o755);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["hits"][0]["offset"], phrases[0].1);
+}
+
+/// An index write that fails names its cause: under a file size limit the
+/// search exits 1 saying the file is too large (before, the process was
+/// killed by SIGXFSZ without a word; a server said only "An index writer
+/// was killed").
+#[test]
+fn an_index_write_that_fails_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    planted_log(&log, 20_000, 2);
+    let out = Command::new("prlimit")
+        .arg("--fsize=60000")
+        .arg(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg("search")
+        .arg(&log)
+        .arg("lisbon")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large"), "{err}");
+}

@@ -143,6 +143,15 @@ enum Command {
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A file size limit makes a write fail (EFBIG: the append is rolled
+    // back, the index write says why) instead of killing the process with
+    // SIGXFSZ and no word.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to "ignore" has no
+    // preconditions and installs no handler code.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::BrokenPipe) => ExitCode::SUCCESS,

@@ -314,14 +314,6 @@ pub struct ServeArgs {
 pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     use wmreplay::server::{self, ApiKey, Config};
     init_logs(&args.log_format);
-    // A file size limit makes a write fail (EFBIG, and the append is rolled
-    // back) instead of killing the server with SIGXFSZ.
-    #[cfg(unix)]
-    // SAFETY: setting a signal's disposition to "ignore" has no
-    // preconditions and installs no handler code.
-    unsafe {
-        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-    }
     let provider = args.provider;
     if args.old_max_tokens.is_some() || std::env::var_os("WMREPLAY_MAX_TOKENS").is_some() {
         return Err(Failure::Usage(

@@ -53,6 +53,53 @@ impl Drop for Guarded {
     }
 }
 
+/// A read-only map of a file the crate only reads but another may damage
+/// (a search index's files), guarded like a log's: touching a page past a
+/// truncation reads zeros and marks the map [`faulted`](Self::faulted)
+/// instead of killing the process. The caller discards what it read from a
+/// faulted map.
+#[cfg(feature = "search")]
+pub(crate) struct FileMap(Guarded);
+
+#[cfg(feature = "search")]
+impl FileMap {
+    /// Maps `file` (which must not be empty: an empty map is not one).
+    pub(crate) fn open(file: &File) -> std::io::Result<FileMap> {
+        let meta = file.metadata()?;
+        // SAFETY: as in `map`: read-only, private to this value, only ever
+        // read as plain bytes; a truncation under it is caught by the
+        // guard, a rewrite in place only changes what is read, which the
+        // caller checks (the index verifies what it finds).
+        let map = unsafe { memmap2::Mmap::map(file)? };
+        Ok(FileMap(Guarded::new(map, super::Stamp::of(&meta))))
+    }
+
+    /// Whether a page of the map was past the file's end when touched.
+    pub(crate) fn faulted(&self) -> bool {
+        self.0.faulted()
+    }
+}
+
+/// A [`FileMap`] shared, readable as bytes: what a search index's reader
+/// holds.
+#[cfg(feature = "search")]
+pub(crate) struct SharedFileMap(pub(crate) std::sync::Arc<FileMap>);
+
+#[cfg(feature = "search")]
+impl std::ops::Deref for SharedFileMap {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0.0.map
+    }
+}
+
+// SAFETY: the bytes are the map's, which stays at one address for as long
+// as the `Arc` it is in lives (a map is never moved or remapped; the guard
+// only swaps a faulted page for a zero page in place). Moving the
+// `SharedFileMap` moves the `Arc`, not the map.
+#[cfg(feature = "search")]
+unsafe impl stable_deref_trait::StableDeref for SharedFileMap {}
+
 /// Maps `file` read-only, with the kernel told how it will be read.
 pub(super) fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private to this value. What can go

@@ -16,7 +16,7 @@
 
 mod fingerprint;
 pub(crate) mod lines;
-mod map;
+pub(crate) mod map;
 
 use std::fs::File;
 use std::io::Read;

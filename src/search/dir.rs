@@ -8,6 +8,11 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+use tantivy::directory::OwnedBytes;
+
+use crate::input::map::{FileMap, SharedFileMap};
 
 use tantivy::directory::error::{DeleteError, LockError, OpenReadError, OpenWriteError};
 use tantivy::directory::{
@@ -23,10 +28,24 @@ pub(crate) fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-#[derive(Clone, Debug)]
+/// The directory: tantivy's for everything but reading the index's files,
+/// which are mapped through the crate's SIGBUS guard (a file truncated
+/// under a search reads zeros and marks its map, instead of killing the
+/// process), and writing them (without a sync).
+#[derive(Clone)]
 pub(crate) struct Unsynced {
     inner: MmapDirectory,
     root: PathBuf,
+    /// The files mapped, to tell whether one faulted.
+    maps: Arc<Mutex<Vec<Weak<FileMap>>>>,
+}
+
+impl std::fmt::Debug for Unsynced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unsynced")
+            .field("root", &self.root)
+            .finish()
+    }
 }
 
 impl Unsynced {
@@ -34,7 +53,17 @@ impl Unsynced {
         Ok(Unsynced {
             inner: MmapDirectory::open(root)?,
             root: root.to_path_buf(),
+            maps: Arc::default(),
         })
+    }
+
+    /// Whether a file still mapped was truncated under a read: what was
+    /// read from it since it was mapped cannot be trusted.
+    pub(crate) fn faulted(&self) -> bool {
+        let mut maps = self.maps.lock().unwrap_or_else(|p| p.into_inner());
+        maps.retain(|m| m.strong_count() > 0);
+        maps.iter()
+            .any(|m| m.upgrade().is_some_and(|m| m.faulted()))
     }
 }
 
@@ -57,11 +86,31 @@ impl TerminatingWrite for Plain {
 }
 
 impl Directory for Unsynced {
-    fn get_file_handle(
-        &self,
-        path: &Path,
-    ) -> Result<std::sync::Arc<dyn FileHandle>, OpenReadError> {
-        self.inner.get_file_handle(path)
+    fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        let full = self.root.join(path);
+        let file = std::fs::File::open(&full).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound {
+                OpenReadError::FileDoesNotExist(path.to_path_buf())
+            } else {
+                OpenReadError::wrap_io_error(e, path.to_path_buf())
+            }
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|e| OpenReadError::wrap_io_error(e, path.to_path_buf()))?
+            .len();
+        if len == 0 {
+            return Ok(Arc::new(OwnedBytes::empty()));
+        }
+        let map = Arc::new(
+            FileMap::open(&file)
+                .map_err(|e| OpenReadError::wrap_io_error(e, path.to_path_buf()))?,
+        );
+        self.maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&map));
+        Ok(Arc::new(OwnedBytes::new(SharedFileMap(map))))
     }
     fn delete(&self, path: &Path) -> Result<(), DeleteError> {
         self.inner.delete(path)
@@ -96,7 +145,23 @@ impl Directory for Unsynced {
         std::fs::rename(&tmp, &full)
     }
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
-        self.inner.acquire_lock(lock)
+        match self.inner.acquire_lock(lock) {
+            // A reader that may not write the index's directory cannot make
+            // the lock file that keeps a writer's clean-up from deleting
+            // files while it reads `meta.json` (the one blocking lock): it
+            // reads without it. A writer deleting them meanwhile makes the
+            // open fail, and the search is tried again.
+            Err(LockError::IoError(e))
+                if lock.is_blocking
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem
+                    ) =>
+            {
+                Ok(DirectoryLock::from(Box::new(())))
+            }
+            other => other,
+        }
     }
     fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {
         self.inner.watch(callback)

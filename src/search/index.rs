@@ -73,6 +73,47 @@ struct Open {
     offset: Field,
     /// (device, inode) of the index directory.
     dir: (u64, u64),
+    /// The directory as this reader reads it (whether a mapped file was
+    /// truncated under a read).
+    files: Unsynced,
+    /// The files the reader reads, as they were when it was loaded: a
+    /// segment's files are written once, so one that changed since was
+    /// damaged (`meta.json` changes with every commit).
+    stamps: Vec<(PathBuf, FileStamp)>,
+}
+
+/// What identifies a file's bytes short of reading them: a change to them
+/// changes its length, its times or its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+    inode: u64,
+}
+
+fn stamp_of(path: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some(FileStamp {
+        len: m.len(),
+        modified: (m.mtime(), m.mtime_nsec()),
+        changed: (m.ctime(), m.ctime_nsec()),
+        inode: m.ino(),
+    })
+}
+
+/// Why a search found the index unfit: a file changed under the reader, a
+/// mapped file truncated under a read, or a read that panicked on bytes it
+/// could not make sense of. The index is built again; nothing it read is
+/// used.
+#[derive(Debug, Clone)]
+pub(crate) struct Damaged(pub(crate) String);
+
+/// What [`Index::top`] found.
+pub(crate) enum Top {
+    Hits(Vec<(u64, f64)>),
+    Damaged(Damaged),
 }
 
 pub(crate) struct Index {
@@ -81,6 +122,8 @@ pub(crate) struct Index {
     open: Option<Open>,
     max_depth: usize,
     refuse_links: bool,
+    /// The index was found damaged: the next refresh builds it again.
+    damaged: bool,
     /// The log's length and change times, and the index directory, when
     /// this index was last found up to date: unchanged, nothing is read.
     seen: Option<Seen>,
@@ -141,8 +184,17 @@ impl Index {
             open: None,
             max_depth,
             refuse_links,
+            damaged: false,
             seen: None,
         }
+    }
+
+    /// Drops the open index, found damaged: the next refresh builds it
+    /// again from the log.
+    pub(crate) fn discard(&mut self) {
+        self.open = None;
+        self.seen = None;
+        self.damaged = true;
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -160,7 +212,8 @@ impl Index {
             return self.open.as_ref();
         }
         self.open = None;
-        let index = Tantivy::open(Unsynced::open(&self.path).ok()?).ok()?;
+        let files = Unsynced::open(&self.path).ok()?;
+        let index = Tantivy::open(files.clone()).ok()?;
         register(&index);
         let schema = index.schema();
         let body = schema.get_field("body").ok()?;
@@ -170,13 +223,17 @@ impl Index {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()
             .ok()?;
-        self.open = Some(Open {
+        let mut open = Open {
             index,
             reader,
             body,
             offset,
             dir,
-        });
+            files,
+            stamps: Vec::new(),
+        };
+        open.stamp(&self.path);
+        self.open = Some(open);
         self.open.as_ref()
     }
 
@@ -207,8 +264,9 @@ impl Index {
             return Ok(Refreshed::default());
         }
         let refreshed = self.refresh_from(&file, id, meta.len(), progress)?;
-        if let Some(o) = &self.open {
+        if let Some(o) = &mut self.open {
             o.reader.reload().map_err(|e| err(&self.path, e))?;
+            o.stamp(&self.path);
             self.seen = Some((now.0, now.1, o.dir));
         }
         Ok(refreshed)
@@ -238,6 +296,9 @@ impl Index {
                 .map_err(|e| Error::io(&log, "cannot read", e))?
                 == Some(m.fingerprint))
         };
+        if std::mem::take(&mut self.damaged) {
+            return self.rebuild(file, id, len, progress);
+        }
         let known = self.connect().and_then(|o| payload(&o.index));
         let usable_now = match &known {
             Some(m) => usable(m)?,
@@ -274,7 +335,8 @@ impl Index {
             len,
             self.max_depth,
             progress,
-        )?;
+        )
+        .map_err(|e| with_cause(&mut writer, &path, e))?;
         if end == from {
             return Ok(Refreshed::default());
         }
@@ -327,7 +389,8 @@ impl Index {
                 len,
                 self.max_depth,
                 progress,
-            )?;
+            )
+            .map_err(|e| with_cause(&mut writer, &tmp, e))?;
             commit(
                 &mut writer,
                 &tmp,
@@ -378,42 +441,116 @@ impl Index {
 
     /// The documents matching any of `words` (deduplicated, at least one),
     /// the best `limit` of them: (offset, score), best first, ties in log
-    /// order (among those tantivy returns).
-    pub(crate) fn top(&mut self, words: &[String], limit: usize) -> Result<Vec<(u64, f64)>, Error> {
+    /// order (among those tantivy returns); or [`Top::Damaged`] when what
+    /// the index holds cannot be trusted (a file changed or truncated under
+    /// the reader, a read that panicked).
+    pub(crate) fn top(&mut self, words: &[String], limit: usize) -> Result<Top, Error> {
         let path = self.path.clone();
-        let Some(open) = self.connect() else {
-            return Ok(Vec::new());
-        };
-        let queries: Vec<(Occur, Box<dyn Query>)> = words
-            .iter()
-            .map(|w| {
-                let q: Box<dyn Query> = Box::new(TermQuery::new(
-                    Term::from_field_text(open.body, w),
-                    IndexRecordOption::WithFreqs,
-                ));
-                (Occur::Should, q)
-            })
-            .collect();
-        let searcher = open.reader.searcher();
-        let top = searcher
-            .search(
-                &BooleanQuery::new(queries),
-                &TopDocs::with_limit(limit).order_by_score(),
-            )
-            .map_err(|e| err(&path, e))?;
-        let mut out = Vec::with_capacity(top.len());
-        for (score, at) in top {
-            let column = searcher
-                .segment_reader(at.segment_ord)
-                .fast_fields()
-                .u64("offset")
-                .map_err(|e| err(&path, e))?;
-            if let Some(offset) = column.first(at.doc_id) {
-                out.push((offset, f64::from(score)));
+        let Some(open) = self.open.as_mut() else {
+            if self.connect().is_none() {
+                return Ok(Top::Hits(Vec::new()));
             }
+            return self.top(words, limit);
+        };
+        if let Some(d) = open.changed(&path) {
+            return Ok(Top::Damaged(d));
         }
+        let open = self.open.as_ref().expect("checked above");
+        let run = || -> Result<Vec<(u64, f64)>, Error> {
+            let queries: Vec<(Occur, Box<dyn Query>)> = words
+                .iter()
+                .map(|w| {
+                    let q: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(open.body, w),
+                        IndexRecordOption::WithFreqs,
+                    ));
+                    (Occur::Should, q)
+                })
+                .collect();
+            let searcher = open.reader.searcher();
+            let top = searcher
+                .search(
+                    &BooleanQuery::new(queries),
+                    &TopDocs::with_limit(limit).order_by_score(),
+                )
+                .map_err(|e| err(&path, e))?;
+            let mut out = Vec::with_capacity(top.len());
+            for (score, at) in top {
+                let column = searcher
+                    .segment_reader(at.segment_ord)
+                    .fast_fields()
+                    .u64("offset")
+                    .map_err(|e| err(&path, e))?;
+                if let Some(offset) = column.first(at.doc_id) {
+                    out.push((offset, f64::from(score)));
+                }
+            }
+            Ok(out)
+        };
+        // Bytes garbled in place can make the reader index past a slice's
+        // end: a panic here is the index's damage, not the server's.
+        let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+        if open.files.faulted() {
+            return Ok(Top::Damaged(Damaged(
+                "a file of the index was cut short under a search".into(),
+            )));
+        }
+        let mut out = match found {
+            Ok(Ok(out)) => out,
+            Ok(Err(e)) => {
+                return Ok(Top::Damaged(Damaged(format!("the search failed: {e}"))));
+            }
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("a panic");
+                return Ok(Top::Damaged(Damaged(format!(
+                    "reading the index failed ({what})"
+                ))));
+            }
+        };
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        Ok(out)
+        Ok(Top::Hits(out))
+    }
+}
+
+impl Open {
+    /// Notes the files the reader now reads, as they are.
+    fn stamp(&mut self, root: &Path) {
+        let mut files: Vec<PathBuf> = vec![PathBuf::from("meta.json")];
+        if let Ok(metas) = self.index.load_metas() {
+            files.extend(metas.list_segment_files());
+        }
+        self.stamps = files
+            .into_iter()
+            .filter_map(|f| stamp_of(&root.join(&f)).map(|s| (f, s)))
+            .collect();
+    }
+
+    /// Whether a file the reader reads changed since it was loaded: a
+    /// segment's file changed or gone while `meta.json` still names it is
+    /// damage (another process's commit replaces `meta.json`: the reader
+    /// is loaded again then).
+    fn changed(&mut self, root: &Path) -> Option<Damaged> {
+        let differs = |(f, s): &(PathBuf, FileStamp)| stamp_of(&root.join(f)) != Some(*s);
+        let meta_moved = self
+            .stamps
+            .iter()
+            .find(|(f, _)| f.as_os_str() == "meta.json")
+            .is_some_and(differs);
+        if meta_moved {
+            if let Err(e) = self.reader.reload() {
+                return Some(Damaged(format!("its meta.json cannot be read: {e}")));
+            }
+            self.stamp(root);
+            return None;
+        }
+        self.stamps
+            .iter()
+            .find(|s| differs(s))
+            .map(|(f, _)| Damaged(format!("its file {} changed under the reader", f.display())))
     }
 }
 
@@ -445,6 +582,16 @@ fn writer(index: &Tantivy, path: &Path, threads: usize) -> Result<IndexWriter, E
             }
             Err(e) => return Err(err(path, e)),
         }
+    }
+}
+
+/// An error adding documents: tantivy's own says only that a thread of
+/// the writer stopped ("An index writer was killed"); the thread's error,
+/// the cause (a full disk, a file size limit), is what joining it gives.
+fn with_cause(writer: &mut IndexWriter, path: &Path, e: Error) -> Error {
+    match writer.prepare_commit() {
+        Err(cause) => err(path, format!("writing the index failed: {cause}")),
+        Ok(_) => e,
     }
 }
 

@@ -39,8 +39,8 @@ pub(crate) mod text;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use index::Index;
 pub use index::Refreshed;
+use index::{Damaged, Index, Top};
 
 use crate::error::Error;
 use crate::parse::LineParser;
@@ -292,9 +292,29 @@ impl SearchIndex {
         // The best `limit` and some more, so that ties at the cut are put in
         // log order; more again when filters or `skip` leave too few.
         let mut want = options.limit + TIE_MARGIN;
+        let mut rebuilt = false;
         loop {
-            let top = self.index.top(words, want)?;
+            let top = match self.index.top(words, want)? {
+                Top::Hits(top) => top,
+                Top::Damaged(why) => {
+                    // Built again from the log, and searched again: nothing
+                    // read from the damaged index is used.
+                    if rebuilt {
+                        return Err(Error::Search {
+                            path: self.index.path().to_path_buf(),
+                            message: format!(
+                                "the index was damaged again right after it was built ({})",
+                                why.0
+                            ),
+                        });
+                    }
+                    rebuilt = true;
+                    self.rebuild_damaged(&why)?;
+                    continue;
+                }
+            };
             let mut hits = Vec::new();
+            let mut wrong = None;
             for &(offset, score) in &top {
                 if hits.len() == options.limit {
                     break;
@@ -302,23 +322,48 @@ impl SearchIndex {
                 if skip(offset) {
                     continue;
                 }
-                if let Some(hit) = read_hit(
+                match read_hit(
                     &file,
                     &self.log,
                     offset,
                     score,
                     &filters,
+                    words,
                     &mut parser,
                     &mut buf,
                 )? {
-                    hits.push(hit);
+                    Read::Hit(hit) => hits.push(hit),
+                    Read::Filtered => {}
+                    Read::Wrong(why) => {
+                        wrong = Some(why);
+                        break;
+                    }
                 }
+            }
+            if let Some(why) = wrong {
+                if rebuilt {
+                    return Err(Error::Search {
+                        path: self.index.path().to_path_buf(),
+                        message: format!("the index built again still points wrong: {why}"),
+                    });
+                }
+                rebuilt = true;
+                self.rebuild_damaged(&Damaged(why))?;
+                continue;
             }
             if hits.len() == options.limit || top.len() < want {
                 return Ok(hits);
             }
             want = want.saturating_mul(4);
         }
+    }
+
+    /// Builds the index again after it was found damaged (logged, with why).
+    fn rebuild_damaged(&mut self, why: &Damaged) -> Result<(), Error> {
+        warn_damaged(self.index.path(), &why.0);
+        self.index.discard();
+        self.index.refresh(&mut |_, _| {})?;
+        Ok(())
     }
 }
 
@@ -418,46 +463,90 @@ pub fn search(
     SearchIndex::new(log).search(query, options)
 }
 
-/// The record whose line starts at `offset`, if it is still there, is a
-/// record and passes `filters`.
+/// What [`read_hit`] found at a hit's offset.
+enum Read {
+    Hit(Hit),
+    /// A record the filters leave out.
+    Filtered,
+    /// Not a record holding any of the words: the index that named it is
+    /// damaged (its offsets or postings), or is another log's.
+    Wrong(String),
+}
+
+/// The record whose line starts at `offset`: a hit if it passes `filters`;
+/// [`Read::Wrong`] when `offset` is not where a line starts, the line is
+/// not a record, or the record holds none of `words` (the index said it
+/// does).
+#[allow(clippy::too_many_arguments)]
 fn read_hit(
     file: &File,
     log: &Path,
     offset: u64,
     score: f64,
     filters: &Selection,
+    words: &[String],
     parser: &mut LineParser,
     buf: &mut Vec<u8>,
-) -> Result<Option<Hit>, Error> {
-    buf.clear();
+) -> Result<Read, Error> {
+    // From the byte before: a line starts after a `\n` (or at 0).
+    let from = offset.saturating_sub(1);
     let mut want = 4096u64;
     loop {
         buf.clear();
-        crate::input::read_from(file, offset, want, buf)
+        crate::input::read_from(file, from, want, buf)
             .map_err(|e| Error::io(log, "cannot read", e))?;
-        if memchr::memchr(b'\n', buf).is_some() || (buf.len() as u64) < want {
+        let body = &buf[(offset - from) as usize..];
+        if memchr::memchr(b'\n', body).is_some() || (buf.len() as u64) < want {
             break;
         }
         want *= 4;
     }
-    let Some(end) = memchr::memchr(b'\n', buf) else {
-        return Ok(None);
-    };
-    let line = &buf[crate::input::lines::trim(&buf[..end])];
-    if line.is_empty() {
-        return Ok(None);
+    let wrong = |why: &str| Ok(Read::Wrong(format!("offset {offset}: {why}")));
+    // A line's offset is where its record starts: after a `\n`, the
+    // whitespace it is trimmed of, or the file's byte-order mark.
+    let starts_line = offset == 0
+        || buf.first().is_some_and(u8::is_ascii_whitespace)
+        || (offset == crate::input::lines::BOM.len() as u64 && {
+            let mut head = Vec::new();
+            crate::input::read_from(file, 0, offset, &mut head)
+                .map_err(|e| Error::io(log, "cannot read", e))?;
+            crate::input::lines::content_start(&head) == head.len()
+        });
+    if !starts_line {
+        return wrong("not the start of a line");
     }
+    let body = &buf[(offset - from) as usize..];
+    let Some(end) = memchr::memchr(b'\n', body) else {
+        return wrong("past the log's last whole line");
+    };
+    let line = &body[crate::input::lines::trim(&body[..end])];
     let Ok(r) = parser.parse(line, 0) else {
-        return Ok(None);
+        return wrong("not a record");
     };
-    if !filters.matches(&r, line) {
-        return Ok(None);
+    let mut holds = false;
+    text::record_words(line, &mut text::Scratch::default(), |w| {
+        holds |= words.iter().any(|x| x == w);
+    });
+    if !holds {
+        return wrong("a record holding none of the words searched for");
     }
-    Ok(Some(Hit {
+    if !filters.matches(&r, line) {
+        return Ok(Read::Filtered);
+    }
+    Ok(Read::Hit(Hit {
         offset,
         ts_ms: r.ts_ms(),
         kind: r.kind(line),
         score,
         line: String::from_utf8_lossy(line).into_owned(),
     }))
+}
+
+/// Logs an index found damaged (the server's log and stderr may name the
+/// path; what a client or a model is told does not).
+fn warn_damaged(path: &Path, why: &str) {
+    #[cfg(feature = "server")]
+    tracing::warn!(index = %path.display(), reason = why, "the search index is damaged; building it again");
+    #[cfg(not(feature = "server"))]
+    let _ = (path, why);
 }

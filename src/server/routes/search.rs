@@ -76,12 +76,12 @@ pub(crate) async fn search(state: Arc<AppState>, req: Request) -> Result<Respons
         idx.search(&q, &options)
     })
     .await
-    .map_err(|e| internal("search_failed", e))?
+    .map_err(|_| internal("search_failed", "the search stopped unexpectedly"))?
     .map_err(|e| match e {
         crate::Error::Query(m) => bad(m),
         e => {
             tracing::error!(error = %e, "search failed");
-            internal("search_failed", e)
+            internal("search_failed", e.without_paths())
         }
     })?;
     let hits: Vec<Value> = hits
