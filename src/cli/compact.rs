@@ -54,9 +54,14 @@ pub struct CompactArgs {
     /// Print the built-in instructions and exit.
     #[arg(long)]
     print_prompt: bool,
-    /// A summary's token limit.
+    /// A summary's token limit. A summary the model makes longer than one
+    /// and a half times this (counted with --tokenizer), or than
+    /// --max-record-bytes, is cut there, and says so (`text_cut`).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     max_output_tokens: u32,
+    /// Largest record written, as `serve --max-record-bytes`.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = parse_record_bytes)]
+    max_record_bytes: usize,
     /// An extra header sent with the call, NAME=VALUE (repeatable).
     #[arg(long = "upstream-header", value_name = "NAME=VALUE", value_parser = parse_header)]
     upstream_headers: Vec<(String, String)>,
@@ -99,6 +104,7 @@ pub fn compact(args: CompactArgs) -> Result<(), Failure> {
     cfg.selection.summaries = true;
     cfg.selection.facts = args.facts;
     cfg.selection.tokenizer = args.tokenizer;
+    cfg.max_record_bytes = args.max_record_bytes;
     let mut c = Compaction::new(args.fold_tokens);
     c.max_output_tokens = args.max_output_tokens;
     if let Some(file) = &args.prompt {
@@ -141,8 +147,17 @@ pub fn compact(args: CompactArgs) -> Result<(), Failure> {
         "folded_records": report.folded_records,
         "folded_tokens": report.folded_tokens,
         "kept_tokens": report.kept_tokens,
+        "cut": report.cut,
         "usage": report.usage.to_json(),
     });
     writeln!(std::io::stdout(), "{out}")?;
     Ok(())
+}
+
+fn parse_record_bytes(s: &str) -> Result<usize, String> {
+    let n = parse_size::parse_size(s).map_err(|e| e.to_string())?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n >= 1024)
+        .ok_or_else(|| "at least 1KiB".to_string())
 }

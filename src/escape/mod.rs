@@ -345,6 +345,29 @@ pub(crate) fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> usize {
     at + n
 }
 
+/// Bytes of `text` as a JSON string, its quotes included.
+pub(crate) fn json_len(text: &str) -> usize {
+    serde_json::to_string(text).map_or(text.len() + 2, |s| s.len())
+}
+
+/// The longest start of `text`, cut at a character, whose JSON string (its
+/// quotes included, escaped as `serde_json` escapes it) takes at most
+/// `room` bytes.
+pub(crate) fn fit_json(text: &str, room: usize) -> &str {
+    let mut used = 2;
+    for (at, c) in text.char_indices() {
+        used += match c {
+            '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        };
+        if used > room {
+            return &text[..at];
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -351,6 +351,18 @@ impl LiveReplay {
         self.fact_table.message_now()
     }
 
+    /// The newest `ts_ms` among the latest facts of `keys` (see
+    /// [`Selection::facts`]), from what was parsed. Call
+    /// [`refresh`](Self::refresh) first.
+    pub(crate) fn newest_fact_ts<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> Option<f64> {
+        keys.into_iter()
+            .filter_map(|k| self.fact_table.latest_ts(k))
+            .reduce(f64::max)
+    }
+
     /// Rendered bytes held (the sum of the chunks' lengths).
     pub fn rendered_len(&self) -> u64 {
         self.rendered

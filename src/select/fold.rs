@@ -143,11 +143,20 @@ pub struct Cover {
 /// it): `{"type":"wm_summary","covers":{"ts_ms":X,"offset":O},"text":…,
 /// "folded":{"records":N,"tokens":T},"model":M}`.
 pub fn record(cover: &Cover, text: &str, model: &str) -> String {
+    record_cut(cover, text, model, None)
+}
+
+/// [`record`], with `"text_cut":{"bytes":N}` when the model's text (`N`
+/// bytes) was cut to `text` (see [`held_summary`]).
+pub(crate) fn record_cut(cover: &Cover, text: &str, model: &str, cut: Option<usize>) -> String {
     let ts = JsNumber::new(cover.ts_ms);
     let ts = std::str::from_utf8(ts.as_bytes()).unwrap_or("0");
     let s = |v: &str| serde_json::to_string(v).expect("a string serialises");
+    let cut = cut.map_or(String::new(), |n| {
+        format!(",\"text_cut\":{{\"bytes\":{n}}}")
+    });
     format!(
-        "{{\"type\":\"{}\",\"covers\":{{\"ts_ms\":{ts},\"offset\":{}}},\"text\":{},\
+        "{{\"type\":\"{}\",\"covers\":{{\"ts_ms\":{ts},\"offset\":{}}},\"text\":{}{cut},\
          \"folded\":{{\"records\":{},\"tokens\":{}}},\"model\":{}}}",
         super::memory::SUMMARY,
         cover.offset,
@@ -156,6 +165,71 @@ pub fn record(cover: &Cover, text: &str, model: &str) -> String {
         cover.tokens,
         s(model),
     )
+}
+
+/// A summary the model wrote, held to what a summary may be: at most one
+/// and a half times `max_output_tokens` (the summary's token limit, counted
+/// with `tokenizer`: providers count a little differently, so an answer
+/// that kept to its limit is never cut) and a record of at most
+/// `max_record_bytes`. An upstream or a gateway that ignores the token
+/// limit then cannot make one summary, replayed first in every later
+/// request, as long as it likes. Returns the record (see [`record`]) and
+/// whether the text was cut (`"text_cut":{"bytes":N}` in it).
+pub fn held_summary(
+    cover: &Cover,
+    text: &str,
+    model: &str,
+    max_output_tokens: u32,
+    tokenizer: crate::Tokenizer,
+    max_record_bytes: usize,
+) -> (String, bool) {
+    let whole = record(cover, text, model);
+    let limit = u64::from(max_output_tokens) * 3 / 2;
+    // Fewer bytes than the limit is fewer tokens too.
+    let over_tokens = text.len() as u64 > limit && tokenizer.count(text) > limit;
+    if whole.len() <= max_record_bytes && !over_tokens {
+        return (whole, false);
+    }
+    let mut kept = text;
+    if over_tokens {
+        // The longest start, cut at a character, within the limit; looked
+        // for among the first 32 bytes a token (more than any text has).
+        let mut hi = text
+            .len()
+            .min(usize::try_from(limit.saturating_mul(32)).unwrap_or(usize::MAX));
+        while !text.is_char_boundary(hi) {
+            hi -= 1;
+        }
+        let mut lo = 0usize;
+        while lo < hi {
+            let mut mid = (lo + hi).div_ceil(2);
+            while !text.is_char_boundary(mid) {
+                mid -= 1;
+            }
+            if mid <= lo {
+                // No boundary in (lo, hi]'s lower half: step past one char.
+                let next = text[lo..]
+                    .chars()
+                    .next()
+                    .map_or(text.len(), |c| lo + c.len_utf8());
+                if next <= hi && tokenizer.count(&text[..next]) <= limit {
+                    lo = next;
+                } else {
+                    hi = lo;
+                }
+                continue;
+            }
+            if tokenizer.count(&text[..mid]) <= limit {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        kept = &text[..lo];
+    }
+    let frame = record_cut(cover, "", model, Some(text.len())).len();
+    kept = crate::escape::fit_json(kept, max_record_bytes.saturating_sub(frame) + 2);
+    (record_cut(cover, kept, model, Some(text.len())), true)
 }
 
 /// The condition a summary is appended under: no record at or after byte

@@ -165,6 +165,13 @@ impl FactTable {
         }
     }
 
+    /// The `ts_ms` of `key`'s latest fact, if it has one (live or deleted).
+    pub(crate) fn latest_ts(&self, key: &str) -> Option<f64> {
+        self.keys
+            .get(key)
+            .map(|((k, _), _)| crate::order::key_ts(*k))
+    }
+
     /// The `wm_facts` message text, `None` when no key is live.
     pub(crate) fn message(&mut self) -> Option<String> {
         if let Some(text) = &self.text {

@@ -26,6 +26,9 @@ pub struct CompactReport {
     pub last_offset: Option<u64>,
     /// The summary calls' tokens.
     pub usage: Usage,
+    /// Summaries cut to what a summary may be (see `fold::held_summary`):
+    /// the model wrote more than its token limit or a record allows.
+    pub cut: usize,
 }
 
 /// Why [`compact_once`] stopped short.
@@ -106,7 +109,15 @@ pub async fn compact_once(
                 "the model's summary is empty".into(),
             ));
         }
-        let record = fold::record(&cover, &answer.text, &model);
+        let (record, was_cut) = fold::held_summary(
+            &cover,
+            &answer.text,
+            &model,
+            c.max_output_tokens,
+            cfg.selection.tokenizer,
+            cfg.max_record_bytes,
+        );
+        report.cut += usize::from(was_cut);
         let path = cfg.log.clone();
         let written = tokio::task::spawn_blocking(move || {
             crate::append::append_guarded(&path, &[record.as_bytes()], Some(&guard))

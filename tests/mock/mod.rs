@@ -407,10 +407,10 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     }
     let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(false);
     if fold_input(&v).is_none()
-        && let Some((round, calls)) = tools::next_calls(m.provider, &v, &current_text(&v))
+        && let Some((round, r)) = tools::next_calls(m.provider, &v, &current_text(&v))
     {
         let usage = (usage.input, usage.read, usage.written);
-        return match tools::calling(m.provider, round, &calls, stream, usage) {
+        return match tools::calling(m.provider, round, &r, stream, usage) {
             (Some(body), _) => {
                 ([("content-type", "application/json")], body.to_string()).into_response()
             }

@@ -6,28 +6,59 @@
 //!
 //! The user asks with a line of its text:
 //! - `search_memory: QUERY` — one round, one `search_memory` call;
-//! - `TOOLS: [[{"name":N,"input":{…}},…],…]` — one inner list per round.
+//! - `TOOLS: [ROUND,…]` — each ROUND a list of calls `[{"name":N,"input":{…}},…]`,
+//!   or an object `{"calls":[…],"stop":S,"text":T,"refusal":R}`: the round
+//!   stops with `S` (default: the provider's tool stop), says `T` (default
+//!   "Let me look.") and, with OpenAI, refuses with `R`.
 //!
 //! It calls nothing when the request offers no tools or says
-//! `tool_choice` none.
+//! `tool_choice` none; a round with no calls is answered all the same (a
+//! `pause_turn`, a refusal).
 
 use serde_json::{Value, json};
 use wmreplay::server::Provider;
 
-/// The rounds of calls the user's text asks for.
-pub fn script(text: &str) -> Vec<Vec<(String, Value)>> {
+/// One round the user's text asks for.
+#[derive(Debug, Clone, Default)]
+pub struct Round {
+    pub calls: Vec<(String, Value)>,
+    pub stop: Option<String>,
+    pub text: Option<String>,
+    pub refusal: Option<String>,
+}
+
+/// The rounds the user's text asks for.
+pub fn script(text: &str) -> Vec<Round> {
     for line in text.lines() {
         if let Some(q) = line.strip_prefix("search_memory: ") {
-            return vec![vec![("search_memory".into(), json!({"query": q}))]];
+            return vec![Round {
+                calls: vec![("search_memory".into(), json!({"query": q}))],
+                ..Round::default()
+            }];
         }
         if let Some(j) = line.strip_prefix("TOOLS: ") {
-            let rounds: Vec<Vec<Value>> = serde_json::from_str(j).expect("TOOLS: is JSON");
+            let rounds: Vec<Value> = serde_json::from_str(j).expect("TOOLS: is JSON");
+            let calls = |v: &Value| -> Vec<(String, Value)> {
+                v.as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| (c["name"].as_str().unwrap().to_string(), c["input"].clone()))
+                    .collect()
+            };
+            let s = |v: &Value| v.as_str().map(str::to_string);
             return rounds
-                .into_iter()
-                .map(|r| {
-                    r.into_iter()
-                        .map(|c| (c["name"].as_str().unwrap().to_string(), c["input"].clone()))
-                        .collect()
+                .iter()
+                .map(|r| match r {
+                    Value::Array(_) => Round {
+                        calls: calls(r),
+                        ..Round::default()
+                    },
+                    o => Round {
+                        calls: calls(&o["calls"]),
+                        stop: s(&o["stop"]),
+                        text: s(&o["text"]),
+                        refusal: s(&o["refusal"]),
+                    },
                 })
                 .collect();
         }
@@ -59,56 +90,55 @@ pub fn results(provider: Provider, v: &Value) -> Vec<String> {
     out
 }
 
-/// Rounds of tool calls the request already holds (the model's messages
-/// that called tools).
-fn rounds_done(provider: Provider, v: &Value) -> usize {
-    v["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
+/// Rounds the request already holds: the model's messages after the
+/// current request (each round's answer, sent back to continue it).
+fn rounds_done(v: &Value) -> usize {
+    let msgs: Vec<&Value> = v["messages"].as_array().into_iter().flatten().collect();
+    let current = msgs
+        .iter()
+        .rposition(|m| m.to_string().contains("CURRENT_USER_REQUEST"))
+        .unwrap_or(0);
+    msgs[current..]
+        .iter()
         .filter(|m| m["role"] == "assistant")
-        .filter(|m| match provider {
-            Provider::Anthropic => m["content"]
-                .as_array()
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use")),
-            Provider::OpenAi => m.get("tool_calls").is_some(),
-        })
         .count()
 }
 
 /// The calls to make now, with the round's number: `None` when the model
 /// answers instead.
-pub fn next_calls(
-    provider: Provider,
-    v: &Value,
-    text: &str,
-) -> Option<(usize, Vec<(String, Value)>)> {
+pub fn next_calls(provider: Provider, v: &Value, text: &str) -> Option<(usize, Round)> {
     let offered = v["tools"].as_array().is_some_and(|t| !t.is_empty());
     let none = v["tool_choice"] == "none" || v["tool_choice"]["type"] == "none";
     if !offered || none {
         return None;
     }
-    let round = rounds_done(provider, v);
-    script(text)
-        .into_iter()
-        .nth(round)
-        .map(|calls| (round, calls))
+    let _ = provider;
+    let round = rounds_done(v);
+    script(text).into_iter().nth(round).map(|r| (round, r))
 }
 
-/// The answer that makes `calls`: the body (not streamed) or the events.
+/// The answer of round `round`: the body (not streamed) or the events.
 pub fn calling(
     provider: Provider,
     round: usize,
-    calls: &[(String, Value)],
+    r: &Round,
     stream: bool,
     usage: (u64, u64, u64),
 ) -> (Option<Value>, Vec<String>) {
+    let calls = &r.calls;
     let (input, read, written) = usage;
     let id = |i: usize| match provider {
         Provider::Anthropic => format!("toolu_{round}_{i}"),
         Provider::OpenAi => format!("call_{round}_{i}"),
     };
-    let preface = "Let me look.";
+    let preface = r.text.as_deref().unwrap_or("Let me look.");
+    let stop = r.stop.clone().unwrap_or_else(|| {
+        match provider {
+            Provider::Anthropic => "tool_use",
+            Provider::OpenAi => "tool_calls",
+        }
+        .to_string()
+    });
     if !stream {
         let body = match provider {
             Provider::Anthropic => {
@@ -120,7 +150,7 @@ pub fn calling(
                 }
                 json!({
                     "id": "msg_t", "type": "message", "role": "assistant", "content": content,
-                    "stop_reason": "tool_use",
+                    "stop_reason": stop,
                     "usage": {"input_tokens": input, "output_tokens": 5,
                               "cache_read_input_tokens": read, "cache_creation_input_tokens": written}
                 })
@@ -134,10 +164,16 @@ pub fn calling(
                         "function": {"name": name, "arguments": args.to_string()}})
                     })
                     .collect();
+                let mut message = json!({"role": "assistant", "content": preface});
+                if !tc.is_empty() {
+                    message["tool_calls"] = Value::Array(tc);
+                }
+                if let Some(refusal) = &r.refusal {
+                    message["refusal"] = json!(refusal);
+                }
                 json!({
                     "id": "c_t", "object": "chat.completion",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": preface, "tool_calls": tc},
-                                 "finish_reason": "tool_calls"}],
+                    "choices": [{"index": 0, "message": message, "finish_reason": stop}],
                     "usage": {"prompt_tokens": input + read + written, "completion_tokens": 5,
                               "prompt_tokens_details": {"cached_tokens": read}}
                 })
@@ -185,7 +221,7 @@ pub fn calling(
                     json!({"type": "content_block_stop", "index": index})
                 ));
             }
-            let d = json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+            let d = json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
                            "usage": {"output_tokens": 5}});
             events.push(format!("event: message_delta\ndata: {d}\n\n"));
             events.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into());
@@ -209,9 +245,17 @@ pub fn calling(
                     ));
                 }
             }
+            if let Some(refusal) = &r.refusal {
+                for p in pieces(refusal) {
+                    events.push(format!(
+                        "data: {}\n\n",
+                        json!({"choices": [{"index": 0, "delta": {"refusal": p}}]})
+                    ));
+                }
+            }
             events.push(format!(
                 "data: {}\n\n",
-                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": stop}]})
             ));
             events.push(format!(
                 "data: {}\n\n",

@@ -195,7 +195,20 @@ async fn step(weak: &Weak<AppState>, upstream: &Upstream) -> Step {
                 "the summary was cut short by its token limit (--compact-max-output-tokens); keeping it"
             );
         }
-        let record = fold::record(&cover, &answer.text, &model);
+        let (record, was_cut) = fold::held_summary(
+            &cover,
+            &answer.text,
+            &model,
+            cfg.max_output_tokens,
+            state.cfg.selection.tokenizer,
+            state.cfg.max_record_bytes,
+        );
+        if was_cut {
+            tracing::warn!(
+                bytes = answer.text.len(),
+                "the summary is longer than its token limit or a record allows; its start is kept"
+            );
+        }
         let line = Line::stamped_object(record.as_bytes());
         let written = match state.writer() {
             Ok(w) => w.append_guarded(vec![line], guard).await,

@@ -34,3 +34,24 @@ pub(crate) async fn current(state: &Arc<AppState>) -> Result<String, ApiError> {
         }
     })
 }
+
+/// The newest `ts_ms` among the latest facts of `keys`: a fact written for
+/// one of them is stamped no lower (see `Line::at_least`).
+pub(crate) async fn newest_ts(
+    state: &Arc<AppState>,
+    keys: Vec<String>,
+) -> Result<Option<f64>, ApiError> {
+    with_live(state, move |_, live| {
+        Ok(live.newest_fact_ts(keys.iter().map(String::as_str)))
+    })
+    .await
+}
+
+/// Whether `record` (a fact's record, without its `ts_ms`) replays: JSON no
+/// deeper than a replay reads (`max_depth`); the reason it does not.
+pub(crate) fn unreadable(record: &[u8], max_depth: usize) -> Option<String> {
+    match crate::parse::LineParser::new(max_depth).parse(record, 0) {
+        Ok(_) | Err(crate::SkipReason::MissingTsMs) => None,
+        Err(reason) => Some(reason.to_string()),
+    }
+}

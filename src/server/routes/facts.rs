@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::server::app::AppState;
 use crate::server::app::compact::compact_soon;
-use crate::server::app::facts::{current, fact_record};
+use crate::server::app::facts::{current, fact_record, newest_ts, unreadable};
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::writer::Line;
 
@@ -60,6 +60,13 @@ pub(crate) async fn write(
         }
     };
     let record = fact_record(&key, &value);
+    // Acknowledged only if a replay reads it, as /v1/records checks.
+    if let Some(why) = unreadable(&record, state.cfg.replay.max_depth) {
+        return Err(bad(
+            "invalid_record",
+            format!("the fact would not replay: {why}"),
+        ));
+    }
     if record.len() > state.cfg.max_record_bytes {
         return Err(bad(
             "record_too_large",
@@ -71,8 +78,16 @@ pub(crate) async fn write(
         ));
     }
     let _permit = state.permit()?;
+    // Stamped no lower than the key's newest fact, so it wins whatever
+    // `ts_ms` an earlier record of the key was given. One at a time with
+    // the memory tool's edits (its files are keys too).
+    let _one = state.memory.lock().await;
+    let floor = newest_ts(&state, vec![key.clone()]).await?;
     let written = match state.writer() {
-        Ok(w) => w.append(vec![Line::stamped_object(&record)]).await,
+        Ok(w) => {
+            w.append(vec![Line::stamped_object(&record).at_least(floor)])
+                .await
+        }
         Err(e) => Err(e),
     };
     let appended = written.map_err(|e| state.append_failed(&e))?;

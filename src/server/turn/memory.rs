@@ -73,6 +73,12 @@ fn checked(path: &str) -> Result<String, String> {
     if path.chars().any(|c| c.is_control() || c == '\\') {
         return refuse("control characters and backslashes are not allowed");
     }
+    if let Some(c) = path.chars().find(|&c| invisible(c)) {
+        return refuse(&format!(
+            "the character U+{:04X} (invisible, or one that reorders or breaks text) is not allowed",
+            c as u32
+        ));
+    }
     let trimmed = path.strip_suffix('/').unwrap_or(path);
     let rest = match trimmed.strip_prefix(ROOT) {
         Some("") => return Ok(ROOT.to_string()),
@@ -84,8 +90,23 @@ fn checked(path: &str) -> Result<String, String> {
         if part.is_empty() || part == "." || part == ".." || lower.contains("%2e%2e") {
             return refuse("no empty, `.` or `..` component is allowed");
         }
+        if part.starts_with(char::is_whitespace) || part.ends_with(char::is_whitespace) {
+            return refuse("a name may not start or end with a space");
+        }
     }
     Ok(trimmed.to_string())
+}
+
+/// Characters a name must not hold although they print nothing, or change
+/// how the text around them reads: zero-width ones, soft hyphens, line and
+/// paragraph separators, the bidirectional controls, the byte-order mark.
+fn invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x2028..=0x202F | 0x205F..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+            | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF
+    )
 }
 
 fn is_dir(files: &BTreeMap<String, String>, path: &str) -> bool {
@@ -243,33 +264,33 @@ fn view(files: &BTreeMap<String, String>, path: &str, range: Option<&Value>) -> 
         return missing(path);
     };
     let lines = lines_of(text);
+    // `view_range` [first, last] as the reference implementation reads it:
+    // first below 1 is 1, last -1 is the end, and the range is cut to the
+    // file's lines (a range past them shows nothing).
+    let n = lines.len();
     let (first, last) = match range {
-        None | Some(Value::Null) => (1, lines.len()),
+        None | Some(Value::Null) => (1, n),
         Some(r) => {
             let pair = r
                 .as_array()
                 .filter(|a| a.len() == 2)
                 .and_then(|a| Some((a[0].as_i64()?, a[1].as_i64()?)));
-            let n = lines.len() as i64;
-            match pair {
-                Some((a, b)) if a >= 1 && a <= n.max(1) && (b == -1 || (a..=n).contains(&b)) => {
-                    (a as usize, if b == -1 { lines.len() } else { b as usize })
-                }
-                _ => {
-                    return error(format!(
-                        "Error: Invalid `view_range` parameter: {r}. It should be [first, last] \
-                         with 1 <= first <= last <= {n} (the file's lines), or last -1 for the \
-                         end."
-                    ));
-                }
-            }
+            let Some((a, b)) = pair else {
+                return error(format!(
+                    "Error: Invalid `view_range` parameter: {r}. It should be [first, last], two \
+                     integers (last -1 for the end)."
+                ));
+            };
+            let first = a.max(1).min(n as i64 + 1) as usize;
+            let last = match b {
+                -1 => n,
+                b if b < 0 => (n as i64 + b).max(0) as usize,
+                b => (b as usize).min(n),
+            };
+            (first, last.max(first - 1))
         }
     };
-    let shown = if lines.is_empty() {
-        &[][..]
-    } else {
-        &lines[first - 1..last]
-    };
+    let shown = &lines[first - 1..last];
     ok(
         format!(
             "Here's the content of {path} with line numbers:\n{}",
@@ -452,6 +473,13 @@ fn rename(files: &BTreeMap<String, String>, old: &str, new: &str) -> Applied {
     }
     if writes.is_empty() {
         return missing(old);
+    }
+    // Every key it would make must be one a command can name again.
+    if let Some((k, _)) = writes.iter().find(|(k, _)| k.len() > MAX_PATH) {
+        return error(format!(
+            "Error: Renaming {old} to {new} would make the path {k} longer than {MAX_PATH} \
+             bytes; nothing was renamed."
+        ));
     }
     ok(format!("Successfully renamed {old} to {new}"), writes)
 }

@@ -20,7 +20,7 @@ use crate::server::sse::sse;
 use crate::server::upstream::Answer;
 use crate::server::upstream::call::{Failure, INTERRUPTED};
 use crate::server::upstream::relay::Relay;
-use crate::server::upstream::tools::{continuation, no_tool_choice};
+use crate::server::upstream::tools::{continuation, no_tool_choice, paused_continuation};
 use crate::server::writer::Line;
 
 /// An answer that never came: the turn was cut before it.
@@ -56,6 +56,9 @@ pub(super) async fn run_turn(
     // The messages that follow the request's last one: each round's answer
     // and its tools' results.
     let mut more: Vec<u8> = Vec::new();
+    // Where the last round's continuation ends in `more`: the tail a cache
+    // breakpoint marks, when one is left.
+    let mut tail_mark = None;
     let mut ran: Vec<Value> = Vec::new();
     let mut round = 0;
     loop {
@@ -63,6 +66,7 @@ pub(super) async fn run_turn(
         let body = continued(
             &parts,
             &more,
+            tail_mark,
             (tools.any() && last).then(|| no_tool_choice(provider)),
         );
         let answer = match exchange(state, &body, &mut relay, &mut started, &mut cut).await {
@@ -72,15 +76,30 @@ pub(super) async fn run_turn(
                 return fail(state, input, e, &total.text, started, &relay).await;
             }
         };
+        // The rounds' texts, a blank line apart.
+        if !total.text.is_empty() && !answer.text.is_empty() {
+            total.text.push_str(ROUND_SEPARATOR);
+        }
         total.text.push_str(&answer.text);
         total.usage.add(&answer.usage);
         total.stop_reason = answer.stop_reason.clone();
         if answer.provider_usage.is_some() {
             total.provider_usage = answer.provider_usage.clone();
         }
-        let truncated = matches!(answer.stop_reason.as_deref(), Some("max_tokens" | "length"));
-        let interrupted = answer.stop_reason.as_deref() == Some(INTERRUPTED);
-        if !tools.any() || last || answer.tool_calls.is_empty() || truncated || interrupted {
+        let stop = answer.stop_reason.as_deref();
+        if stop == Some(INTERRUPTED) || last {
+            break;
+        }
+        // A turn the provider paused goes on as it is (bounded like the
+        // rounds of tools).
+        if provider.paused(stop) {
+            more.extend_from_slice(&paused_continuation(&answer));
+            tail_mark = mark_room(state, &parts, &more);
+            round += 1;
+            continue;
+        }
+        // Tools run only when the model stopped to have them run.
+        if !tools.any() || answer.tool_calls.is_empty() || !provider.wants_tools(stop) {
             break;
         }
         let results = match run_calls(state, input, &answer.tool_calls, &scope).await {
@@ -100,6 +119,7 @@ pub(super) async fn run_turn(
             ran.push(call);
         }
         more.extend_from_slice(&continuation(provider, &answer, &results));
+        tail_mark = mark_room(state, &parts, &more);
         round += 1;
     }
     let answer = total;
@@ -107,12 +127,20 @@ pub(super) async fn run_turn(
         .stop_reason
         .as_deref()
         .filter(|r| !provider.normal_stop(r));
-    let line = Line::turn(
+    let (line, text_cut) = Line::turn_within(
         "text_output",
         input.session_id.as_deref(),
         &answer.text,
         unusual,
+        state.cfg.max_record_bytes,
     );
+    if let Some(bytes) = text_cut {
+        tracing::warn!(
+            bytes,
+            limit = state.cfg.max_record_bytes,
+            "the answer is longer than a record may be (--max-record-bytes); the log keeps its start"
+        );
+    }
     let first = match append_close(state, input, line).await {
         Ok(first) => first,
         Err(e) => {
@@ -148,24 +176,62 @@ pub(super) async fn run_turn(
     if !ran.is_empty() {
         out["tool_calls"] = Value::Array(ran);
     }
+    if let Some(bytes) = text_cut {
+        // The client has the whole text; the log, its start.
+        out["text_cut"] = json!({ "bytes": bytes });
+    }
     if let Some(tx) = &relay {
         tx.send(sse("done", &out));
     }
     Ok(out)
 }
 
-/// The request's pieces with `more` messages after its last one and, when
-/// given, a `tool_choice` member: the body of a round after the first.
-fn continued(parts: &[Bytes], more: &[u8], choice: Option<&str>) -> Vec<Bytes> {
+/// What goes between the texts of a turn's rounds in its answer and its
+/// `text_output`: a blank line.
+pub(crate) const ROUND_SEPARATOR: &str = "\n\n";
+
+/// The cache breakpoint the tool rounds' tail may carry: the member, when
+/// the request marks its prefix (Anthropic) with fewer than the provider's
+/// four breakpoints and the tail ends in a block that takes one.
+fn mark_room(state: &AppState, parts: &[Bytes], more: &[u8]) -> Option<&'static [u8]> {
+    if !state.marks_cache() || !more.ends_with(b"}]}") {
+        return None;
+    }
+    let policy = state.cache_policy();
+    let used: usize = parts
+        .iter()
+        .map(|p| memchr::memmem::find_iter(p, b"\"cache_control\"").count())
+        .sum();
+    (used < policy.max_breakpoints).then(|| policy.ttl.member())
+}
+
+/// The request's pieces with `more` messages after its last one (its last
+/// block marked with `mark`, a cache breakpoint's member) and, when given,
+/// a `tool_choice` member: the body of a round after the first.
+fn continued(
+    parts: &[Bytes],
+    more: &[u8],
+    mark: Option<&[u8]>,
+    choice: Option<&str>,
+) -> Vec<Bytes> {
     if more.is_empty() && choice.is_none() {
         return parts.to_vec();
     }
     let (tail, rest) = parts.split_last().expect("a body has a tail");
     // The tail ends with the messages' `]` and the body's `}`.
     debug_assert!(tail.ends_with(b"]}"));
-    let mut t = Vec::with_capacity(tail.len() + more.len() + 40);
+    let mut t = Vec::with_capacity(tail.len() + more.len() + 80);
     t.extend_from_slice(&tail[..tail.len() - 2]);
-    t.extend_from_slice(more);
+    match mark {
+        // Inside the last block: before its `}`, the content's `]` and the
+        // message's `}`.
+        Some(member) if more.ends_with(b"}]}") => {
+            t.extend_from_slice(&more[..more.len() - 3]);
+            t.extend_from_slice(member);
+            t.extend_from_slice(b"}]}");
+        }
+        _ => t.extend_from_slice(more),
+    }
     t.push(b']');
     t.extend_from_slice(choice.unwrap_or("").as_bytes());
     t.push(b'}');
@@ -273,7 +339,16 @@ async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError, text: 
     if let Some(id) = &input.session_id {
         record.insert("session_id".into(), json!(id));
     }
-    record.insert("text".into(), json!(text));
+    // Held, with the error, within a record's limit.
+    let room = state
+        .cfg
+        .max_record_bytes
+        .saturating_sub(1024 + e.message.len());
+    let kept = crate::server::writer::fit_json(text, room);
+    record.insert("text".into(), json!(kept));
+    if kept.len() < text.len() {
+        record.insert("text_cut".into(), json!({ "bytes": text.len() }));
+    }
     record.insert("stop_reason".into(), json!(ERROR_STOP));
     record.insert(
         "error".into(),

@@ -16,13 +16,13 @@ use serde_json::{Map, Value, json};
 use super::input::Input;
 use super::memory;
 use crate::server::app::AppState;
-use crate::server::app::facts::{current, fact_record};
+use crate::server::app::facts::{current, fact_record, newest_ts};
 use crate::server::errors::ApiError;
 use crate::server::upstream::ToolCall;
 use crate::server::upstream::tools::{
     MEMORY, SEARCH_DEFAULT, SEARCH_MAX, SEARCH_MEMORY, ToolResult,
 };
-use crate::server::writer::Line;
+use crate::server::writer::{Line, fit_json, json_len};
 
 /// Most bytes of one `search_memory` result: records past it are named by
 /// offset and size only.
@@ -83,6 +83,8 @@ fn error(content: String) -> ToolResult {
 struct Ran {
     result: ToolResult,
     writes: Vec<Vec<u8>>,
+    /// The writes are stamped no lower than this.
+    floor: Option<f64>,
 }
 
 impl Ran {
@@ -90,17 +92,62 @@ impl Ran {
         Ran {
             result,
             writes: Vec::new(),
+            floor: None,
         }
     }
 }
 
-/// The call, its writes and its result appended in one batch.
+/// Bytes a tool record takes besides its `input` or `content`: its type,
+/// `ts_ms`, session, id, name, flags and punctuation, with room to spare.
+const RECORD_FRAME: usize = 512;
+
+/// A tool call's `input` within `room` bytes of JSON: as the model wrote it
+/// when it fits; otherwise the members of an object input that take at
+/// most 256 bytes each (a command, a path), and `"left_out"` naming each
+/// member left out with its size, `{"name":bytes,…}`; or, when even that
+/// does not fit or the input is not an object, `{"left_out":{"input":N}}`.
+/// A call the model made with a 2 MiB argument is then remembered by what
+/// it did, not replayed to every later request.
+pub(crate) fn bounded_input(input: Value, room: usize) -> Value {
+    let whole = input.to_string().len();
+    if whole <= room {
+        return input;
+    }
+    let whole_left_out = || json!({ "left_out": { "input": whole } });
+    let Value::Object(members) = input else {
+        return whole_left_out();
+    };
+    let mut kept = Map::new();
+    let mut left = Map::new();
+    for (k, v) in members {
+        let n = v.to_string().len();
+        if n <= 256 {
+            kept.insert(k, v);
+        } else {
+            left.insert(k, json!(n));
+        }
+    }
+    kept.insert("left_out".into(), Value::Object(left));
+    let kept = Value::Object(kept);
+    if kept.to_string().len() <= room {
+        kept
+    } else {
+        whole_left_out()
+    }
+}
+
+/// The call, its writes and its result appended in one batch, each record
+/// held to a record's limit (`--max-record-bytes`; see [`bounded_input`],
+/// and a result's content cut to fit, with `"content_cut":{"bytes":N}`).
 async fn append(
     state: &Arc<AppState>,
     session: Option<&str>,
     call: &ToolCall,
     ran: Ran,
 ) -> Result<ToolResult, ApiError> {
+    let room = state.cfg.max_record_bytes.saturating_sub(
+        RECORD_FRAME + session.map_or(0, json_len) + json_len(&call.id) + json_len(&call.name),
+    );
     let input = serde_json::from_str::<Value>(&call.input)
         .unwrap_or_else(|_| Value::String(call.input.clone()));
     let mut head = Map::new();
@@ -111,14 +158,25 @@ async fn append(
     head.insert("id".into(), json!(call.id));
     head.insert("name".into(), json!(call.name));
     let mut called = head.clone();
-    called.insert("input".into(), input);
+    called.insert("input".into(), bounded_input(input, room));
     head.insert("type".into(), json!("tool_result"));
-    head.insert("content".into(), json!(ran.result.content));
+    let content = fit_json(&ran.result.content, room);
+    head.insert("content".into(), json!(content));
+    if content.len() < ran.result.content.len() {
+        head.insert(
+            "content_cut".into(),
+            json!({ "bytes": ran.result.content.len() }),
+        );
+    }
     head.insert("is_error".into(), json!(ran.result.is_error));
     let mut lines = vec![Line::stamped_object(
         Value::Object(called).to_string().as_bytes(),
     )];
-    lines.extend(ran.writes.iter().map(|w| Line::stamped_object(w)));
+    lines.extend(
+        ran.writes
+            .iter()
+            .map(|w| Line::stamped_object(w).at_least(ran.floor)),
+    );
     lines.push(Line::stamped_object(
         Value::Object(head).to_string().as_bytes(),
     ));
@@ -183,9 +241,9 @@ async fn search(state: &Arc<AppState>, args: &Map<String, Value>, scope: &ToolSc
         },
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "search_memory failed");
-            error(format!("Error: the search failed: {e}"))
+            error(format!("Error: the search failed: {}", e.without_paths()))
         }
-        Err(e) => error(format!("Error: the search failed: {e}")),
+        Err(_) => error("Error: the search stopped unexpectedly; try again.".into()),
     }
 }
 
@@ -213,8 +271,14 @@ async fn run_memory(state: &Arc<AppState>, args: &Map<String, Value>) -> Result<
         }
         writes.push(record);
     }
+    // Each written no lower than its key's newest fact: the command's
+    // result describes the files the log then holds, whatever stamps
+    // earlier records of those keys were given.
+    let keys: Vec<String> = applied.writes.iter().map(|(k, _)| k.clone()).collect();
+    let floor = newest_ts(state, keys).await?;
     Ok(Ran {
         result: applied.result,
         writes,
+        floor,
     })
 }

@@ -81,7 +81,23 @@ impl Provider {
             blocks: Vec::new(),
             partial: Vec::new(),
             finished: false,
+            refused: false,
         }
+    }
+
+    /// Whether an answer that stopped for `stop_reason` asks for its tool
+    /// calls to be run (`tool_use`, `tool_calls`): any other stop (the
+    /// model's limit, a refusal, a filter, a full context window) ends the
+    /// turn with the calls unrun, as the providers' SDKs' tool runners do.
+    pub fn wants_tools(self, stop_reason: Option<&str>) -> bool {
+        matches!(stop_reason, Some("tool_use" | "tool_calls"))
+    }
+
+    /// Whether an answer that stopped for `stop_reason` is to be continued
+    /// as it is (Anthropic's `pause_turn`: a long turn of server tools
+    /// paused), as the SDKs' runners continue it.
+    pub fn paused(self, stop_reason: Option<&str>) -> bool {
+        self == Provider::Anthropic && stop_reason == Some("pause_turn")
     }
 
     /// Whether `stop_reason` is the provider's ordinary end of an answer
@@ -213,6 +229,8 @@ pub struct StreamDecoder {
     /// Anthropic: each tool-use block's input JSON so far, by index.
     pub(super) partial: Vec<String>,
     pub(super) finished: bool,
+    /// OpenAI: a refusal's text has begun.
+    pub(super) refused: bool,
 }
 
 /// What one streamed event means.

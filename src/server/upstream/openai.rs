@@ -56,6 +56,17 @@ pub(super) fn answer(body: &Value) -> Option<Answer> {
             .map(str::to_string),
         ..Answer::default()
     };
+    // A refusal comes in its own member: it is the answer's text, and why
+    // the model stopped.
+    if let Some(r) = message.get("refusal").and_then(Value::as_str)
+        && !r.is_empty()
+    {
+        if !a.text.is_empty() {
+            a.text.push_str("\n\n");
+        }
+        a.text.push_str(r);
+        a.stop_reason = Some(REFUSAL.to_string());
+    }
     for c in message
         .get("tool_calls")
         .and_then(Value::as_array)
@@ -98,6 +109,9 @@ pub(super) fn stream_event(d: &mut StreamDecoder, data: &str) -> Step {
     if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
         d.answer.stop_reason = Some(r.to_string());
     }
+    if d.refused && d.answer.stop_reason.as_deref() != Some(REFUSAL) {
+        d.answer.stop_reason = Some(REFUSAL.to_string());
+    }
     for c in choice
         .get("delta")
         .and_then(|x| x.get("tool_calls"))
@@ -125,18 +139,39 @@ pub(super) fn stream_event(d: &mut StreamDecoder, data: &str) -> Step {
             call.input.push_str(a);
         }
     }
-    match choice
-        .get("delta")
+    let delta = choice.get("delta");
+    let text = delta
         .and_then(|x| x.get("content"))
         .and_then(Value::as_str)
-    {
-        Some(t) if !t.is_empty() => {
-            d.answer.text.push_str(t);
-            Step::Text(t.to_string())
-        }
-        _ => Step::Nothing,
+        .filter(|t| !t.is_empty());
+    let refusal = delta
+        .and_then(|x| x.get("refusal"))
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty());
+    let mut out = String::new();
+    if let Some(t) = text {
+        out.push_str(t);
     }
+    if let Some(r) = refusal {
+        // The refusal's text follows any text before it, apart.
+        let first_words = d.answer.text.is_empty() && out.is_empty();
+        if !d.refused && !first_words {
+            out.push_str("\n\n");
+        }
+        d.refused = true;
+        d.answer.stop_reason = Some(REFUSAL.to_string());
+        out.push_str(r);
+    }
+    if out.is_empty() {
+        return Step::Nothing;
+    }
+    d.answer.text.push_str(&out);
+    Step::Text(out)
 }
+
+/// The stop reason of an answer that is a refusal (`message.refusal`,
+/// `delta.refusal`), as Anthropic names it.
+pub(crate) const REFUSAL: &str = "refusal";
 
 #[cfg(test)]
 mod tests {

@@ -176,6 +176,18 @@ pub(crate) fn no_tool_choice(provider: Provider) -> &'static str {
 /// The messages that continue a turn after `answer`'s tool calls were run
 /// (`results`, one per call, in order): each written with a leading comma,
 /// to follow the request's last message.
+/// The message that continues an Anthropic answer paused (`pause_turn`):
+/// the answer itself, as it came, as the request's last message.
+pub(crate) fn paused_continuation(answer: &Answer) -> Vec<u8> {
+    let mut out = vec![b','];
+    out.extend_from_slice(
+        json!({"role": "assistant", "content": answer.blocks})
+            .to_string()
+            .as_bytes(),
+    );
+    out
+}
+
 pub(crate) fn continuation(provider: Provider, answer: &Answer, results: &[ToolResult]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut push = |v: Value| {

@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 pub use crate::select::fold::Guard;
 pub use handle::{Writer, WriterThread, durable};
 pub use line::Line;
+pub(crate) use line::{fit_json, json_len};
 
 /// Why a guarded append wrote nothing: the record at this offset breaks
 /// its [`Guard`].

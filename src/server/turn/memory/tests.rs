@@ -90,8 +90,15 @@ fn escapes_and_bad_input_are_errors_that_write_nothing() {
         json!({"command": "delete", "path": "/memories/nothing"}),
         json!({"command": "str_replace", "path": "/memories/x", "old_str": "zz", "new_str": "y"}),
         json!({"command": "insert", "path": "/memories/x", "insert_line": 5, "insert_text": "y"}),
-        json!({"command": "view", "path": "/memories/x", "view_range": [3, 1]}),
+        json!({"command": "view", "path": "/memories/x", "view_range": "1-3"}),
         json!({"command": "format", "path": "/memories/x"}),
+        // Names that print nothing or reorder text, and edges of spaces.
+        json!({"command": "create", "path": "/memories/a\u{200b}b", "file_text": "x"}),
+        json!({"command": "create", "path": "/memories/a\u{2028}b", "file_text": "x"}),
+        json!({"command": "create", "path": "/memories/evil\u{202e}txt.md", "file_text": "x"}),
+        json!({"command": "create", "path": "/memories/trailing ", "file_text": "x"}),
+        json!({"command": "create", "path": "/memories/ leading/a", "file_text": "x"}),
+        json!({"command": "rename", "old_path": "/memories/x", "new_path": "/memories/x\u{feff}"}),
         json!({"path": "/memories/x"}),
         json!({"command": "create", "path": "/memories/y"}),
     ] {
@@ -147,4 +154,57 @@ fn only_paths_under_memories_are_files() {
     let files = files_of(facts.as_object().unwrap());
     assert_eq!(files.len(), 2);
     assert_eq!(files["/memories/b"], r#"{"n":1}"#);
+}
+
+/// `view_range` as the reference implementation reads it: a first line
+/// below 1 is 1, -1 is the end, and a range past the file is cut to it (it
+/// was an error).
+#[test]
+fn view_range_is_cut_to_the_file_as_the_reference_does() {
+    let mut f = BTreeMap::new();
+    f.insert("/memories/x".to_string(), "one\ntwo\nthree\n".to_string());
+    let view = |range: serde_json::Value| {
+        let a = run(
+            &f,
+            &args(json!({"command": "view", "path": "/memories/x", "view_range": range})),
+            1000,
+        );
+        assert!(!a.result.is_error, "{}", a.result.content);
+        a.result
+            .content
+            .lines()
+            .skip(1)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(view(json!([2, -1])), ["     2\ttwo", "     3\tthree"]);
+    assert_eq!(view(json!([0, 1])), ["     1\tone"]);
+    assert_eq!(view(json!([2, 99])), ["     2\ttwo", "     3\tthree"]);
+    assert!(view(json!([3, 1])).is_empty());
+    assert!(view(json!([7, 9])).is_empty());
+}
+
+/// A rename that would make a key longer than a key may be (256 bytes) is
+/// refused and writes nothing: before, renaming a directory to a 250-byte
+/// name left a 454-byte key no command (nor the facts routes) could name.
+#[test]
+fn a_rename_that_would_make_a_key_too_long_is_refused() {
+    let mut f = BTreeMap::new();
+    f.insert(
+        "/memories/d/a-rather-long-file-name.md".to_string(),
+        "x".to_string(),
+    );
+    let long = format!("/memories/{}", "n".repeat(240));
+    let a = run(
+        &f,
+        &args(json!({"command": "rename", "old_path": "/memories/d", "new_path": long})),
+        1000,
+    );
+    assert!(a.result.is_error, "{}", a.result.content);
+    assert!(
+        a.result.content.contains("longer than 256"),
+        "{}",
+        a.result.content
+    );
+    assert!(a.writes.is_empty());
 }
