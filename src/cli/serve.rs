@@ -29,6 +29,10 @@ pub struct ServeArgs {
     #[cfg(feature = "jetstream")]
     #[command(flatten)]
     jetstream: super::serve_more::JetStreamArgs,
+    /// (In a build without the `jetstream` cargo feature: refused, saying so.)
+    #[cfg(not(feature = "jetstream"))]
+    #[arg(long, env = "WMREPLAY_JETSTREAM", value_name = "URL", hide = true)]
+    jetstream: Option<String>,
     /// Under --log-dir: whether a log's first write creates it (otherwise
     /// writes to a missing log are 404s; reads are an empty replay either way).
     #[arg(long, env = "WMREPLAY_CREATE_LOGS", default_value = "true", value_name = "BOOL", action = clap::ArgAction::Set)]
@@ -417,6 +421,15 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     args.memory.apply(&mut cfg);
     #[cfg(feature = "jetstream")]
     args.jetstream.apply(&mut cfg);
+    #[cfg(not(feature = "jetstream"))]
+    if args.jetstream.is_some() {
+        return Err(Failure::Usage(
+            "--jetstream: this wmreplay was built without the `jetstream` cargo feature; \
+             build it with the default features (cargo build --release) or add \
+             --features jetstream"
+                .into(),
+        ));
+    }
     cfg.cache = args.cache == "auto";
     cfg.cache_ttl = args.cache_ttl;
     cfg.cache_key = args.cache_key;

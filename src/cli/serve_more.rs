@@ -95,6 +95,11 @@ pub struct JetStreamArgs {
     /// retry-after.
     #[arg(long, env = "WMREPLAY_JETSTREAM_TIMEOUT", value_name = "DURATION", default_value = "10", value_parser = parse_timeout, requires = "jetstream")]
     pub jetstream_timeout: std::time::Duration,
+    /// How long the server waits for the stream when it starts (a cluster
+    /// restarted with it still electing its leaders), retrying and logging
+    /// each try, before it exits 1.
+    #[arg(long, env = "WMREPLAY_JETSTREAM_START_TIMEOUT", value_name = "DURATION", default_value = "2m", value_parser = parse_timeout, requires = "jetstream")]
+    pub jetstream_start_timeout: std::time::Duration,
 }
 
 #[cfg(feature = "jetstream")]
@@ -106,6 +111,7 @@ impl JetStreamArgs {
             js.subject_prefix = self.subject_prefix.clone();
             js.replicas = self.replicas as usize;
             js.timeout = self.jetstream_timeout;
+            js.start_timeout = self.jetstream_start_timeout;
             cfg.jetstream = Some(js);
         }
     }

@@ -16,29 +16,20 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
-use tantivy::{Index as Tantivy, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
 
 use super::dir::{self, Unsynced};
-use super::text::{self, Scratch};
+use super::write::{add_lines, commit, has_line, with_cause, writer};
 use crate::error::Error;
-use crate::parse::LineParser;
 
 /// Bumped whenever what is indexed, or how, changes: an index of another
 /// version is rebuilt.
-const VERSION: u64 = 3;
-
-/// Lines read per group whose pieces are split into words in parallel.
-const GROUP: usize = 32 << 20;
-/// Lines per piece of a group.
-const PIECE: usize = 1 << 20;
-/// How long a refresh waits for another process's writer.
-const LOCK_WAIT: Duration = Duration::from_secs(60);
+pub(super) const VERSION: u64 = 3;
 
 /// What a refresh of the index did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,16 +44,16 @@ pub struct Refreshed {
 
 /// The log's state an index commit is for (its payload).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-struct Meta {
-    version: u64,
-    dev: u64,
-    inode: u64,
-    len: u64,
-    fingerprint: u64,
-    max_depth: u64,
+pub(super) struct Meta {
+    pub(super) version: u64,
+    pub(super) dev: u64,
+    pub(super) inode: u64,
+    pub(super) len: u64,
+    pub(super) fingerprint: u64,
+    pub(super) max_depth: u64,
     /// The boot the commit was written in when it was not synced (`""`
     /// when it was): after a reboot, such an index is built again.
-    boot: String,
+    pub(super) boot: String,
 }
 
 /// An open index: its reader, and the fields.
@@ -132,7 +123,7 @@ pub(crate) struct Index {
 /// The log's length and change times, and the index directory's identity.
 type Seen = (u64, crate::input::Stamp, (u64, u64));
 
-fn err(path: &Path, e: impl std::fmt::Display) -> Error {
+pub(super) fn err(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Search {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -152,7 +143,7 @@ fn schema() -> (Schema, Field, Field) {
     (sb.build(), body, offset)
 }
 
-/// The words are split by [`text`] already: the index splits on spaces.
+/// The words are split by `super::text` already: the index splits on spaces.
 fn register(index: &Tantivy) {
     index.tokenizers().register(
         "words",
@@ -561,162 +552,4 @@ fn remove_any(path: &Path) {
     } else {
         let _ = std::fs::remove_file(path);
     }
-}
-
-/// A writer on `index`, waiting for another process's to be let go.
-fn writer(index: &Tantivy, path: &Path, threads: usize) -> Result<IndexWriter, Error> {
-    let start = Instant::now();
-    let budget = if threads == 1 {
-        15 << 20
-    } else {
-        (48usize << 20) * threads
-    };
-    loop {
-        match index.writer_with_num_threads::<TantivyDocument>(threads, budget) {
-            Ok(w) => return Ok(w),
-            Err(tantivy::TantivyError::LockFailure(
-                tantivy::directory::error::LockError::LockBusy,
-                _,
-            )) if start.elapsed() < LOCK_WAIT => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => return Err(err(path, e)),
-        }
-    }
-}
-
-/// An error adding documents: tantivy's own says only that a thread of
-/// the writer stopped ("An index writer was killed"); the thread's error,
-/// the cause (a full disk, a file size limit), is what joining it gives.
-fn with_cause(writer: &mut IndexWriter, path: &Path, e: Error) -> Error {
-    match writer.prepare_commit() {
-        Err(cause) => err(path, format!("writing the index failed: {cause}")),
-        Ok(_) => e,
-    }
-}
-
-/// Commits what was added, with the log's state up to `end` as payload
-/// (`boot`: this boot's id when the commit is not synced, else `""`).
-fn commit(
-    writer: &mut IndexWriter,
-    path: &Path,
-    log: &Path,
-    file: &File,
-    (id, end, max_depth): (crate::input::FileIdentity, u64, u64),
-    boot: &str,
-) -> Result<(), Error> {
-    let fingerprint = crate::input::fingerprint_file(file, end)
-        .map_err(|e| Error::io(log, "cannot read", e))?
-        .unwrap_or(0);
-    let meta = Meta {
-        version: VERSION,
-        dev: id.dev,
-        inode: id.inode,
-        len: end,
-        fingerprint,
-        max_depth,
-        boot: boot.to_string(),
-    };
-    let mut prepared = writer.prepare_commit().map_err(|e| err(path, e))?;
-    prepared.set_payload(&serde_json::to_string(&meta).expect("meta serialises"));
-    prepared.commit().map_err(|e| err(path, e))?;
-    Ok(())
-}
-
-/// Whether `from..len` of the log holds a whole line.
-fn has_line(file: &File, log: &Path, from: u64, len: u64) -> Result<bool, Error> {
-    let mut at = from;
-    let mut buf = Vec::new();
-    while at < len {
-        buf.clear();
-        crate::input::read_from(file, at, (len - at).min(1 << 20), &mut buf)
-            .map_err(|e| Error::io(log, "cannot read", e))?;
-        if buf.is_empty() {
-            return Ok(false);
-        }
-        if memchr::memchr(b'\n', &buf).is_some() {
-            return Ok(true);
-        }
-        at += buf.len() as u64;
-    }
-    Ok(false)
-}
-
-/// Indexes the whole lines of `log` in `from..len` (up to the last `\n`):
-/// returns where they end and how many records were added. Lines are read
-/// in groups, and each group's pieces are parsed, split into words and
-/// added in parallel.
-#[allow(clippy::too_many_arguments)]
-fn add_lines(
-    writer: &IndexWriter,
-    body: Field,
-    offset: Field,
-    log: &Path,
-    file: &File,
-    from: u64,
-    len: u64,
-    max_depth: usize,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<(u64, u64), Error> {
-    use rayon::prelude::*;
-    let total = len - from;
-    let mut at = from;
-    let mut records = 0u64;
-    let mut buf: Vec<u8> = Vec::new();
-    while at < len {
-        let mut want = (len - at).min(GROUP as u64);
-        let commit = loop {
-            buf.clear();
-            crate::input::read_from(file, at, want, &mut buf)
-                .map_err(|e| Error::io(log, "cannot read", e))?;
-            if let Some(last) = memchr::memrchr(b'\n', &buf) {
-                break Some(last + 1);
-            }
-            if (buf.len() as u64) < want || at + want >= len {
-                break None;
-            }
-            // A line longer than a group: read on until its end.
-            want = (want * 2).min(len - at);
-        };
-        let Some(commit) = commit else {
-            break;
-        };
-        let start = if at == 0 {
-            crate::input::lines::content_start(&buf)
-        } else {
-            0
-        };
-        let pieces = crate::input::lines::chunks(&buf[..commit], start..commit, PIECE);
-        let added: Result<Vec<u64>, Error> = pieces
-            .par_iter()
-            .map(|r| {
-                let mut parser = LineParser::new(max_depth);
-                let mut scratch = Scratch::default();
-                let mut added = 0u64;
-                text::each_record(&buf, r.clone(), &mut parser, |line_at, line| {
-                    let mut words = String::new();
-                    text::record_words(line, &mut scratch, |w| {
-                        if !words.is_empty() {
-                            words.push(' ');
-                        }
-                        words.push_str(w);
-                    });
-                    if words.is_empty() {
-                        return Ok(());
-                    }
-                    let mut doc = TantivyDocument::new();
-                    doc.add_text(body, &words);
-                    doc.add_u64(offset, at + line_at as u64);
-                    writer.add_document(doc).map_err(|e| err(log, e))?;
-                    added += 1;
-                    Ok(())
-                })?;
-                Ok(added)
-            })
-            .collect();
-        records += added?.iter().sum::<u64>();
-        at += commit as u64;
-        progress(at - from, total);
-    }
-    Ok((at, records))
 }

@@ -35,6 +35,7 @@ pub(crate) mod naive;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
+mod write;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

@@ -185,6 +185,16 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Forgets `key`: a request this store began for it was not its to
+    /// write (another replica holds the key for another body), so the next
+    /// request with it starts afresh.
+    pub fn forget_turn(&self, key: &str) -> Result<(), Error> {
+        self.conn
+            .execute("DELETE FROM turns WHERE idempotency_key = ?1", params![key])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
     /// Marks `key`'s turn running again, in this process (a retry of a
     /// failed or abandoned one).
     pub fn restart_turn(&self, key: &str) -> Result<(), Error> {

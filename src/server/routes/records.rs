@@ -30,7 +30,7 @@ use crate::parse::{LineParser, SkipReason};
 use crate::server::app::AppState;
 use crate::server::app::compact::compact_soon;
 use crate::server::errors::{ApiError, idempotency_key, internal, json_response};
-use crate::server::writer::{Appended, BatchKey, Line};
+use crate::server::writer::{Appended, BatchKey, KeyReused, Line};
 use crate::state::{TurnBegin, TurnStatus};
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -127,8 +127,9 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             .map_err(|e| internal("append_failed", e))?
             .map_err(|e| state.append_failed(&e))?;
     }
+    let body_hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body));
     if let Some(key) = &key {
-        let hash = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&body));
+        let hash = body_hash.clone();
         let (st, k) = (state.clone(), key.clone());
         let begin = tokio::task::spawn_blocking(move || {
             let store = st.store()?;
@@ -186,6 +187,7 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         BatchKey {
             key: k,
             answer: Box::new(move |appended: &[Appended]| answer_of(appended, &given)),
+            body: body_hash.clone(),
         }
     });
     let (written, remote) = match state.writer() {
@@ -195,7 +197,17 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         ),
         Err(e) => (Err(e), false),
     };
-    let outcome = written.map_err(|e| state.append_failed(&e));
+    let outcome = written.map_err(|e| {
+        if KeyReused::of(&e) {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used with another body",
+            )
+        } else {
+            state.append_failed(&e)
+        }
+    });
     // The local writer answers the key with the batch; a writer whose log
     // lives elsewhere makes a retry write nothing by itself (the message
     // id), and the key is answered here. A batch that failed leaves the
@@ -206,11 +218,16 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
         Ok(_) => None,
         Err(_) => Some(None),
     };
+    let reused = matches!(&outcome, Err(e) if e.code == "idempotency_key_reused");
     if let (Some(key), Some(answer)) = (key, finish) {
         let st = state.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let store = st.store()?;
             let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            // Another replica's key: this store must not keep this body's.
+            if reused {
+                return store.forget_turn(&key);
+            }
             store.finish_turn(&key, answer.as_deref())
         })
         .await;

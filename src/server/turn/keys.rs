@@ -143,9 +143,15 @@ pub(super) async fn finish_key(
         let st = state.clone();
         let key = key.to_string();
         let response = outcome.as_ref().ok().map(Value::to_string);
+        // Another replica's key for another request: this store must not
+        // keep this request's, or the key's own retries would be refused.
+        let reused = matches!(outcome, Err(e) if e.code == "idempotency_key_reused");
         let _ = tokio::task::spawn_blocking(move || {
             let recorded = st.store().and_then(|store| {
                 let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                if reused {
+                    return store.forget_turn(&key);
+                }
                 store.finish_turn(&key, response.as_deref())
             });
             if let Err(e) = recorded {

@@ -109,7 +109,8 @@ async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
 }
 
 /// The answer of a finished turn, as JSON or as a short event stream.
-pub(crate) fn answered(v: Value, stream: bool, repeated: bool) -> Response {
+pub(crate) fn answered(mut v: Value, stream: bool, repeated: bool) -> Response {
+    let repeated = run::take_replayed(&mut v) || repeated;
     if !stream {
         let mut r = json_response(StatusCode::OK, v.to_string());
         if repeated {
@@ -251,6 +252,7 @@ async fn begin(
     let st = state.clone();
     let key = input.key.clone();
     let text = input.text.clone();
+    let hash = input.hash();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
         move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
@@ -272,8 +274,23 @@ async fn begin(
             let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
                 Some(k) => {
                     let named = tokio::runtime::Handle::current()
-                        .block_on(w.append_named(vec![line], input_name(k)))
-                        .map_err(|e| st.append_failed(&e))?;
+                        .block_on(w.append_named(
+                            vec![line],
+                            input_name(k),
+                            Some(hash.clone()),
+                            None,
+                        ))
+                        .map_err(|e| {
+                            if crate::server::writer::KeyReused::of(&e) {
+                                ApiError::new(
+                                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                                    "idempotency_key_reused",
+                                    "this Idempotency-Key was used with another request",
+                                )
+                            } else {
+                                st.append_failed(&e)
+                            }
+                        })?;
                     if named.existed {
                         return Ok(None);
                     }

@@ -141,7 +141,16 @@ pub(super) async fn run_turn(
             "the answer is longer than a record may be (--max-record-bytes); the log keeps its start"
         );
     }
-    let first = match append_close(state, input, line).await {
+    let mut out = answer_json(&answer, stats);
+    let tool_calls = ran.len();
+    if !ran.is_empty() {
+        out["tool_calls"] = Value::Array(ran);
+    }
+    if let Some(bytes) = text_cut {
+        // The client has the whole text; the log, its start.
+        out["text_cut"] = json!({ "bytes": bytes });
+    }
+    let first = match append_close(state, input, line, &out).await {
         Ok(first) => first,
         Err(e) => {
             let e = state.append_failed(&e);
@@ -156,7 +165,9 @@ pub(super) async fn run_turn(
         // answer, and so does the client.
         tracing::warn!("another replica answered this turn first; answering with its record");
         if let Some(tx) = &relay {
-            tx.send(sse("done", &v));
+            let mut shown = v.clone();
+            take_replayed(&mut shown);
+            tx.send(sse("done", &shown));
         }
         return Ok(v);
     }
@@ -168,18 +179,10 @@ pub(super) async fn run_turn(
         cache_creation_input_tokens = answer.usage.cache_creation_input_tokens,
         output_tokens = answer.usage.output_tokens,
         stop_reason = answer.stop_reason.as_deref().unwrap_or(""),
-        tool_calls = ran.len(),
+        tool_calls,
         ms = began.elapsed().as_millis() as u64,
         "turn answered"
     );
-    let mut out = answer_json(&answer, stats);
-    if !ran.is_empty() {
-        out["tool_calls"] = Value::Array(ran);
-    }
-    if let Some(bytes) = text_cut {
-        // The client has the whole text; the log, its start.
-        out["text_cut"] = json!({ "bytes": bytes });
-    }
     if let Some(tx) = &relay {
         tx.send(sse("done", &out));
     }
@@ -396,56 +399,104 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
         "",
         Some(INTERRUPTED),
     );
-    if let Some(v) = append_close(state, input, line)
+    let out = answer_json(&answer, Value::Null);
+    if let Some(v) = append_close(state, input, line, &out)
         .await
         .map_err(|e| state.append_failed(&e))?
     {
         return Ok(v);
     }
     tracing::info!("a turn cut by a stop was closed as interrupted");
-    Ok(answer_json(&answer, Value::Null))
+    Ok(out)
 }
 
 /// Appends the `text_output` that closes a turn. In a log kept in a stream
-/// a keyed turn's close is named, so one close is kept whichever replicas
-/// try: `Some(answer)` when another's was there first (the answer made from
-/// its record).
+/// a keyed turn's close is named, and carries `answer` but its text (which
+/// the record holds), so one close is kept whichever replicas try and any
+/// of them answers a repeat with the first answer whole: `Some(answer)`
+/// when another's was there first.
 async fn append_close(
     state: &Arc<AppState>,
     input: &Input,
     line: Line,
+    answer: &Value,
 ) -> std::io::Result<Option<Value>> {
     let w = state.writer()?;
     let Some(key) = input.key.as_deref().filter(|_| w.synced_at().is_some()) else {
         w.append(vec![line]).await?;
         return Ok(None);
     };
-    let named = w.append_named(vec![line], output_name(key)).await?;
+    let named = w
+        .append_named(vec![line], output_name(key), None, Some(meta_of(answer)))
+        .await?;
     if !named.existed {
         return Ok(None);
     }
-    answer_of_close(w, named.appended[0]).map(Some)
+    answer_of_close(w, named.appended[0], named.meta.as_deref()).map(Some)
 }
+
+/// What a close carries besides its record: the answer without its text
+/// (and without the turn's stats and tool calls when that would pass
+/// 16 KiB).
+fn meta_of(answer: &Value) -> String {
+    let mut m = answer.clone();
+    if let Some(o) = m.as_object_mut() {
+        o.remove("text");
+        if Value::Object(o.clone()).to_string().len() > 16 << 10 {
+            o.remove("stats");
+            o.remove("tool_calls");
+        }
+    }
+    m.to_string()
+}
+
+/// Marks an answer as the repeat of a first one (a client is told so with
+/// `idempotent-replayed: true`).
+pub(crate) fn mark_replayed(v: &mut Value) {
+    if let Some(o) = v.as_object_mut() {
+        o.insert(REPLAYED.into(), Value::Bool(true));
+    }
+}
+
+/// Whether `v` was marked a repeat, the mark taken out.
+pub(crate) fn take_replayed(v: &mut Value) -> bool {
+    v.as_object_mut().and_then(|o| o.remove(REPLAYED)).is_some()
+}
+
+const REPLAYED: &str = "\u{0}replayed";
 
 /// The message name of a keyed turn's close in a log kept in a stream.
 pub(super) fn output_name(key: &str) -> String {
     format!("turn:{key}:output")
 }
 
-/// The answer a client gets for the `text_output` at `a` (written by
-/// another replica: its usage is that replica's to report).
+/// The answer a client gets for the `text_output` at `a`, written by
+/// another replica with `meta` (the first answer but its text): the first
+/// answer whole, marked a repeat. A close without it (written before it
+/// was kept) answers its record's text and stop reason.
 pub(super) fn answer_of_close(
     w: &dyn crate::server::writer::LogWriter,
     a: crate::server::writer::Appended,
+    meta: Option<&str>,
 ) -> std::io::Result<Value> {
     let record: Value = serde_json::from_slice(&w.read_back(a.offset, a.len)?).unwrap_or_default();
     let field = |k: &str| record.get(k).and_then(Value::as_str).map(str::to_string);
-    let answer = Answer {
-        text: field("text").unwrap_or_default(),
-        stop_reason: field("stop_reason"),
-        ..Answer::default()
+    let mut v = match meta.and_then(|m| serde_json::from_str::<Value>(m).ok()) {
+        Some(Value::Object(mut o)) => {
+            o.insert("text".into(), json!(field("text").unwrap_or_default()));
+            Value::Object(o)
+        }
+        _ => answer_json(
+            &Answer {
+                text: field("text").unwrap_or_default(),
+                stop_reason: field("stop_reason"),
+                ..Answer::default()
+            },
+            Value::Null,
+        ),
     };
-    Ok(answer_json(&answer, Value::Null))
+    mark_replayed(&mut v);
+    Ok(v)
 }
 
 /// For a keyed turn whose input another replica wrote: that replica's
@@ -461,10 +512,10 @@ pub(super) async fn close_from_elsewhere(state: &Arc<AppState>, input: &Input) -
         .min(std::time::Duration::from_secs(60));
     let until = tokio::time::Instant::now() + wait;
     loop {
-        if let Ok(Some(a)) = w.find_named(&output_name(key)).await
-            && let Some(first) = a.first()
+        if let Ok(Some(named)) = w.find_named(&output_name(key)).await
+            && let Some(first) = named.appended.first()
         {
-            return answer_of_close(w, *first).ok();
+            return answer_of_close(w, *first, named.meta.as_deref()).ok();
         }
         if tokio::time::Instant::now() >= until {
             return None;

@@ -84,6 +84,23 @@ pub struct BatchKey {
     pub key: String,
     /// The answer, given where the batch's lines went.
     pub answer: AnswerFn,
+    /// What the request carried (its body's hash): a writer whose log lives
+    /// elsewhere keeps it with the batch, so the same key with another body,
+    /// through any replica, is refused ([`KeyReused`]).
+    pub body: String,
+}
+
+/// A key already used, by another replica, for a batch of another body:
+/// nothing was written (a 422 `idempotency_key_reused`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this idempotency key was used with another body")]
+pub(crate) struct KeyReused;
+
+impl KeyReused {
+    /// Whether `e` is a [`KeyReused`].
+    pub(crate) fn of(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|i| i.is::<KeyReused>())
+    }
 }
 
 impl std::fmt::Debug for BatchKey {
@@ -162,19 +179,33 @@ pub trait LogWriter: Send + Sync {
     /// written is not written again, and its place is answered with
     /// `existed`. Replicas use it to close a turn once whichever replica
     /// ran it. The local writer keeps no names.
-    fn append_named(&self, lines: Vec<Line>, id: String) -> BoxFuture<'_, io::Result<Named>> {
-        let _ = id;
+    /// `body`: what the request carried (its hash), compared with the
+    /// batch found under the name, if any ([`KeyReused`] when it differs).
+    ///
+    /// `meta` travels with the batch and comes back with it to whoever finds
+    /// it ([`Named::meta`]): what a turn's close says besides its record
+    /// (the answer's usage, its stop reason), so any replica can give the
+    /// first answer whole.
+    fn append_named(
+        &self,
+        lines: Vec<Line>,
+        id: String,
+        body: Option<String>,
+        meta: Option<String>,
+    ) -> BoxFuture<'_, io::Result<Named>> {
+        let _ = (id, body, meta);
         Box::pin(async move {
             Ok(Named {
                 appended: self.append(lines).await?,
                 existed: false,
+                meta: None,
             })
         })
     }
 
-    /// Where the batch named `id` went, if the log's home keeps names and
-    /// remembers it.
-    fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Vec<Appended>>>> {
+    /// The batch named `id` (where it went, and its `meta`), if the log's
+    /// home keeps names and remembers it.
+    fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Named>>> {
         let _ = id;
         Box::pin(async { Ok(None) })
     }
@@ -187,4 +218,7 @@ pub struct Named {
     pub appended: Vec<Appended>,
     /// Whether it was there already (written by an earlier request).
     pub existed: bool,
+    /// What the batch was written with besides its lines (see
+    /// [`LogWriter::append_named`]), when it was found written.
+    pub meta: Option<String>,
 }

@@ -1,6 +1,9 @@
 //! The local cache of one subject: the log's bytes in sequence order, the
 //! sidecar (`.jsseq`: the sequence and length applied, written after the
-//! bytes) and the index (`.jsidx`: each message's sequence and offset).
+//! bytes, and the index's format) and the index (`.jsidx`: each message's
+//! sequence, offset and checksum, `xxh3_64` of its bytes). A cache is
+//! checked against its checksums when a process first opens it: one edited
+//! in place while its replica was stopped is rebuilt from the stream.
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -19,6 +22,25 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
 /// Message ids of the newest messages applied, with where each went.
 const REMEMBERED: usize = 4096;
 
+/// A message applied, as the cache remembers it: its id, where it went,
+/// its bytes, and the headers a keyed or named batch carries (the hash of
+/// the request that wrote it, and what else it said).
+#[derive(Debug, Clone)]
+pub(super) struct Remembered {
+    pub(super) id: String,
+    pub(super) offset: u64,
+    pub(super) payload: bytes::Bytes,
+    pub(super) body: Option<String>,
+    pub(super) meta: Option<String>,
+}
+
+/// The headers of a message the cache keeps beside its bytes.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Tags {
+    pub(super) body: Option<String>,
+    pub(super) meta: Option<String>,
+}
+
 /// The local copy of one subject.
 pub(super) struct Cache {
     /// The log file (the sidecar and the index are beside it).
@@ -30,8 +52,8 @@ pub(super) struct Cache {
     pub(super) seq: u64,
     /// The newest `ts_ms` written, so the clock never goes back.
     pub(super) last_ts: u64,
-    /// `(msg id, offset, payload)` of the newest messages with an id.
-    recent: VecDeque<(String, u64, bytes::Bytes)>,
+    /// The newest messages with an id.
+    recent: VecDeque<Remembered>,
     /// `DIR/{id}.log.jsidx`: for each message applied, its stream sequence
     /// and offset (16 bytes, little-endian), so a message is found by its
     /// sequence (a duplicate ack names only that).
@@ -40,15 +62,43 @@ pub(super) struct Cache {
     entries: u64,
 }
 
-/// Bytes of an index entry.
-const ENTRY: u64 = 16;
+/// Bytes of an index entry: sequence, offset, checksum.
+const ENTRY: u64 = 24;
+
+/// The sidecar's last field: the index's format (entries with checksums).
+const FORMAT: &str = "2";
 
 impl Cache {
     fn entry(&self, i: u64) -> io::Result<(u64, u64)> {
+        self.entry_sum(i).map(|(s, o, _)| (s, o))
+    }
+
+    fn entry_sum(&self, i: u64) -> io::Result<(u64, u64, u64)> {
         let mut b = [0u8; ENTRY as usize];
         self.index.read_exact_at(&mut b, i * ENTRY)?;
         let n = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
-        Ok((n(0..8), n(8..16)))
+        Ok((n(0..8), n(8..16), n(16..24)))
+    }
+
+    /// Whether every message's bytes still have the checksum they were
+    /// applied with (read once, front to back); the first that does not,
+    /// otherwise.
+    fn verify(&self) -> io::Result<Option<u64>> {
+        let mut buf = Vec::new();
+        for i in 0..self.entries {
+            let (seq, off, sum) = self.entry_sum(i)?;
+            let end = if i + 1 < self.entries {
+                self.entry(i + 1)?.1
+            } else {
+                self.len
+            };
+            buf.resize(end.saturating_sub(off) as usize, 0);
+            self.file.read_exact_at(&mut buf, off)?;
+            if xxhash_rust::xxh3::xxh3_64(&buf) != sum {
+                return Ok(Some(seq));
+            }
+        }
+        Ok(None)
     }
 
     /// The offset and bytes of the message of sequence `seq`, if applied.
@@ -134,9 +184,13 @@ impl Cache {
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)?;
         let on_disk = file.metadata()?.len();
+        // A sidecar of another format (an index without checksums): the
+        // cache is rebuilt from the stream.
         let kept = std::fs::read_to_string(&seq_path).ok().and_then(|s| {
-            let mut it = s.split_whitespace().map(str::parse::<u64>);
-            Some((it.next()?.ok()?, it.next()?.ok()?))
+            let mut it = s.split_whitespace();
+            let seq = it.next()?.parse::<u64>().ok()?;
+            let len = it.next()?.parse::<u64>().ok()?;
+            (it.next() == Some(FORMAT)).then_some((seq, len))
         });
         let (seq, len) = match kept {
             Some((seq, len)) if len <= on_disk => (seq, len),
@@ -179,13 +233,17 @@ impl Cache {
         if !consistent {
             tracing::warn!(log = %path.display(), "the cache's index does not match its sidecar; rebuilding it");
             c.reset()?;
+        } else if let Some(seq) = c.verify()? {
+            tracing::warn!(log = %path.display(), sequence = seq,
+                "a message of the cache does not match its checksum (the file was changed); rebuilding it from the stream");
+            c.reset()?;
         }
         Ok(c)
     }
 
     fn save_seq(&self) -> io::Result<()> {
         // One short write of a fixed width: never torn.
-        let text = format!("{:>20} {:>20}\n", self.seq, self.len);
+        let text = format!("{:>20} {:>20} {FORMAT}\n", self.seq, self.len);
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -200,6 +258,7 @@ impl Cache {
         &mut self,
         sequence: u64,
         id: Option<&str>,
+        tags: Tags,
         mut payload: bytes::Bytes,
     ) -> io::Result<()> {
         let offset = self.len;
@@ -211,7 +270,8 @@ impl Cache {
         self.file.write_all_at(&payload, offset)?;
         let mut entry = [0u8; ENTRY as usize];
         entry[..8].copy_from_slice(&sequence.to_le_bytes());
-        entry[8..].copy_from_slice(&offset.to_le_bytes());
+        entry[8..16].copy_from_slice(&offset.to_le_bytes());
+        entry[16..].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(&payload).to_le_bytes());
         self.index.write_all_at(&entry, self.entries * ENTRY)?;
         self.entries += 1;
         self.len += payload.len() as u64;
@@ -223,15 +283,20 @@ impl Cache {
             if self.recent.len() >= REMEMBERED {
                 self.recent.pop_front();
             }
-            self.recent.push_back((id.to_string(), offset, payload));
+            self.recent.push_back(Remembered {
+                id: id.to_string(),
+                offset,
+                payload,
+                body: tags.body,
+                meta: tags.meta,
+            });
         }
         self.save_seq()
     }
 
     /// Where the message with id `id` went, and its bytes, if the cache
     /// remembers it.
-    pub(super) fn found(&self, id: &str) -> Option<(u64, bytes::Bytes)> {
-        let (_, offset, payload) = self.recent.iter().rev().find(|(i, _, _)| i == id)?;
-        Some((*offset, payload.clone()))
+    pub(super) fn found(&self, id: &str) -> Option<Remembered> {
+        self.recent.iter().rev().find(|r| r.id == id).cloned()
     }
 }

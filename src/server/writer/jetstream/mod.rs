@@ -29,6 +29,7 @@
 //!   and its sidecar and index are `cache.rs`.
 
 mod cache;
+mod fleet;
 
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -37,180 +38,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
-use async_nats::jetstream::{self, context::PublishErrorKind, stream};
 use futures_util::future::BoxFuture;
 
 use super::line::render;
 use super::{Appended, BatchKey, Durable, Guard, Line, LogIdentity, LogWriter, Named};
 use crate::append::now_ms;
-use cache::{Cache, appended_in};
+use cache::{Cache, Tags, appended_in};
 
-/// How to reach the stream (`--jetstream` and its companions).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct JetStreamConfig {
-    /// The NATS server(s), `nats://HOST:PORT` (comma-separated for several).
-    pub url: String,
-    /// The stream's name. Default `WMREPLAY`.
-    pub stream: String,
-    /// Log `{id}` is the subject `{prefix}.{id}`. Default `wmreplay.logs`.
-    pub subject_prefix: String,
-    /// Copies of the stream JetStream keeps (when it creates it). Default 1.
-    pub replicas: usize,
-    /// How long a write may wait for the stream (reconnects, a leader
-    /// election) before it is answered 503. Default 10 s.
-    pub timeout: Duration,
-}
-
-impl JetStreamConfig {
-    /// The stream at `url`, the other settings by default.
-    pub fn new(url: impl Into<String>) -> JetStreamConfig {
-        JetStreamConfig {
-            url: url.into(),
-            stream: "WMREPLAY".into(),
-            subject_prefix: "wmreplay.logs".into(),
-            replicas: 1,
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
-
-/// The stream could not be reached, or did not answer in time: a write is
-/// answered 503 with `retry-after`, and nothing is acknowledged.
-#[derive(Debug, thiserror::Error)]
-#[error("the log's stream is unavailable: {0}")]
-pub(crate) struct Unavailable(pub(crate) String);
-
-impl Unavailable {
-    pub(crate) fn of(e: &io::Error) -> bool {
-        e.get_ref().is_some_and(|i| i.is::<Unavailable>())
-    }
-}
-
-fn unavailable(e: impl std::fmt::Display) -> io::Error {
-    io::Error::other(Unavailable(e.to_string()))
-}
-
-/// The server's connection to the stream, shared by every log.
-pub(crate) struct Fleet {
-    client: async_nats::Client,
-    stream: stream::Stream,
-    js: jetstream::Context,
-    prefix: String,
-    timeout: Duration,
-    max_payload: usize,
-    /// This process's name in message ids (unique per start).
-    replica: String,
-    next_id: AtomicU64,
-    /// Publishes that met another replica's write first.
-    pub(crate) conflicts: AtomicU64,
-}
-
-impl std::fmt::Debug for Fleet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fleet")
-            .field("prefix", &self.prefix)
-            .finish()
-    }
-}
-
-impl Fleet {
-    /// Connects and finds the stream, creating it (subjects `PREFIX.>`,
-    /// file storage, `replicas` copies, a one-hour duplicate window) when
-    /// there is none.
-    pub(crate) async fn connect(cfg: &JetStreamConfig) -> Result<Arc<Fleet>, String> {
-        let servers: Vec<async_nats::ServerAddr> = cfg
-            .url
-            .split(',')
-            .map(|u| {
-                u.trim()
-                    .parse()
-                    .map_err(|e| format!("--jetstream {u:?} is not a NATS URL: {e}"))
-            })
-            .collect::<Result<_, _>>()?;
-        let client = async_nats::ConnectOptions::new()
-            .connection_timeout(Duration::from_secs(5))
-            .request_timeout(Some(cfg.timeout.min(Duration::from_secs(5))))
-            .retry_on_initial_connect()
-            .connect(servers)
-            .await
-            .map_err(|e| format!("cannot connect to {}: {e}", cfg.url))?;
-        let js = jetstream::new(client.clone());
-        let config = stream::Config {
-            name: cfg.stream.clone(),
-            subjects: vec![format!("{}.>", cfg.subject_prefix)],
-            storage: stream::StorageType::File,
-            num_replicas: cfg.replicas,
-            duplicate_window: Duration::from_secs(3600),
-            allow_direct: true,
-            ..Default::default()
-        };
-        let deadline = tokio::time::Instant::now() + cfg.timeout;
-        let stream = loop {
-            match js.get_or_create_stream(config.clone()).await {
-                Ok(s) => break s,
-                // A cluster still electing its meta leader: wait for it.
-                Err(e) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(error = %e, "the stream is not ready yet; retrying");
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-                Err(e) => return Err(format!("cannot open the stream {}: {e}", cfg.stream)),
-            }
-        };
-        let replica = replica_name()?;
-        Ok(Arc::new(Fleet {
-            client: client.clone(),
-            stream,
-            js,
-            prefix: cfg.subject_prefix.clone(),
-            timeout: cfg.timeout,
-            max_payload: client.server_info().max_payload,
-            replica,
-            next_id: AtomicU64::new(0),
-            conflicts: AtomicU64::new(0),
-        }))
-    }
-
-    /// The subject of log `id`.
-    pub(crate) fn subject(&self, id: &str) -> String {
-        format!("{}.{}", self.prefix, id.replace('.', "="))
-    }
-
-    /// Every log the stream holds, with its messages, by id.
-    pub(crate) async fn logs(&self) -> Result<Vec<(String, usize)>, String> {
-        use futures_util::TryStreamExt;
-        let mut info = self
-            .stream
-            .info_with_subjects(format!("{}.>", self.prefix))
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut out = Vec::new();
-        while let Some((subject, n)) = info.try_next().await.map_err(|e| e.to_string())? {
-            if let Some(id) = subject.strip_prefix(&format!("{}.", self.prefix)) {
-                out.push((id.replace('=', "."), n));
-            }
-        }
-        out.sort();
-        Ok(out)
-    }
-
-    fn fresh_id(&self, subject: &str) -> String {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        format!("wmreplay:{subject}:batch:{}:{n}", self.replica)
-    }
-}
-
-/// 128 random bits, hex: this process's name in message ids (a pid and a
-/// clock may repeat across containers).
-fn replica_name() -> Result<String, String> {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
-}
+pub use fleet::JetStreamConfig;
+use fleet::unavailable;
+pub(crate) use fleet::{Fleet, Unavailable};
 
 /// A cache more messages behind than this catches up through an ordered
 /// consumer; closer, one request a message.
@@ -236,6 +75,23 @@ impl JetStreamWriter {
             cache: tokio::sync::Mutex::new(None),
             synced: AtomicU64::new(0),
         }
+    }
+
+    /// The cache, locked, waited for until `deadline` (one deadline per
+    /// request, however many wait on the log: a write behind five others
+    /// that wait on an unreachable stream is answered when its own time is
+    /// up, not after theirs and then its own).
+    async fn cache_by(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> io::Result<tokio::sync::MutexGuard<'_, Option<Cache>>> {
+        tokio::time::timeout_at(deadline, self.cache())
+            .await
+            .unwrap_or_else(|_| {
+                Err(unavailable(
+                    "other requests on this log kept it busy until the deadline",
+                ))
+            })
     }
 
     async fn cache(&self) -> io::Result<tokio::sync::MutexGuard<'_, Option<Cache>>> {
@@ -275,7 +131,8 @@ impl JetStreamWriter {
                 return Err(unavailable("the stream answered an old message"));
             }
             let id = m.headers.get(async_nats::header::NATS_MESSAGE_ID);
-            c.apply(m.sequence, id.map(AsRef::<str>::as_ref), m.payload)?;
+            let tags = tags_of(Some(&m.headers));
+            c.apply(m.sequence, id.map(AsRef::<str>::as_ref), tags, m.payload)?;
             metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         self.synced.store(now_ms(), Ordering::Relaxed);
@@ -316,7 +173,8 @@ impl JetStreamWriter {
                 .as_ref()
                 .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
                 .map(|v| AsRef::<str>::as_ref(v).to_string());
-            c.apply(seq, id.as_deref(), m.payload.clone())?;
+            let tags = tags_of(m.headers.as_ref());
+            c.apply(seq, id.as_deref(), tags, m.payload.clone())?;
             metrics::counter!("wmreplay_jetstream_caught_up_messages_total").increment(1);
         }
         Ok(())
@@ -330,11 +188,13 @@ impl JetStreamWriter {
         &self,
         lines: &[Line],
         id: String,
+        tags: Tags,
         guard: Option<&Guard>,
     ) -> io::Result<Result<Named, u64>> {
-        let mut g = self.cache().await?;
-        let c = g.as_mut().expect("the cache is open");
+        let body = tags.body.as_deref();
         let deadline = tokio::time::Instant::now() + self.fleet.timeout;
+        let mut g = self.cache_by(deadline).await?;
+        let c = g.as_mut().expect("the cache is open");
         let mut pause = Duration::from_millis(20);
         // The messages this call sent (one found under its id is its own
         // when it is one of them: its ack was lost), and the sequence a
@@ -360,14 +220,35 @@ impl JetStreamWriter {
                 continue;
             }
             let there = match (c.found(&id), landed) {
-                (Some((off, bytes)), _) => Some((off, bytes.to_vec())),
-                (None, Some(seq)) if seq <= c.seq => c.message(seq)?,
+                (Some(r), _) => Some((
+                    r.offset,
+                    r.payload.to_vec(),
+                    Tags {
+                        body: r.body,
+                        meta: r.meta,
+                    },
+                )),
+                (None, Some(seq)) if seq <= c.seq => match c.message(seq)? {
+                    Some((off, bytes)) => Some((off, bytes, self.tags_at(seq).await)),
+                    None => None,
+                },
                 _ => None,
             };
-            if let Some((off, bytes)) = there {
+            if let Some((off, bytes, theirs)) = there {
+                let existed = !sent.iter().any(|p| p[..] == bytes[..]);
+                // The same key (name) for another request: the one written
+                // stands, and this request is refused, whichever replica
+                // wrote it.
+                if existed
+                    && let (Some(ours), Some(theirs)) = (body, theirs.body.as_deref())
+                    && ours != theirs
+                {
+                    return Err(io::Error::other(super::KeyReused));
+                }
                 return Ok(Ok(Named {
-                    existed: !sent.iter().any(|p| p[..] == bytes[..]),
+                    existed,
                     appended: appended_in(off, &bytes),
+                    meta: theirs.meta,
                 }));
             }
             if landed.is_some_and(|seq| seq <= c.seq) {
@@ -395,6 +276,12 @@ impl JetStreamWriter {
             }
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
+            if let Some(b) = body {
+                headers.insert(BODY_HEADER, b);
+            }
+            if let Some(m) = tags.meta.as_deref() {
+                headers.insert(META_HEADER, m);
+            }
             headers.insert(
                 async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
                 c.seq.to_string().as_str(),
@@ -429,7 +316,7 @@ impl JetStreamWriter {
                     metrics::counter!("wmreplay_records_written_total")
                         .increment(lines.len() as u64);
                     let offset = c.len;
-                    c.apply(ack.sequence, Some(&id), payload)?;
+                    c.apply(ack.sequence, Some(&id), tags.clone(), payload)?;
                     c.last_ts = c.last_ts.max(ts);
                     return Ok(Ok(Named {
                         appended: appended
@@ -440,6 +327,7 @@ impl JetStreamWriter {
                             })
                             .collect(),
                         existed: false,
+                        meta: None,
                     }));
                 }
                 // A message of this id landed before (this call's, its ack
@@ -472,6 +360,35 @@ impl JetStreamWriter {
     }
 }
 
+impl JetStreamWriter {
+    /// The headers the message of sequence `seq` was written with, asked of
+    /// the stream (a duplicate ack names only the sequence).
+    async fn tags_at(&self, seq: u64) -> Tags {
+        match self.fleet.stream.get_raw_message(seq).await {
+            Ok(m) => tags_of(Some(&m.headers)),
+            Err(_) => Tags::default(),
+        }
+    }
+}
+
+/// The header a keyed or named batch carries its request's hash in.
+const BODY_HEADER: &str = "Wmreplay-Body";
+/// The header a named batch carries what else it says in (a turn's close:
+/// its answer but the text).
+const META_HEADER: &str = "Wmreplay-Meta";
+
+fn tags_of(headers: Option<&async_nats::HeaderMap>) -> Tags {
+    let get = |name: &str| {
+        headers
+            .and_then(|h| h.get(name))
+            .map(|v| AsRef::<str>::as_ref(v).to_string())
+    };
+    Tags {
+        body: get(BODY_HEADER),
+        meta: get(META_HEADER),
+    }
+}
+
 impl LogWriter for JetStreamWriter {
     fn append_batch(
         &self,
@@ -483,7 +400,11 @@ impl LogWriter for JetStreamWriter {
                 Some(k) => format!("wmreplay:{}:key:{}", self.subject, k.key),
                 None => self.fleet.fresh_id(&self.subject),
             };
-            match self.publish(&lines, id, None).await? {
+            let tags = Tags {
+                body: key.as_ref().map(|k| k.body.clone()),
+                meta: None,
+            };
+            match self.publish(&lines, id, tags, None).await? {
                 Ok(n) => Ok(n.appended),
                 Err(_) => unreachable!("no guard, never broken"),
             }
@@ -498,7 +419,7 @@ impl LogWriter for JetStreamWriter {
         Box::pin(async move {
             let id = self.fleet.fresh_id(&self.subject);
             Ok(self
-                .publish(&lines, id, Some(&guard))
+                .publish(&lines, id, Tags::default(), Some(&guard))
                 .await?
                 .map(|n| n.appended))
         })
@@ -532,29 +453,43 @@ impl LogWriter for JetStreamWriter {
 
     fn catch_up(&self) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(async move {
-            let mut g = self.cache().await?;
+            let mut g = self
+                .cache_by(tokio::time::Instant::now() + self.fleet.timeout)
+                .await?;
             let c = g.as_mut().expect("the cache is open");
             JetStreamWriter::catch_up(self, c).await
         })
     }
 
-    fn append_named(&self, lines: Vec<Line>, id: String) -> BoxFuture<'_, io::Result<Named>> {
+    fn append_named(
+        &self,
+        lines: Vec<Line>,
+        id: String,
+        body: Option<String>,
+        meta: Option<String>,
+    ) -> BoxFuture<'_, io::Result<Named>> {
         Box::pin(async move {
             let id = format!("wmreplay:{}:name:{id}", self.subject);
-            match self.publish(&lines, id, None).await? {
+            match self.publish(&lines, id, Tags { body, meta }, None).await? {
                 Ok(n) => Ok(n),
                 Err(_) => unreachable!("no guard, never broken"),
             }
         })
     }
 
-    fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Vec<Appended>>>> {
+    fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Named>>> {
         let id = format!("wmreplay:{}:name:{id}", self.subject);
         Box::pin(async move {
-            let mut g = self.cache().await?;
+            let mut g = self
+                .cache_by(tokio::time::Instant::now() + self.fleet.timeout)
+                .await?;
             let c = g.as_mut().expect("the cache is open");
             JetStreamWriter::catch_up(self, c).await?;
-            Ok(c.found(&id).map(|(off, bytes)| appended_in(off, &bytes)))
+            Ok(c.found(&id).map(|r| Named {
+                appended: appended_in(r.offset, &r.payload),
+                existed: true,
+                meta: r.meta,
+            }))
         })
     }
 
