@@ -39,6 +39,20 @@ pub struct MemoryArgs {
     /// offers no tool, so the model answers with what it has.
     #[arg(long, env = "WMREPLAY_MAX_TOOL_ROUNDS", value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=32))]
     pub max_tool_rounds: u32,
+    /// Serve MCP (the Model Context Protocol, streamable HTTP) at /mcp, and
+    /// under --log-dir at /v1/logs/{id}/mcp: the log's memory as tools an
+    /// MCP client (Claude Code, Claude Desktop, Cursor, VS Code) calls.
+    /// `wmreplay mcp LOG` serves the same over stdio.
+    #[arg(long, env = "WMREPLAY_MCP")]
+    pub mcp: bool,
+    /// On the provider-compatible endpoints (/anthropic/v1/messages,
+    /// /openai/v1/chat/completions), call the model with the API key the
+    /// client sends (x-api-key or Authorization: Bearer) instead of the
+    /// server's own; without it the client's key is checked as the
+    /// server's access token (--auth-token-env) and the server's key is
+    /// used.
+    #[arg(long, env = "WMREPLAY_FORWARD_CLIENT_KEY")]
+    pub forward_client_key: bool,
 }
 
 impl MemoryArgs {
@@ -47,6 +61,8 @@ impl MemoryArgs {
         cfg.tools.search_memory = self.recall_tool;
         cfg.tools.memory = self.memory_tool;
         cfg.tools.max_rounds = self.max_tool_rounds;
+        cfg.mcp = self.mcp;
+        cfg.forward_client_key = self.forward_client_key;
     }
 }
 

@@ -128,6 +128,15 @@ pub struct Config {
     /// `log_dir` their caches. Default none: the files are the logs.
     #[cfg(feature = "jetstream")]
     pub jetstream: Option<super::writer::jetstream::JetStreamConfig>,
+    /// An MCP server at `/mcp` (and `/v1/logs/{id}/mcp` under `log_dir`),
+    /// streamable HTTP (`--mcp`). Default off.
+    pub mcp: bool,
+    /// How the provider-compatible endpoints (`/anthropic/v1/messages`,
+    /// `/openai/v1/chat/completions`) authenticate upstream: with the
+    /// server's own key (the client's key is then its access token), or
+    /// with the key the client sends (`--forward-client-key`). Default the
+    /// server's.
+    pub forward_client_key: bool,
 }
 
 /// The tools a turn offers the model; the server runs each call itself
@@ -266,6 +275,8 @@ impl Config {
             tools: Tools::default(),
             #[cfg(feature = "jetstream")]
             jetstream: None,
+            mcp: false,
+            forward_client_key: false,
         }
     }
 }

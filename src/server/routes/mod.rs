@@ -7,8 +7,10 @@
 //! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
 //! the bearer-token check in front of every route but `/healthz`.
 
+mod compat;
 mod facts;
 mod logs;
+mod mcp;
 mod records;
 mod respond;
 mod search;
@@ -141,6 +143,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
                 put(put_fact_at).delete(delete_fact_at),
             ),
     };
+    // The provider-compatible endpoints (compat.rs) and MCP (mcp.rs).
+    let routes = compat::routes(routes, &server);
+    let routes = mcp::routes(routes, &server);
     // Behind the same token as the rest.
     let routes = routes.route("/metrics", get(crate::server::metrics::metrics));
     let routes = match server.shared.cfg.auth_token.clone() {
