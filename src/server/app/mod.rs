@@ -9,7 +9,9 @@ pub(crate) mod compact;
 pub(crate) mod compactor;
 pub(crate) mod facts;
 pub(crate) mod logs;
+pub(crate) mod memory_edit;
 pub(crate) mod snapshot;
+pub(crate) mod writes;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -24,13 +24,12 @@ use axum::response::Response;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::append::compact;
-
-use crate::parse::{LineParser, SkipReason};
+use crate::parse::LineParser;
 use crate::server::app::AppState;
 use crate::server::app::compact::compact_soon;
+use crate::server::app::writes::check_record as check;
 use crate::server::errors::{ApiError, idempotency_key, internal, json_response};
-use crate::server::writer::{Appended, BatchKey, KeyReused, Line};
+use crate::server::writer::{Appended, BatchKey, KeyReused};
 use crate::state::{TurnBegin, TurnStatus};
 
 fn bad(code: &'static str, message: String) -> ApiError {
@@ -56,42 +55,6 @@ fn split(body: &[u8], ndjson: bool) -> Result<Vec<&[u8]>, ApiError> {
         let one: &RawValue = serde_json::from_slice(body)
             .map_err(|e| bad("invalid_json", format!("the body is not valid JSON: {e}")))?;
         Ok(vec![one.get().as_bytes()])
-    }
-}
-
-/// One checked record: the line to write, and its `ts_ms` if it has one.
-fn check(
-    i: usize,
-    raw: &[u8],
-    parser: &mut LineParser,
-    max: usize,
-) -> Result<(Line, Option<f64>), ApiError> {
-    // Judged as sent, before its whitespace goes: `1 2` is not a number,
-    // though without the space it would be one.
-    let ts_ms = match parser.parse(raw, 0) {
-        Ok(r) => Some(r.ts_ms()),
-        Err(SkipReason::MissingTsMs) => None,
-        Err(SkipReason::TsMsNotNumber) => {
-            return Err(bad(
-                "invalid_record",
-                format!("record {i}: `ts_ms` must be a number (or absent: the server sets it)"),
-            ));
-        }
-        Err(reason) => return Err(bad("invalid_record", format!("record {i}: {reason}"))),
-    };
-    let line = compact(raw);
-    if line.len() > max {
-        return Err(bad(
-            "record_too_large",
-            format!(
-                "record {i}: {} bytes, more than the limit of {max} (--max-record-bytes)",
-                line.len()
-            ),
-        ));
-    }
-    match ts_ms {
-        Some(ts) => Ok((Line::verbatim(line), Some(ts))),
-        None => Ok((Line::stamped_object(&line), None)),
     }
 }
 

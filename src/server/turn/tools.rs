@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::input::Input;
 use super::memory;
 use crate::server::app::AppState;
-use crate::server::app::facts::{current, fact_record, newest_ts};
+use crate::server::app::memory_edit::{self, Commands, MemoryCommands};
 use crate::server::errors::ApiError;
 use crate::server::upstream::ToolCall;
 use crate::server::upstream::tools::{
@@ -82,9 +82,7 @@ fn error(content: String) -> ToolResult {
 /// A call's outcome: its result and the records it writes besides its own.
 struct Ran {
     result: ToolResult,
-    writes: Vec<Vec<u8>>,
-    /// The writes are stamped no lower than this.
-    floor: Option<f64>,
+    writes: Vec<Line>,
 }
 
 impl Ran {
@@ -92,7 +90,6 @@ impl Ran {
         Ran {
             result,
             writes: Vec::new(),
-            floor: None,
         }
     }
 }
@@ -172,11 +169,7 @@ async fn append(
     let mut lines = vec![Line::stamped_object(
         Value::Object(called).to_string().as_bytes(),
     )];
-    lines.extend(
-        ran.writes
-            .iter()
-            .map(|w| Line::stamped_object(w).at_least(ran.floor)),
-    );
+    lines.extend(ran.writes);
     lines.push(Line::stamped_object(
         Value::Object(head).to_string().as_bytes(),
     ));
@@ -247,38 +240,26 @@ async fn search(state: &Arc<AppState>, args: &Map<String, Value>, scope: &ToolSc
     }
 }
 
+/// The memory tool's commands (`memory.rs`), as the write path every
+/// caller shares (`app::memory_edit`) runs them.
+impl Commands for MemoryCommands {
+    fn apply(
+        &self,
+        facts: &Map<String, Value>,
+        args: &Map<String, Value>,
+        max_file: usize,
+    ) -> (ToolResult, Vec<(String, Option<String>)>) {
+        let applied = memory::run(&memory::files_of(facts), args, max_file);
+        (applied.result, applied.writes)
+    }
+}
+
 /// A memory-tool command on the files as they stand (hold
 /// [`AppState::memory`]): its result, and its writes as `wm_fact` records.
 async fn run_memory(state: &Arc<AppState>, args: &Map<String, Value>) -> Result<Ran, ApiError> {
-    let facts = current(state).await?;
-    let facts: Map<String, Value> = serde_json::from_str(&facts).unwrap_or_default();
-    let files = memory::files_of(&facts);
-    let max = state.cfg.max_record_bytes;
-    let applied = memory::run(&files, args, max);
-    let mut writes = Vec::with_capacity(applied.writes.len());
-    for (path, text) in &applied.writes {
-        let value = match text {
-            Some(t) => serde_json::to_string(t).expect("a string serialises"),
-            None => "null".into(),
-        };
-        let record = fact_record(path, &value);
-        if record.len() > max {
-            return Ok(Ran::plain(error(format!(
-                "Error: File {path} is too large to keep: its record would be {} bytes, more \
-                 than the limit of {max}.",
-                record.len()
-            ))));
-        }
-        writes.push(record);
-    }
-    // Each written no lower than its key's newest fact: the command's
-    // result describes the files the log then holds, whatever stamps
-    // earlier records of those keys were given.
-    let keys: Vec<String> = applied.writes.iter().map(|(k, _)| k.clone()).collect();
-    let floor = newest_ts(state, keys).await?;
+    let edit = memory_edit::edit(state, args).await?;
     Ok(Ran {
-        result: applied.result,
-        writes,
-        floor,
+        result: edit.result,
+        writes: edit.lines,
     })
 }
