@@ -11,6 +11,7 @@
 mod args;
 mod compact;
 mod generate;
+mod mcp;
 mod replay;
 mod search;
 mod serve;
@@ -114,6 +115,21 @@ enum Command {
     /// Example: ANTHROPIC_API_KEY=... wmreplay compact wm.log --upstream
     /// https://api.anthropic.com --model claude-sonnet-4-5 --to 50000
     Compact(compact::CompactArgs),
+    /// Serve the log as an MCP server (the Model Context Protocol) on stdin
+    /// and stdout, for a client that starts it: Claude Code, Claude
+    /// Desktop, Cursor, VS Code. Its tools: search_memory (the whole log,
+    /// as --recall-tool), memory (files under /memories, as
+    /// --memory-tool), get_facts, set_fact and delete_fact (as /v1/facts),
+    /// append_record (as POST /v1/records) and recent_context (the newest
+    /// summary and the newest records after it). Every write goes through
+    /// one writer holding the log's lock, so a `serve` writing the same log
+    /// never interleaves with it. Stdout carries only the protocol; logs go
+    /// to stderr (RUST_LOG filters them). Exits when stdin closes. `serve
+    /// --mcp` serves the same over HTTP; see docs/mcp.md for the clients'
+    /// settings.
+    ///
+    /// Example: claude mcp add wmreplay -- wmreplay mcp /home/me/memory.log
+    Mcp(mcp::McpArgs),
     /// Print the records best matching a query, ranked by BM25 over the
     /// words of their string values (keys, numbers, and the top-level type
     /// and session_id are not searched; filter on those with --kinds and
@@ -212,6 +228,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve(a) => serve::serve(*a),
         Command::Stats(a) => replay::stats(a),
         Command::Compact(a) => compact::compact(a),
+        Command::Mcp(a) => mcp::mcp(a),
         Command::Search(a) => search::search(a),
     }
 }

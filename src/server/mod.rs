@@ -39,8 +39,9 @@
 //! shared types, one file per provider, the call with its retries),
 //! [`writer`] (the [`writer::LogWriter`] trait and the local single writer),
 //! `app/` (a log's state, the logs served, the replay as routes see it),
-//! `turn/` (one `/respond` turn), `routes/` (one file per group of routes,
-//! and the router), `auth.rs`, `conn.rs` (connection bounds), and this file
+//! `turn/` (one `/respond` turn), `mcp/` (the MCP server: stdio, and the
+//! streamable HTTP service), `routes/` (one file per group of routes, and
+//! the router), `auth.rs`, `conn.rs` (connection bounds), and this file
 //! (start-up and shutdown).
 
 mod app;
@@ -50,6 +51,7 @@ mod config;
 mod conn;
 mod errors;
 mod logging;
+mod mcp;
 mod metrics;
 mod routes;
 pub mod settings;
@@ -70,6 +72,7 @@ use tokio::sync::Semaphore;
 pub use compact::{CompactError, CompactReport, compact_once};
 pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
+pub use mcp::{McpStdioError, mcp_stdio};
 pub use upstream::{ApiKey, Provider, Usage};
 #[cfg(feature = "jetstream")]
 pub use writer::jetstream::JetStreamConfig;
@@ -182,7 +185,9 @@ pub async fn serve(
             }
         });
     }
-    let app = routes::router(server.clone());
+    // MCP's host check follows the address listened on (`mcp/http.rs`).
+    let app = routes::router(server.clone())
+        .layer(axum::Extension(mcp::Listening(listener.local_addr().ok())));
     let cfg = &shared.cfg;
     let bounds = conn::Bounds {
         header_timeout: cfg.header_timeout,
