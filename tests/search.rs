@@ -509,7 +509,7 @@ fn an_index_write_that_fails_says_why() {
     let log = dir.path().join("wm.log");
     planted_log(&log, 20_000, 2);
     let out = Command::new("prlimit")
-        .arg("--fsize=60000")
+        .arg("--fsize=16000")
         .arg(env!("CARGO_BIN_EXE_wmreplay"))
         .arg("search")
         .arg(&log)

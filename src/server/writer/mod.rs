@@ -86,7 +86,7 @@ pub struct BatchKey {
     pub answer: AnswerFn,
     /// What the request carried (its body's hash): a writer whose log lives
     /// elsewhere keeps it with the batch, so the same key with another body,
-    /// through any replica, is refused ([`KeyReused`]).
+    /// through any replica, is refused (a key-reused error).
     pub body: String,
 }
 
@@ -180,7 +180,7 @@ pub trait LogWriter: Send + Sync {
     /// `existed`. Replicas use it to close a turn once whichever replica
     /// ran it. The local writer keeps no names.
     /// `body`: what the request carried (its hash), compared with the
-    /// batch found under the name, if any ([`KeyReused`] when it differs).
+    /// batch found under the name, if any (a key-reused error when it differs).
     ///
     /// `meta` travels with the batch and comes back with it to whoever finds
     /// it ([`Named::meta`]): what a turn's close says besides its record
