@@ -92,8 +92,11 @@ enum Command {
     /// (--log-dir). Routes: POST /respond (a turn), POST /v1/context (the
     /// request a turn would send), POST /v1/records (append events,
     /// insights, tool results), POST /v1/turn/prepare and /v1/turn/ack,
-    /// GET /v1/stats, GET /healthz; under --log-dir the same under
-    /// /v1/logs/{id}/…, and GET /v1/logs. Every flag can also be set
+    /// GET /v1/stats, GET /healthz; the provider's own API for its SDKs
+    /// (POST /anthropic/v1/messages, POST /openai/v1/chat/completions: a
+    /// base URL of http://HOST:PORT/anthropic or …/openai/v1); /mcp with
+    /// --mcp; under --log-dir the same under /v1/logs/{id}/…, and GET
+    /// /v1/logs. Every flag can also be set
     /// through the environment variable shown. Stops on SIGINT or SIGTERM
     /// once open requests and their appends finish (at most
     /// --shutdown-timeout). Logs go to stderr (RUST_LOG filters them,
@@ -101,7 +104,8 @@ enum Command {
     ///
     /// Example: ANTHROPIC_API_KEY=... wmreplay serve --log wm.log --upstream
     /// https://api.anthropic.com --model claude-sonnet-4-5, then curl -d
-    /// '{"text":"hi"}' localhost:8787/respond
+    /// '{"text":"hi"}' localhost:8787/respond, or from the Python SDK
+    /// anthropic.Anthropic(base_url="http://localhost:8787/anthropic")
     Serve(Box<serve::ServeArgs>),
     /// Fold the oldest records replayed after the newest wm_summary into a
     /// new summary written by a model, until about --to tokens of records

@@ -24,12 +24,9 @@ use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
 use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
 
 use super::dir::{self, Unsynced};
+use super::meta::{Meta, VERSION, err};
 use super::write::{add_lines, commit, has_line, with_cause, writer};
 use crate::error::Error;
-
-/// Bumped whenever what is indexed, or how, changes: an index of another
-/// version is rebuilt.
-pub(super) const VERSION: u64 = 3;
 
 /// What a refresh of the index did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,20 +37,6 @@ pub struct Refreshed {
     pub bytes: u64,
     /// Records added.
     pub records: u64,
-}
-
-/// The log's state an index commit is for (its payload).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(super) struct Meta {
-    pub(super) version: u64,
-    pub(super) dev: u64,
-    pub(super) inode: u64,
-    pub(super) len: u64,
-    pub(super) fingerprint: u64,
-    pub(super) max_depth: u64,
-    /// The boot the commit was written in when it was not synced (`""`
-    /// when it was): after a reboot, such an index is built again.
-    pub(super) boot: String,
 }
 
 /// An open index: its reader, and the fields.
@@ -122,13 +105,6 @@ pub(crate) struct Index {
 
 /// The log's length and change times, and the index directory's identity.
 type Seen = (u64, crate::input::Stamp, (u64, u64));
-
-pub(super) fn err(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Search {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    }
-}
 
 fn schema() -> (Schema, Field, Field) {
     let mut sb = Schema::builder();

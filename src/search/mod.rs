@@ -31,6 +31,7 @@
 
 mod dir;
 mod index;
+mod meta;
 pub(crate) mod naive;
 #[cfg(test)]
 mod tests;

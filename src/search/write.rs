@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tantivy::schema::Field;
 use tantivy::{Index as Tantivy, IndexWriter, TantivyDocument};
 
-use super::index::{Meta, VERSION, err};
+use super::meta::{Meta, VERSION, err};
 use super::text::{self, Scratch};
 use crate::error::Error;
 use crate::parse::LineParser;

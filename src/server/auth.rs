@@ -2,7 +2,9 @@
 //! requires `Authorization: Bearer <token>` (the scheme's name in any case,
 //! `bearer` or `BEARER` too, as RFC 7235 has it). The token is compared in
 //! constant time (by `subtle`) and never logged; a missing or wrong one is
-//! a 401 JSON error.
+//! a 401 JSON error. On the provider-compatible endpoints the token is the
+//! client's API key as its SDK sends it: `Authorization: Bearer`, or
+//! `x-api-key` (Anthropic's), and the 401 is in the provider's shape.
 
 use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -33,19 +35,33 @@ fn is_token(given: &[u8], token: &ApiKey) -> bool {
 
 /// Lets the request through if it carries the token.
 pub(crate) async fn check(token: &ApiKey, req: Request, next: Next) -> Response {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| bearer_token(v.as_bytes()));
+    let provider = crate::server::compat::provider_of(req.uri().path());
+    let headers = req.headers();
+    let given = headers
+        .get("x-api-key")
+        .filter(|_| provider == Some(super::upstream::Provider::Anthropic))
+        .map(|v| v.as_bytes())
+        .or_else(|| {
+            headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| bearer_token(v.as_bytes()))
+        });
     match given {
         Some(g) if is_token(g, token) => next.run(req).await,
-        Some(_) => unauthorized("the bearer token is not valid"),
-        None => unauthorized("this server needs `Authorization: Bearer <token>`"),
+        Some(_) => unauthorized("the bearer token is not valid", provider),
+        None => unauthorized(
+            "this server needs `Authorization: Bearer <token>`",
+            provider,
+        ),
     }
 }
 
-fn unauthorized(message: &str) -> Response {
-    let mut r = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+fn unauthorized(message: &str, provider: Option<super::upstream::Provider>) -> Response {
+    let e = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message);
+    let mut r = match provider {
+        Some(p) => super::upstream::shapes::error_response(p, &e),
+        None => e.into_response(),
+    };
     r.headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     r

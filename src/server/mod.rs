@@ -47,6 +47,7 @@
 mod app;
 mod auth;
 mod compact;
+mod compat;
 mod config;
 mod conn;
 mod errors;

@@ -1,10 +1,20 @@
 //! Server-sent events as the server relays them: one event's bytes, and the
 //! headers of an event stream.
 
+use std::convert::Infallible;
+
+use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
+
+/// A body of `parts`, sent as they are.
+pub(crate) fn stream_body(parts: Vec<Bytes>) -> Body {
+    Body::from_stream(futures_util::stream::iter(
+        parts.into_iter().map(Ok::<_, Infallible>),
+    ))
+}
 
 /// One event: `event: NAME` and its JSON data.
 pub(crate) fn sse(event: &str, data: &Value) -> Bytes {

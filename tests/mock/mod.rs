@@ -116,6 +116,8 @@ pub struct Mock {
     /// The provider's prompt cache, simulated by its documented rules
     /// (bench/cache/sim.rs) with a 1-token minimum so small logs cache.
     pub cache: Arc<Mutex<sim::Cache>>,
+    /// The current texts a `MOCK_FAIL_ONCE` directive failed already.
+    failed_once: Arc<Mutex<std::collections::HashSet<String>>>,
     started: std::time::Instant,
 }
 
@@ -264,6 +266,42 @@ pub fn summary_of(input: &str) -> String {
         .join(" ")
 }
 
+/// The request's current text, when it has one (a turn's).
+pub fn current_text_of(body: &Value) -> Option<String> {
+    body["messages"].as_array()?.iter().rev().find_map(|m| {
+        let t = match &m["content"] {
+            Value::String(s) => s.as_str(),
+            other => other[0]["text"].as_str()?,
+        };
+        t.strip_prefix("CURRENT_USER_REQUEST")?
+            .split_once("user_text: ")
+            .map(|(_, t)| t.to_string())
+    })
+}
+
+/// How a line of the current text tells the mock to answer (for clients
+/// the test does not drive request by request, such as an SDK):
+/// `MOCK_STATUS: N` fails with status N, `MOCK_FAIL_ONCE: N` fails with N
+/// the first time this text comes, `MOCK_SLOW: MS` answers after MS ms.
+fn directive(m: &Mock, v: &Value) -> Option<Mode> {
+    let text = current_text_of(v)?;
+    for line in text.lines() {
+        if let Some(n) = line.strip_prefix("MOCK_STATUS: ") {
+            return Some(Mode::fail(n.trim().parse().ok()?));
+        }
+        if let Some(n) = line.strip_prefix("MOCK_FAIL_ONCE: ") {
+            if m.failed_once.lock().unwrap().insert(text.clone()) {
+                return Some(Mode::fail(n.trim().parse().ok()?));
+            }
+            return None;
+        }
+        if let Some(ms) = line.strip_prefix("MOCK_SLOW: ") {
+            return Some(Mode::Slow(ms.trim().parse().ok()?));
+        }
+    }
+    None
+}
+
 /// What the mock answers to a request whose current text is `t`.
 pub fn answer_to(t: &str) -> String {
     format!("answer to «{t}» \"quoted\"\nline two")
@@ -328,6 +366,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         .unwrap()
         .pop_front()
         .unwrap_or(m.mode.clone());
+    let mode = directive(&m, &v).unwrap_or(mode);
     let mut pause = 0;
     let mut cut: Option<&'static str> = None;
     let mut truncated = false;
@@ -411,13 +450,18 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     {
         let usage = (usage.input, usage.read, usage.written);
         return match tools::calling(m.provider, round, &r, stream, usage) {
-            (Some(body), _) => {
-                ([("content-type", "application/json")], body.to_string()).into_response()
-            }
+            (Some(body), _) => (
+                [("content-type", "application/json")],
+                whole(m.provider, &v, body).to_string(),
+            )
+                .into_response(),
             (None, events) => (
                 [("content-type", "text/event-stream")],
                 Body::from_stream(futures_util::stream::iter(
-                    events.into_iter().map(Ok::<_, std::convert::Infallible>),
+                    events
+                        .iter()
+                        .map(|e| Ok::<_, std::convert::Infallible>(event(m.provider, &v, e)))
+                        .collect::<Vec<_>>(),
                 )),
             )
                 .into_response(),
@@ -462,6 +506,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
                           "prompt_tokens_details": {"cached_tokens": usage.read}}
             }),
         };
+        let body = whole(m.provider, &v, body);
         return ([("content-type", "application/json")], body.to_string()).into_response();
     }
     // Streamed in pieces of a few characters, each event in its own chunk.
@@ -490,6 +535,10 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             events.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".into());
         }
         Provider::OpenAi => {
+            events.push(format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"role": "assistant"}}]})
+            ));
             for p in &pieces {
                 let d = json!({"choices": [{"index": 0, "delta": {"content": p}}]});
                 events.push(format!("data: {d}\n\n"));
@@ -519,6 +568,8 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
             Provider::OpenAi => format!("data: {}\n\n", json!({"error": error["error"]})),
         });
     }
+    let provider = m.provider;
+    let events: Vec<String> = events.iter().map(|e| event(provider, &v, e)).collect();
     let stream = futures_util::stream::iter(events).then(move |e| async move {
         if pause > 0 {
             tokio::time::sleep(Duration::from_millis(pause)).await;
@@ -530,6 +581,86 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
         Body::from_stream(stream),
     )
         .into_response()
+}
+
+/// A non-streamed answer with every member the provider's own has (its
+/// id, model, `stop_sequence`, `created`, …), as the SDKs read them.
+fn whole(provider: Provider, request: &Value, mut body: Value) -> Value {
+    let model = request["model"].clone();
+    let o = body.as_object_mut().expect("an answer is an object");
+    match provider {
+        Provider::Anthropic => {
+            o.entry("model").or_insert(model);
+            o.entry("stop_sequence").or_insert(Value::Null);
+        }
+        Provider::OpenAi => {
+            o.entry("model").or_insert(model);
+            o.entry("created").or_insert(json!(1_700_000_000));
+            if let Some(u) = o.get_mut("usage").and_then(Value::as_object_mut) {
+                let total = u["prompt_tokens"].as_u64().unwrap_or(0)
+                    + u["completion_tokens"].as_u64().unwrap_or(0);
+                u.entry("total_tokens").or_insert(json!(total));
+            }
+            for c in o
+                .get_mut("choices")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                c.as_object_mut()
+                    .unwrap()
+                    .entry("logprobs")
+                    .or_insert(Value::Null);
+                let msg = c["message"].as_object_mut().unwrap();
+                msg.entry("refusal").or_insert(Value::Null);
+            }
+        }
+    }
+    body
+}
+
+/// A streamed event with every member the provider's own has: Anthropic's
+/// `message_start` a whole message (its id, role, model, empty content);
+/// each OpenAI chunk its id, object, `created` and model, and the first
+/// its role.
+fn event(provider: Provider, request: &Value, e: &str) -> String {
+    let Some((head, data)) = e.trim_end().rsplit_once("data: ") else {
+        return e.to_string();
+    };
+    let Ok(mut d) = serde_json::from_str::<Value>(data) else {
+        return e.to_string();
+    };
+    let model = request["model"].clone();
+    match provider {
+        Provider::Anthropic if d["type"] == "message_start" => {
+            let m = d["message"].as_object_mut().unwrap();
+            m.entry("type").or_insert(json!("message"));
+            m.entry("role").or_insert(json!("assistant"));
+            m.entry("model").or_insert(model);
+            m.entry("content").or_insert(json!([]));
+            m.entry("stop_reason").or_insert(Value::Null);
+            m.entry("stop_sequence").or_insert(Value::Null);
+        }
+        Provider::OpenAi if d.get("choices").is_some() => {
+            let o = d.as_object_mut().unwrap();
+            o.entry("id").or_insert(json!("chatcmpl-mock"));
+            o.entry("object").or_insert(json!("chat.completion.chunk"));
+            o.entry("created").or_insert(json!(1_700_000_000));
+            o.entry("model").or_insert(model);
+            if let Some(u) = o.get_mut("usage").and_then(Value::as_object_mut) {
+                let total = u["prompt_tokens"].as_u64().unwrap_or(0)
+                    + u["completion_tokens"].as_u64().unwrap_or(0);
+                u.entry("total_tokens").or_insert(json!(total));
+            }
+            for c in o["choices"].as_array_mut().unwrap() {
+                let c = c.as_object_mut().unwrap();
+                c.entry("finish_reason").or_insert(Value::Null);
+                c.entry("logprobs").or_insert(Value::Null);
+            }
+        }
+        _ => return e.to_string(),
+    }
+    format!("{head}data: {d}\n\n")
 }
 
 async fn redirect_target(State(m): State<Mock>, headers: HeaderMap) -> Response {
@@ -554,6 +685,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         redirected: Arc::default(),
         rejected: Arc::default(),
         cache: Arc::default(),
+        failed_once: Arc::default(),
         started: std::time::Instant::now(),
     };
     let app = Router::new()

@@ -127,9 +127,12 @@ pub fn calling(
 ) -> (Option<Value>, Vec<String>) {
     let calls = &r.calls;
     let (input, read, written) = usage;
+    // Unique, as the providers' ids are: a process-wide count.
+    static ANSWERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = ANSWERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let id = |i: usize| match provider {
-        Provider::Anthropic => format!("toolu_{round}_{i}"),
-        Provider::OpenAi => format!("call_{round}_{i}"),
+        Provider::Anthropic => format!("toolu_{n}_{round}_{i}"),
+        Provider::OpenAi => format!("call_{n}_{round}_{i}"),
     };
     let preface = r.text.as_deref().unwrap_or("Let me look.");
     let stop = r.stop.clone().unwrap_or_else(|| {

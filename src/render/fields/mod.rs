@@ -254,6 +254,11 @@ const ANTHROPIC: Rules = Rules {
         ("output_config", Kind::Object),
         ("output_format", Kind::Object),
         ("inference_geo", Kind::String),
+        ("cache_control", Kind::Object),
+        ("diagnostics", Kind::Object),
+        ("speed", Kind::String),
+        ("user_profile_id", Kind::String),
+        ("workspace_id", Kind::String),
     ],
     renamed: &[
         ("stop", "stop_sequences"),

@@ -190,7 +190,28 @@ impl AppState {
         params: &[(String, Value)],
         stream: bool,
     ) -> Result<String, ApiError> {
-        let Some(model) = &self.cfg.model else {
+        self.fields_with(params, stream, None)
+    }
+
+    /// [`fields_for`](Self::fields_for) for a client of the provider's own
+    /// API: its `model`, and its own tools (the server's are not offered:
+    /// the client runs the tools of its request).
+    pub(crate) fn client_fields(
+        &self,
+        params: &[(String, Value)],
+        stream: bool,
+        model: &str,
+    ) -> Result<String, ApiError> {
+        self.fields_with(params, stream, Some(model))
+    }
+
+    fn fields_with(
+        &self,
+        params: &[(String, Value)],
+        stream: bool,
+        client_model: Option<&str>,
+    ) -> Result<String, ApiError> {
+        let Some(model) = client_model.or(self.cfg.model.as_deref()) else {
             if let Some((k, _)) = params.first() {
                 return Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
@@ -206,12 +227,16 @@ impl AppState {
         if !stream {
             extra.retain(|(k, _)| k != "stream_options");
         }
-        // The server's tools: the client may not bring its own.
-        if let Some(defs) = crate::server::upstream::tools::definitions(
-            p,
-            self.cfg.tools.search_memory,
-            self.cfg.tools.memory,
-        ) {
+        // The server's tools: the client may not bring its own (a client of
+        // the provider's API brings its own, and the server's are not
+        // offered).
+        if client_model.is_none()
+            && let Some(defs) = crate::server::upstream::tools::definitions(
+                p,
+                self.cfg.tools.search_memory,
+                self.cfg.tools.memory,
+            )
+        {
             if let Some((k, _)) = params
                 .iter()
                 .find(|(k, _)| k == "tools" || k == "tool_choice")
@@ -256,6 +281,18 @@ impl AppState {
         current: &CurrentRequest<'_>,
         fields: &str,
     ) -> Vec<Bytes> {
+        self.body_parts_with(snap, current, fields, &self.system)
+    }
+
+    /// [`body_parts`](Self::body_parts) with `system` for the server's
+    /// system prompt.
+    pub(crate) fn body_parts_with(
+        &self,
+        snap: &Snapshot,
+        current: &CurrentRequest<'_>,
+        fields: &str,
+        system: &str,
+    ) -> Vec<Bytes> {
         let p = self.cfg.provider;
         let (head, tail) = match snap.cache_marks {
             // The system prompt as a block, marked when a breakpoint is left.
@@ -272,7 +309,7 @@ impl AppState {
                         facts: snap.facts.as_deref(),
                         recall: snap.recall.as_deref(),
                     },
-                    &self.system,
+                    system,
                     current,
                     member,
                 )
@@ -284,7 +321,7 @@ impl AppState {
                     facts: snap.facts.as_deref(),
                     recall: snap.recall.as_deref(),
                 },
-                &self.system,
+                system,
                 current,
             ),
         };

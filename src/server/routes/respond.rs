@@ -11,7 +11,8 @@ use bytes::Bytes;
 use crate::server::app::AppState;
 use crate::server::app::snapshot::{Snapshot, add_recall, snapshot, stats_json};
 use crate::server::errors::{ApiError, json_response};
-use crate::server::turn::{self, parse_input, stream_body};
+use crate::server::sse::stream_body;
+use crate::server::turn::{self, parse_input};
 
 /// `POST /respond`: a turn, or without an upstream the request it would
 /// send (nothing appended).

@@ -23,21 +23,59 @@ pub(crate) struct Input {
     /// Whether the answer's `stats` list the skipped lines (`"skips":
     /// true`); without it they carry the counts only.
     pub skips: bool,
+    /// A request made to a provider-compatible endpoint: what differs from
+    /// a `/respond` turn.
+    pub compat: Option<Compat>,
+}
+
+/// A turn asked for in a provider's own format
+/// (`/anthropic/v1/messages`, `/openai/v1/chat/completions`): what differs
+/// from a `/respond` turn.
+pub(crate) struct Compat {
+    /// The provider whose format the client speaks (the server's own).
+    pub provider: crate::server::upstream::Provider,
+    /// The client's model, which the answer names.
+    pub model: String,
+    /// The system prompt: the server's, then the client's.
+    pub system: Option<String>,
+    /// The messages after the turn's user message: the model's messages
+    /// that called the client's tools and the client's results, each as
+    /// JSON led by `,` (empty for a fresh turn).
+    pub more: Vec<u8>,
+    /// The offset of the turn's `text_input` when the log holds it already
+    /// (the request continues the turn with tool results): nothing is
+    /// appended for it, and the replay is the log before it.
+    pub input: Option<u64>,
+    /// Records of the client's messages the log lacks: before the turn's
+    /// input, and after it (the turn's tool calls and results).
+    pub before: Vec<crate::server::writer::Line>,
+    pub after: Vec<crate::server::writer::Line>,
+    /// The key the upstream is called with (`--forward-client-key`).
+    pub key: Option<crate::server::upstream::ApiKey>,
+    /// The request's hash (its key's request, for telling a repeat).
+    pub hash: String,
 }
 
 impl Input {
     /// What a key's request is, for telling a repeat from a reuse: the
     /// text, session and params (not `stream`: a repeat may ask either way).
     pub(crate) fn hash(&self) -> String {
-        // Stored, so a fixed algorithm (FNV-1a) over a canonical form.
-        let canonical = json!([self.text, self.session_id, self.params]).to_string();
-        let mut f: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in canonical.as_bytes() {
-            f ^= b as u64;
-            f = f.wrapping_mul(0x0100_0000_01b3);
+        if let Some(c) = &self.compat {
+            return c.hash.clone();
         }
-        format!("{f:016x}")
+        request_hash(&json!([self.text, self.session_id, self.params]).to_string())
     }
+}
+
+/// The hash a key's request is remembered by: stored, so a fixed algorithm
+/// (FNV-1a) over a canonical form of the request.
+pub(crate) fn request_hash(canonical: &str) -> String {
+    let mut f: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in canonical.as_bytes() {
+        f ^= b as u64;
+        f = f.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{f:016x}")
 }
 
 /// The client's input, its `params` checked against the provider's rules
@@ -85,6 +123,7 @@ pub(crate) fn parse_input(
         fields,
         key,
         skips,
+        compat: None,
     })
 }
 

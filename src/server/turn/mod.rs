@@ -21,44 +21,38 @@
 //! Files: `input.rs` (what a client asks), `keys.rs` (idempotency keys: what
 //! a repeat gets), `run.rs` (the upstream calls and the answer appended),
 //! `tools.rs` (the tool calls run and recorded), `memory.rs` (the memory
-//! tool's commands).
+//! tool's commands), `compat.rs` (a turn asked for in the provider's own
+//! format).
 
+mod compat;
 mod input;
 mod keys;
 mod memory;
 mod run;
 mod tools;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
-use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-pub(crate) use input::{Input, parse_input};
+pub(crate) use compat::{client_call, client_result};
+pub(crate) use input::{Compat, Input, parse_input, request_hash};
 use keys::{Plan, finish_key, plan_for, wait_for};
 use run::{close_from_elsewhere, close_turn, run_turn};
 
 use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot_of, stats_json};
 use crate::server::app::{AppState, Claim};
 use crate::server::errors::{ApiError, internal, json_response};
-use crate::server::sse::{sse, sse_headers};
+use crate::server::sse::{sse, sse_headers, stream_body};
 use crate::server::upstream::relay::relay;
 use crate::server::writer::{self, Line};
 
 /// Most bytes of a streamed answer held for a client that has not read
 /// them; a client further behind is let go (the turn goes on).
 const RELAY_LIMIT: usize = 256 << 10;
-
-pub(crate) fn stream_body(parts: Vec<Bytes>) -> Body {
-    Body::from_stream(futures_util::stream::iter(
-        parts.into_iter().map(Ok::<_, Infallible>),
-    ))
-}
 
 /// Where a turn's task sends the client's response, once it has one.
 type Reply = oneshot::Sender<Result<Response, ApiError>>;
@@ -76,7 +70,6 @@ pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Respon
 }
 
 async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
-    let stream = input.stream;
     let plan = match &input.key {
         None => Ok(Plan::Fresh(None)),
         Some(key) => plan_for(&state, key.clone(), input.hash()).await,
@@ -90,20 +83,31 @@ async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
     };
     match plan {
         Plan::Answered(v) => {
-            let _ = reply.send(Ok(answered(v, stream, true)));
+            let _ = reply.send(Ok(input.answered(v, true)));
         }
         Plan::Wait(rx) => {
             let outcome = wait_for(rx).await;
-            let _ = reply.send(outcome.map(|v| answered(v, stream, true)));
+            let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
         Plan::Close(claim) => {
             let outcome = close_turn(&state, &input).await;
             finish_key(&state, input.key.as_deref(), Some(claim), &outcome).await;
-            let _ = reply.send(outcome.map(|v| answered(v, stream, true)));
+            let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
         Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
         Plan::Retry(offset, claim) => {
             run_owned(state, input, Some(offset), Some(claim), reply).await
+        }
+    }
+}
+
+impl Input {
+    /// The answer of a finished turn as this input's client reads it: the
+    /// server's JSON or short event stream, or the provider's own shapes.
+    pub(crate) fn answered(&self, v: Value, repeated: bool) -> Response {
+        match &self.compat {
+            None => answered(v, self.stream, repeated),
+            Some(c) => compat::answered(c.provider, v, self.stream, repeated),
         }
     }
 }
@@ -163,7 +167,7 @@ async fn run_owned(
                 None => close_turn(&state, &input).await,
             };
             finish_key(&state, key.as_deref(), claim, &outcome).await;
-            let _ = reply.send(outcome.map(|v| answered(v, input.stream, true)));
+            let _ = reply.send(outcome.map(|v| input.answered(v, true)));
             return;
         }
         Err(e) => {
@@ -172,7 +176,13 @@ async fn run_owned(
             return;
         }
     };
-    let parts = state.body_parts(&snap, &input.current(), &input.fields);
+    let parts = match &input.compat {
+        Some(Compat {
+            system: Some(system),
+            ..
+        }) => state.body_parts_with(&snap, &input.current(), &input.fields, system),
+        _ => state.body_parts(&snap, &input.current(), &input.fields),
+    };
     let stats = stats_json(&snap.stats, input.max_skips(&state));
     let scope = tools::ToolScope {
         before,
@@ -182,7 +192,8 @@ async fn run_owned(
     let stream = input.stream;
     let (relay, mut body) = match stream {
         true => {
-            let (r, b) = relay(RELAY_LIMIT);
+            let (mut r, b) = relay(RELAY_LIMIT);
+            r.raw = input.compat.as_ref().map(|c| c.provider);
             (Some(r), Some(b))
         }
         false => (None, None),
@@ -207,10 +218,13 @@ async fn run_owned(
             Err(_) => {}
         }
     };
-    let (outcome, ()) = tokio::join!(
-        run_turn(&state, &input, parts, stats, relay, started_tx, scope),
-        forward
-    );
+    let run = async {
+        match input.compat {
+            Some(_) => compat::run_compat(&state, &input, parts, relay, started_tx).await,
+            None => run_turn(&state, &input, parts, stats, relay, started_tx, scope).await,
+        }
+    };
+    let (outcome, ()) = tokio::join!(run, forward);
     finish_key(&state, key.as_deref(), claim, &outcome).await;
     metrics::counter!(
         "wmreplay_turns_total",
@@ -220,7 +234,7 @@ async fn run_owned(
     metrics::histogram!("wmreplay_turn_duration_seconds").record(began.elapsed().as_secs_f64());
     drop(permit);
     if let Some(r) = reply.take() {
-        let _ = r.send(outcome.map(|v| answered(v, stream, false)));
+        let _ = r.send(outcome.map(|v| input.answered(v, false)));
     }
 }
 /// What [`begin`] found.
@@ -230,6 +244,21 @@ enum Begun {
     /// The key's input was written by another replica (a log kept in a
     /// stream): this attempt is a retry whose first attempt ran elsewhere.
     Elsewhere,
+}
+
+/// Records, durably, that `key`'s turn has its input at `offset`.
+fn record_input(st: &AppState, key: &str, offset: u64) {
+    let recorded = st.store().and_then(|s| {
+        s.lock().unwrap_or_else(|p| p.into_inner()).set_turn_input(
+            &st.cfg.log,
+            key,
+            offset,
+            st.cfg.fsync,
+        )
+    });
+    if let Err(e) = recorded {
+        tracing::error!(error = %e, "cannot record a turn's input offset");
+    }
 }
 
 /// The message name of a keyed turn's input in a log kept in a stream.
@@ -245,6 +274,18 @@ async fn begin(
     input: &Input,
     retry: Option<u64>,
 ) -> Result<Begun, ApiError> {
+    // A request that continues a turn the log holds (a client's tool
+    // results): the records it brings are appended, and the replay is the
+    // log before the turn's input, as for a retry.
+    let held_input = input.compat.as_ref().and_then(|c| c.input);
+    let (retry, continues) = match (retry, held_input) {
+        (None, Some(offset)) => (Some(offset), true),
+        (r, _) => (r, false),
+    };
+    let (before, after) = match &input.compat {
+        Some(c) => (c.before.clone(), c.after.clone()),
+        None => (Vec::new(), Vec::new()),
+    };
     let _held = match retry {
         Some(offset) => state.admit_fresh_replay(offset)?,
         None => state.admit_replay()?,
@@ -257,6 +298,15 @@ async fn begin(
     let r = tokio::task::spawn_blocking(
         move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
             if let Some(offset) = retry {
+                if continues {
+                    if !after.is_empty() {
+                        let w = st.writer().map_err(|e| st.append_failed(&e))?;
+                        w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
+                    }
+                    if let Some(k) = &key {
+                        record_input(&st, k, offset);
+                    }
+                }
                 // The live state has moved on: replay the log's prefix afresh.
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
@@ -271,15 +321,16 @@ async fn begin(
             // In a log kept in a stream a keyed input is named, so that a
             // retry through another replica finds it instead of writing it
             // twice.
+            // The client's history the log lacks, the input, and the
+            // turn's tool calls and results the log lacks, in one batch.
+            let at = before.len();
+            let mut lines = before;
+            lines.push(line);
+            lines.extend(after);
             let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
                 Some(k) => {
                     let named = tokio::runtime::Handle::current()
-                        .block_on(w.append_named(
-                            vec![line],
-                            input_name(k),
-                            Some(hash.clone()),
-                            None,
-                        ))
+                        .block_on(w.append_named(lines, input_name(k), Some(hash.clone()), None))
                         .map_err(|e| {
                             if crate::server::writer::KeyReused::of(&e) {
                                 ApiError::new(
@@ -300,28 +351,17 @@ async fn begin(
                 // called (the key maps to it durably); an unkeyed one is
                 // made durable with its answer (or the record that closes
                 // the turn), which is what acknowledges it.
-                None if key.is_some() => w
-                    .append_blocking(vec![line])
-                    .map_err(|e| st.append_failed(&e))?,
+                None if key.is_some() => {
+                    w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
+                }
                 None => (
-                    w.append_unsynced(vec![line])
-                        .map_err(|e| st.append_failed(&e))?,
+                    w.append_unsynced(lines).map_err(|e| st.append_failed(&e))?,
                     writer::durable_already(),
                 ),
             };
-            let offset = appended[0].offset;
+            let offset = appended[at].offset;
             if let Some(k) = &key {
-                let recorded = st.store().and_then(|s| {
-                    s.lock().unwrap_or_else(|p| p.into_inner()).set_turn_input(
-                        &st.cfg.log,
-                        k,
-                        offset,
-                        st.cfg.fsync,
-                    )
-                });
-                if let Err(e) = recorded {
-                    tracing::error!(error = %e, "cannot record a turn's input offset");
-                }
+                record_input(&st, k, offset);
             }
             if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
                 *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -69,7 +69,7 @@ pub(super) async fn run_turn(
             tail_mark,
             (tools.any() && last).then(|| no_tool_choice(provider)),
         );
-        let answer = match exchange(state, &body, &mut relay, &mut started, &mut cut).await {
+        let answer = match exchange(state, &body, &mut relay, &mut started, &mut cut, None).await {
             Ok(a) => a,
             Err((e, partial)) => {
                 total.text.push_str(&partial);
@@ -150,12 +150,12 @@ pub(super) async fn run_turn(
         // The client has the whole text; the log, its start.
         out["text_cut"] = json!({ "bytes": bytes });
     }
-    let first = match append_close(state, input, line, &out).await {
+    let first = match append_close(state, input, vec![line], &out).await {
         Ok(first) => first,
         Err(e) => {
             let e = state.append_failed(&e);
             if let Some(tx) = &relay {
-                tx.send(sse("error", &e.json()));
+                tx.send(error_event(tx, &e));
             }
             return Err(e);
         }
@@ -196,7 +196,7 @@ pub(crate) const ROUND_SEPARATOR: &str = "\n\n";
 /// The cache breakpoint the tool rounds' tail may carry: the member, when
 /// the request marks its prefix (Anthropic) with fewer than the provider's
 /// four breakpoints and the tail ends in a block that takes one.
-fn mark_room(state: &AppState, parts: &[Bytes], more: &[u8]) -> Option<&'static [u8]> {
+pub(super) fn mark_room(state: &AppState, parts: &[Bytes], more: &[u8]) -> Option<&'static [u8]> {
     if !state.marks_cache() || !more.ends_with(b"}]}") {
         return None;
     }
@@ -211,7 +211,7 @@ fn mark_room(state: &AppState, parts: &[Bytes], more: &[u8]) -> Option<&'static 
 /// The request's pieces with `more` messages after its last one (its last
 /// block marked with `mark`, a cache breakpoint's member) and, when given,
 /// a `tool_choice` member: the body of a round after the first.
-fn continued(
+pub(super) fn continued(
     parts: &[Bytes],
     more: &[u8],
     mark: Option<&[u8]>,
@@ -246,19 +246,20 @@ fn continued(
 /// One call to the upstream and its whole answer (a stream relayed as it
 /// comes), its retries included; an error with the text a stream had
 /// relayed before it failed.
-async fn exchange(
+pub(super) async fn exchange(
     state: &Arc<AppState>,
     parts: &[Bytes],
     relay: &mut Option<Relay>,
     started: &mut Option<oneshot::Sender<Result<(), ApiError>>>,
     cut: &mut tokio::sync::watch::Receiver<bool>,
+    key: Option<&crate::server::upstream::ApiKey>,
 ) -> Result<Answer, (ApiError, String)> {
     let upstream = state.upstream.as_ref().expect("a turn has an upstream");
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let mut stream_retries = 0;
     loop {
         let called = tokio::select! {
-            r = upstream.call(parts, deadline) => Some(r),
+            r = upstream.call_as(parts, deadline, key) => Some(r),
             _ = cut.wait_for(|c| *c) => None,
         };
         match called {
@@ -306,7 +307,7 @@ async fn exchange(
 
 /// A turn that failed: closed in the log (with `text`, what had been
 /// relayed) before the client hears of it.
-async fn fail(
+pub(super) async fn fail(
     state: &Arc<AppState>,
     input: &Input,
     e: ApiError,
@@ -322,11 +323,20 @@ async fn fail(
         }
         None => {
             if let Some(tx) = relay {
-                tx.send(sse("error", &e.json()));
+                tx.send(error_event(tx, &e));
             }
         }
     }
     Err(e)
+}
+
+/// The event that tells a streaming client of `e`: the server's `error`
+/// event, or the provider's own to a client of its API.
+pub(super) fn error_event(relay: &Relay, e: &ApiError) -> Bytes {
+    match relay.raw {
+        None => sse("error", &e.json()),
+        Some(p) => crate::server::upstream::shapes::error_event(p, e),
+    }
 }
 
 /// Closes a turn whose upstream call failed, so its `text_input` is not
@@ -400,7 +410,7 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
         Some(INTERRUPTED),
     );
     let out = answer_json(&answer, Value::Null);
-    if let Some(v) = append_close(state, input, line, &out)
+    if let Some(v) = append_close(state, input, vec![line], &out)
         .await
         .map_err(|e| state.append_failed(&e))?
     {
@@ -415,19 +425,19 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
 /// the record holds), so one close is kept whichever replicas try and any
 /// of them answers a repeat with the first answer whole: `Some(answer)`
 /// when another's was there first.
-async fn append_close(
+pub(super) async fn append_close(
     state: &Arc<AppState>,
     input: &Input,
-    line: Line,
+    lines: Vec<Line>,
     answer: &Value,
 ) -> std::io::Result<Option<Value>> {
     let w = state.writer()?;
     let Some(key) = input.key.as_deref().filter(|_| w.synced_at().is_some()) else {
-        w.append(vec![line]).await?;
+        w.append(lines).await?;
         return Ok(None);
     };
     let named = w
-        .append_named(vec![line], output_name(key), None, Some(meta_of(answer)))
+        .append_named(lines, output_name(key), None, Some(meta_of(answer)))
         .await?;
     if !named.existed {
         return Ok(None);

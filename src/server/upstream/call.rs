@@ -129,8 +129,30 @@ impl Upstream {
         parts: &[Bytes],
         deadline: tokio::time::Instant,
     ) -> Result<reqwest::Response, CallError> {
+        self.call_as(parts, deadline, None).await
+    }
+
+    /// [`call`](Self::call) with `key` instead of the server's own key,
+    /// when given (a client's, forwarded): it goes in the provider's
+    /// header, marked sensitive, and is redacted from errors like the
+    /// server's.
+    pub(crate) async fn call_as(
+        &self,
+        parts: &[Bytes],
+        deadline: tokio::time::Instant,
+        key: Option<&ApiKey>,
+    ) -> Result<reqwest::Response, CallError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let endpoint = self.endpoint.clone();
+        let headers = match key {
+            None => self.headers.clone(),
+            Some(k) => {
+                let mut h = self.headers.clone();
+                h.extend(self.provider.headers(Some(k), &[]));
+                h
+            }
+        };
+        let redact_key = key.or(self.key.as_ref());
         let once = || async {
             let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
                 Vec::from(parts).into_iter().map(Ok::<_, Infallible>),
@@ -138,7 +160,7 @@ impl Upstream {
             let request = self
                 .client
                 .post(endpoint.clone())
-                .headers(self.headers.clone())
+                .headers(headers.clone())
                 .header(header::CONTENT_LENGTH, len)
                 .body(body);
             let counted = |status: String| {
@@ -171,7 +193,7 @@ impl Upstream {
                 status.as_u16(),
                 &headers,
                 &body,
-                self.key.as_ref(),
+                redact_key,
             )))
         };
         let backoff = ExponentialBuilder::default()
@@ -240,7 +262,8 @@ impl Upstream {
                 UpstreamError::from_error_object(e).redacted(self.key.as_ref()),
             ));
         }
-        v.as_ref()
+        let mut answer = v
+            .as_ref()
             .and_then(|v| self.provider.answer(v))
             .ok_or_else(|| {
                 ApiError::new(
@@ -248,7 +271,9 @@ impl Upstream {
                     "upstream_bad_answer",
                     "the upstream's answer has no text in the provider's format",
                 )
-            })
+            })?;
+        answer.raw = Some(body);
+        Ok(answer)
     }
 
     /// The wait before retry `n` (0 for the first) of a stream that
@@ -277,6 +302,8 @@ impl Upstream {
         let mut events = resp.bytes_stream().eventsource();
         let mut decoder = self.provider.stream();
         let idle = self.timeout;
+        // Whether the upstream's own events went to the client.
+        let mut relayed = false;
         loop {
             let next = tokio::select! {
                 r = tokio::time::timeout(idle, events.next()) => r,
@@ -318,9 +345,23 @@ impl Upstream {
                 }
                 Ok(Some(Ok(ev))) => ev,
             };
-            match decoder.event(&event.event, &event.data) {
+            let step = decoder.event(&event.event, &event.data);
+            // A client of the provider's own format gets the upstream's
+            // events as they came (an error, in the server's words, after).
+            if let Some(tx) = relay.as_ref().filter(|r| r.raw.is_some())
+                && !matches!(step, Step::Error(_))
+            {
+                relayed = true;
+                if !tx.send(raw_event(self.provider, &event.event, &event.data)) {
+                    tracing::info!(
+                        "the client stopped reading or fell behind; finishing the answer without it"
+                    );
+                    *relay = None;
+                }
+            }
+            match step {
                 Step::Text(t) => {
-                    if let Some(tx) = relay.as_ref()
+                    if let Some(tx) = relay.as_ref().filter(|r| r.raw.is_none())
                         && !tx.send(sse("delta", &json!({ "text": t })))
                     {
                         tracing::info!(
@@ -331,8 +372,11 @@ impl Upstream {
                 }
                 Step::Done => return Ok(decoder.into_answer()),
                 Step::Error(e) => {
+                    // Tried again only when the client has seen nothing of
+                    // this answer.
                     let early = decoder.answer().text.is_empty()
-                        && e.code.as_deref() == Some("overloaded_error");
+                        && e.code.as_deref() == Some("overloaded_error")
+                        && !relayed;
                     let e = upstream_error(e.redacted(self.key.as_ref()));
                     return Err(if early {
                         Failure::Early(e)
@@ -343,6 +387,15 @@ impl Upstream {
                 Step::Nothing => {}
             }
         }
+    }
+}
+
+/// An upstream event as the provider's SDKs read it: `event:` and `data:`
+/// for Anthropic, `data:` alone for OpenAI.
+pub(crate) fn raw_event(provider: super::Provider, event: &str, data: &str) -> Bytes {
+    match provider {
+        super::Provider::Anthropic => Bytes::from(format!("event: {event}\ndata: {data}\n\n")),
+        super::Provider::OpenAi => Bytes::from(format!("data: {data}\n\n")),
     }
 }
 

@@ -10,6 +10,7 @@ pub(crate) mod call;
 mod openai;
 mod provider;
 pub(crate) mod relay;
+pub(crate) mod shapes;
 pub(crate) mod tools;
 
 pub use tools::ToolCall;
@@ -218,6 +219,9 @@ pub struct Answer {
     /// as they go back to the model when a turn continues after its tool
     /// calls.
     pub blocks: Vec<Value>,
+    /// The upstream's response body as it came (a non-streamed answer),
+    /// for a client that asked in the provider's own format.
+    pub raw: Option<bytes::Bytes>,
 }
 
 /// Decodes one streamed answer, event by event.

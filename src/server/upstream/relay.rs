@@ -17,6 +17,9 @@ pub(crate) struct Relay {
     unread: Arc<AtomicUsize>,
     behind: Arc<AtomicBool>,
     limit: usize,
+    /// A client of this provider's own API: it reads the upstream's events
+    /// as they came, not the server's `delta`/`tool`/`done` events.
+    pub(crate) raw: Option<super::Provider>,
 }
 
 /// The receiving side: the response body.
@@ -37,6 +40,7 @@ pub(crate) fn relay(limit: usize) -> (Relay, RelayBody) {
             unread: unread.clone(),
             behind: behind.clone(),
             limit,
+            raw: None,
         },
         RelayBody { rx, unread, behind },
     )

@@ -1,0 +1,281 @@
+//! The providers' own APIs as a memory endpoint: `POST
+//! /anthropic/v1/messages` (Anthropic Messages) and `POST
+//! /openai/v1/chat/completions` (OpenAI Chat Completions), and the same
+//! under `/v1/logs/{id}` with `--log-dir`, for the provider the server
+//! calls. A client points its SDK's base URL here and sends ordinary
+//! requests; the turn is the server's (see the `turn` module), in the
+//! provider's shapes:
+//!
+//! - the turn's input is the request's last message in the user's words;
+//!   the messages before it that the log holds are not sent (the replay
+//!   stands for them) and those it lacks are written first (`history.rs`);
+//! - the request sent upstream is the replay with the client's model,
+//!   system prompt (after the server's), tools, tool choice and parameters
+//!   (checked by the provider's rules), and after the turn's user message
+//!   the client's own messages that continue it: the model's calls of the
+//!   client's tools and their results;
+//! - the answer is the upstream's own (a stream relayed event by event),
+//!   recorded as `text_output` and, for each call of a client's tool, a
+//!   `tool_call` record;
+//! - errors come in the provider's shape with the upstream's status, so
+//!   that an SDK raises its own typed exceptions;
+//! - a request is keyed by `Idempotency-Key` when it has one, and else,
+//!   when it comes from an official SDK (`x-stainless-retry-count`), by its
+//!   body: the SDK's own retries of a request (count 1, 2, …) get the first
+//!   attempt's turn, never a second one;
+//! - the client's key (`x-api-key` or `Authorization: Bearer`) is the
+//!   server's access token, or with `--forward-client-key` the key the
+//!   upstream is called with; it is never logged or echoed.
+//!
+//! Files: `request.rs` (the request read), `history.rs` (what the log
+//! holds of it).
+
+mod history;
+mod request;
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use lru::LruCache;
+
+use crate::server::app::AppState;
+use crate::server::app::logs::Server;
+use crate::server::errors::{ApiError, idempotency_key};
+use crate::server::turn::{self, Compat, Input, request_hash};
+use crate::server::upstream::ApiKey;
+use crate::server::upstream::{Provider, shapes};
+use request::Asked;
+
+/// Answers a request to a provider-compatible endpoint of the log `id`
+/// (the one `--log` when `None`), every failure in the provider's shape.
+pub(crate) async fn handle(
+    server: Arc<Server>,
+    id: Option<String>,
+    provider: Provider,
+    req: Request,
+) -> Response {
+    let mut r = match serve(server, id.as_deref(), provider, req).await {
+        Ok(r) => r,
+        Err(e) => shapes::error_response(provider, &e),
+    };
+    if let Ok(v) = HeaderValue::from_str(&shapes::fresh_id("req_wm")) {
+        r.headers_mut()
+            .insert(shapes::request_id_header(provider), v);
+    }
+    r
+}
+
+async fn serve(
+    server: Arc<Server>,
+    id: Option<&str>,
+    provider: Provider,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let state = server.log(id)?;
+    if state.cfg.provider != provider {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "this server calls the {} API: point the SDK at {}",
+                match state.cfg.provider {
+                    Provider::Anthropic => "Anthropic",
+                    Provider::OpenAi => "OpenAI",
+                },
+                base_path(state.cfg.provider, id)
+            ),
+        ));
+    }
+    if state.upstream.is_none() {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this server runs without an upstream (--upstream): it has no model to call",
+        ));
+    }
+    let headers = req.headers().clone();
+    let (body, _held) = state.read_body(req).await?;
+    let asked = Asked::parse(provider, &body)?;
+    // What the provider would refuse is refused before anything is written.
+    let fields = state
+        .client_fields(&asked.params, asked.stream, &asked.model)
+        .map_err(|mut e| {
+            e.code = "invalid_request";
+            e
+        })?;
+    let forwarded = match state.cfg.forward_client_key {
+        true => Some(client_key(&headers, provider).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server calls the model with the client's key: send it as the SDK does \
+                 (api_key)",
+            )
+        })?),
+        false => None,
+    };
+    let session = session_of(&headers)?;
+    let hash = request_hash(&format!(
+        "{}\u{0}{}",
+        request::canonical(&asked),
+        session.as_deref().unwrap_or("")
+    ));
+    let key = match idempotency_key(&headers, None)? {
+        Some(k) => Some(k),
+        None => implicit_key(&state, &headers, &hash),
+    };
+    let plan = {
+        let (st, session, asked) = (state.clone(), session.clone(), Arc::new(asked));
+        let a = asked.clone();
+        let plan = tokio::task::spawn_blocking(move || {
+            let log = crate::input::LogBytes::open_with(
+                &st.cfg.log,
+                crate::input::ReadMode::Auto,
+                !st.follows_links(),
+            );
+            let bytes = log.as_ref().map_or(&[][..], |l| l.bytes());
+            history::plan(bytes, &a, session.as_deref(), st.cfg.max_record_bytes)
+        })
+        .await
+        .map_err(|e| crate::server::errors::internal("turn_failed", e))?;
+        (plan, asked)
+    };
+    let (plan, asked) = plan;
+    let system = match (state.system.as_str(), asked.system.as_deref()) {
+        (_, None) => None,
+        ("", Some(c)) => Some(c.to_string()),
+        (s, Some(c)) => Some(format!("{s}\n\n{c}")),
+    };
+    let input = Input {
+        text: asked.text.clone(),
+        session_id: session,
+        stream: asked.stream,
+        params: Vec::new(),
+        fields,
+        key,
+        skips: false,
+        compat: Some(Compat {
+            provider,
+            model: asked.model.clone(),
+            system,
+            more: asked.more(),
+            input: plan.input,
+            before: plan.before,
+            after: plan.after,
+            key: forwarded,
+            hash,
+        }),
+    };
+    turn::respond(state, input).await
+}
+
+/// The provider whose API a path of the server is (a provider-compatible
+/// endpoint's), if any.
+pub(crate) fn provider_of(path: &str) -> Option<Provider> {
+    if path.ends_with("/anthropic/v1/messages") {
+        Some(Provider::Anthropic)
+    } else if path.ends_with("/openai/v1/chat/completions") {
+        Some(Provider::OpenAi)
+    } else {
+        None
+    }
+}
+
+/// Where a client of `p`'s API points its SDK (the base URL's path).
+fn base_path(p: Provider, id: Option<&str>) -> String {
+    let at = id.map_or(String::new(), |id| format!("/v1/logs/{id}"));
+    match p {
+        Provider::Anthropic => format!("{at}/anthropic"),
+        Provider::OpenAi => format!("{at}/openai/v1"),
+    }
+}
+
+/// The key the client sent: `x-api-key` (Anthropic's older SDKs), else
+/// `Authorization: Bearer`.
+pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
+    let from = |v: &HeaderValue| v.to_str().ok().map(|s| s.trim().to_string());
+    let key = match p {
+        Provider::Anthropic => headers.get("x-api-key").and_then(from),
+        Provider::OpenAi => None,
+    }
+    .or_else(|| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(from)
+            .and_then(|a| {
+                let (scheme, rest) = a.split_once(' ')?;
+                scheme
+                    .eq_ignore_ascii_case("bearer")
+                    .then(|| rest.trim().to_string())
+            })
+    })?;
+    (!key.is_empty()).then_some(ApiKey(key))
+}
+
+/// The session the turn's records name: the `wmreplay-session` header.
+fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    match headers.get("wmreplay-session") {
+        None => Ok(None),
+        Some(v) => match v.to_str() {
+            Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+            _ => Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_session_id",
+                "the wmreplay-session header must be printable ASCII",
+            )),
+        },
+    }
+}
+
+/// Most requests whose SDK retries are told apart, per server.
+const REMEMBERED: usize = 4096;
+
+/// The key of a request from an official SDK without an
+/// `Idempotency-Key`: its body's hash and how many times this body was
+/// sent afresh (`x-stainless-retry-count: 0`). The SDK's retries of it (a
+/// count above 0) get the same key, so its first attempt's turn; the same
+/// body sent afresh is another turn. A retry that reaches a restarted
+/// server runs again (the keys name the process).
+fn implicit_key(state: &AppState, headers: &HeaderMap, hash: &str) -> Option<String> {
+    static SENT: Mutex<Option<LruCache<String, u64>>> = Mutex::new(None);
+    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let count: u32 = headers
+        .get("x-stainless-retry-count")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let process = PROCESS.get_or_init(|| shapes::fresh_id(""));
+    let slot = format!("{}\u{0}{hash}", state.cfg.log.display());
+    let mut sent = SENT.lock().unwrap_or_else(|p| p.into_inner());
+    let sent =
+        sent.get_or_insert_with(|| LruCache::new(NonZeroUsize::new(REMEMBERED).expect("nonzero")));
+    let n = match (count, sent.get(&slot).copied()) {
+        (0, Some(n)) => n + 1,
+        (0, None) | (_, None) => 0,
+        (_, Some(n)) => n,
+    };
+    sent.put(slot, n);
+    Some(format!("sdk-{process}-{hash}-{n}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clients_key_is_read_from_either_header() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer sk-1"));
+        assert_eq!(client_key(&h, Provider::OpenAi).unwrap().0, "sk-1");
+        assert_eq!(client_key(&h, Provider::Anthropic).unwrap().0, "sk-1");
+        h.insert("x-api-key", HeaderValue::from_static("sk-2"));
+        assert_eq!(client_key(&h, Provider::Anthropic).unwrap().0, "sk-2");
+        assert_eq!(client_key(&h, Provider::OpenAi).unwrap().0, "sk-1");
+        assert!(client_key(&HeaderMap::new(), Provider::OpenAi).is_none());
+    }
+}

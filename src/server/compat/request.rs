@@ -1,0 +1,344 @@
+//! A request in a provider's own format, read: the client's model, system,
+//! parameters and messages, and where in the messages the turn begins (its
+//! user message), what continues it (the model's calls of the client's
+//! tools and their results) and what came before (the client's copy of the
+//! history).
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+
+use crate::server::errors::ApiError;
+use crate::server::upstream::Provider;
+
+/// A provider-format request, read and checked.
+pub(crate) struct Asked {
+    pub(crate) provider: Provider,
+    pub(crate) model: String,
+    /// The client's system prompt, as text.
+    pub(crate) system: Option<String>,
+    pub(crate) stream: bool,
+    /// Every other member of the body, for the provider's rules.
+    pub(crate) params: Vec<(String, Value)>,
+    pub(crate) messages: Vec<Value>,
+    /// The index of the turn's user message: the last one that is the
+    /// user's own words (not tool results).
+    pub(crate) start: usize,
+    /// Its text.
+    pub(crate) text: String,
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+}
+
+impl Asked {
+    /// Reads `body`, refusing (400, before anything is written) what the
+    /// provider would refuse or what has no place in a log of text: a body
+    /// that is not an object, no model or messages, a message without a
+    /// role or content, a last message that is not the user's (words or tool
+    /// results), a user message with other than text.
+    pub(crate) fn parse(provider: Provider, body: &[u8]) -> Result<Asked, ApiError> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
+        let Value::Object(mut obj) = v else {
+            return Err(bad("the body must be a JSON object"));
+        };
+        if obj.contains_key("thread") && provider == Provider::Anthropic {
+            let mut e = bad(
+                "this endpoint keeps the conversation in its log and does not take `thread`: \
+                 send the messages (the SDK's tool runner does so after this answer)",
+            );
+            e.code = "thread_unsupported_request";
+            return Err(e);
+        }
+        let model = match obj.remove("model") {
+            Some(Value::String(m)) if !m.is_empty() => m,
+            Some(_) => return Err(bad("`model` must be a non-empty string")),
+            None => return Err(bad("`model`: field required")),
+        };
+        let stream = match obj.remove("stream") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(_) => return Err(bad("`stream` must be a boolean")),
+        };
+        let mut messages = match obj.remove("messages") {
+            Some(Value::Array(m)) if !m.is_empty() => m,
+            Some(Value::Array(_)) => return Err(bad("`messages` must hold at least one message")),
+            Some(_) => return Err(bad("`messages` must be an array")),
+            None => return Err(bad("`messages`: field required")),
+        };
+        for (i, m) in messages.iter().enumerate() {
+            check_message(provider, i, m)?;
+        }
+        let mut system = match obj.remove("system") {
+            None | Some(Value::Null) => None,
+            Some(s) if provider == Provider::Anthropic => Some(system_text(&s, "system")?),
+            Some(_) => {
+                return Err(bad(
+                    "`system` is not a member of a chat completion: send a system message",
+                ));
+            }
+        };
+        if provider == Provider::OpenAi {
+            // System and developer messages are the system prompt.
+            let mut texts = Vec::new();
+            let mut kept = Vec::with_capacity(messages.len());
+            for (i, m) in messages.into_iter().enumerate() {
+                match role(&m) {
+                    "system" | "developer" => texts.push(system_text(
+                        &m["content"],
+                        &format!("messages[{i}].content"),
+                    )?),
+                    _ => kept.push(m),
+                }
+            }
+            if kept.is_empty() {
+                return Err(bad("`messages` must hold a user message"));
+            }
+            messages = kept;
+            if !texts.is_empty() {
+                system = Some(texts.join("\n\n"));
+            }
+        }
+        let last = messages.len() - 1;
+        let start = if is_words(provider, &messages[last]) {
+            last
+        } else if is_results(provider, &messages[last]) {
+            messages
+                .iter()
+                .rposition(|m| is_words(provider, m))
+                .ok_or_else(|| {
+                    bad("tool results need the user message their turn began with, before them")
+                })?
+        } else {
+            return Err(bad(
+                "the last message must be the user's (words or tool results): this endpoint \
+                 does not continue a prefilled answer",
+            ));
+        };
+        let text = user_text(provider, &messages[start], start)?;
+        Ok(Asked {
+            provider,
+            model,
+            system,
+            stream,
+            params: obj.into_iter().collect(),
+            messages,
+            start,
+            text,
+        })
+    }
+
+    /// Whether the request continues a turn after the model's calls of the
+    /// client's tools.
+    pub(crate) fn continues(&self) -> bool {
+        self.start + 1 < self.messages.len()
+    }
+
+    /// The messages after the turn's user message, each as JSON led by `,`.
+    pub(crate) fn more(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for m in &self.messages[self.start + 1..] {
+            out.push(b',');
+            out.extend_from_slice(m.to_string().as_bytes());
+        }
+        out
+    }
+}
+
+pub(crate) fn role(m: &Value) -> &str {
+    m.get("role").and_then(Value::as_str).unwrap_or("")
+}
+
+fn check_message(provider: Provider, i: usize, m: &Value) -> Result<(), ApiError> {
+    let Some(o) = m.as_object() else {
+        return Err(bad(format!("messages[{i}] must be an object")));
+    };
+    let roles: &[&str] = match provider {
+        Provider::Anthropic => &["user", "assistant"],
+        Provider::OpenAi => &["system", "developer", "user", "assistant", "tool"],
+    };
+    let r = o.get("role").and_then(Value::as_str).unwrap_or("");
+    if !roles.contains(&r) {
+        return Err(bad(format!(
+            "messages[{i}].role must be one of {}",
+            roles.join(", ")
+        )));
+    }
+    let content = o.get("content");
+    let ok = match (provider, r, content) {
+        (Provider::Anthropic, _, Some(Value::String(_) | Value::Array(_))) => true,
+        (Provider::OpenAi, "assistant", None | Some(Value::Null)) => {
+            o.contains_key("tool_calls") || o.contains_key("refusal")
+        }
+        (Provider::OpenAi, _, Some(Value::String(_) | Value::Array(_))) => true,
+        _ => false,
+    };
+    if !ok {
+        return Err(bad(format!(
+            "messages[{i}].content must be a string or an array of content blocks"
+        )));
+    }
+    if provider == Provider::OpenAi && r == "tool" && !o.contains_key("tool_call_id") {
+        return Err(bad(format!(
+            "messages[{i}]: a tool message needs `tool_call_id`"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `m` is the user's own words (not tool results).
+fn is_words(provider: Provider, m: &Value) -> bool {
+    role(m) == "user" && (provider == Provider::OpenAi || blocks_of(m, "tool_result").is_empty())
+}
+
+/// Whether `m` carries the results of the client's tools.
+fn is_results(provider: Provider, m: &Value) -> bool {
+    match provider {
+        Provider::Anthropic => role(m) == "user" && !blocks_of(m, "tool_result").is_empty(),
+        Provider::OpenAi => role(m) == "tool",
+    }
+}
+
+/// The content blocks of type `kind` in `m`.
+pub(crate) fn blocks_of<'a>(m: &'a Value, kind: &str) -> Vec<&'a Value> {
+    m.get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+        .collect()
+}
+
+/// The text of a content value: a string, or its text blocks (or parts)
+/// a blank line apart; `None` when it holds anything else.
+pub(crate) fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => Some(String::new()),
+        Value::Array(blocks) => {
+            let mut texts = Vec::with_capacity(blocks.len());
+            for b in blocks {
+                match b.get("type").and_then(Value::as_str) {
+                    Some("text") => texts.push(b.get("text")?.as_str()?.to_string()),
+                    _ => return None,
+                }
+            }
+            Some(texts.join("\n\n"))
+        }
+        _ => None,
+    }
+}
+
+fn system_text(v: &Value, name: &str) -> Result<String, ApiError> {
+    content_text(v).ok_or_else(|| {
+        bad(format!(
+            "`{name}` must be a string or text blocks: this endpoint keeps a log of text"
+        ))
+    })
+}
+
+fn user_text(provider: Provider, m: &Value, i: usize) -> Result<String, ApiError> {
+    let _ = provider;
+    content_text(&m["content"]).ok_or_else(|| {
+        bad(format!(
+            "messages[{i}]: the user's message may hold only text (this endpoint keeps a log \
+             of text; describe an image or a document in words)"
+        ))
+    })
+}
+
+/// The tool calls an assistant message makes: `(id, name, input)`.
+pub(crate) fn calls_of(provider: Provider, m: &Value) -> Vec<(String, String, Value)> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match provider {
+        Provider::Anthropic => blocks_of(m, "tool_use")
+            .into_iter()
+            .map(|b| {
+                (
+                    s(b, "id"),
+                    s(b, "name"),
+                    b.get("input").cloned().unwrap_or_default(),
+                )
+            })
+            .collect(),
+        Provider::OpenAi => m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let f = &c["function"];
+                let args = s(f, "arguments");
+                let input = serde_json::from_str(&args).unwrap_or(Value::String(args));
+                (s(c, "id"), s(f, "name"), input)
+            })
+            .collect(),
+    }
+}
+
+/// The results a message carries: `(tool call id, content as text,
+/// is_error)`.
+pub(crate) fn results_of(provider: Provider, m: &Value) -> Vec<(String, String, bool)> {
+    let text = |c: Option<&Value>| match c {
+        None => String::new(),
+        Some(c) => content_text(c).unwrap_or_else(|| c.to_string()),
+    };
+    match provider {
+        Provider::Anthropic if role(m) == "user" => blocks_of(m, "tool_result")
+            .into_iter()
+            .map(|b| {
+                (
+                    b.get("tool_use_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    text(b.get("content")),
+                    b.get("is_error") == Some(&Value::Bool(true)),
+                )
+            })
+            .collect(),
+        Provider::OpenAi if role(m) == "tool" => vec![(
+            m.get("tool_call_id")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            text(m.get("content")),
+            false,
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// The text an assistant message says (its refusal, when it refused).
+pub(crate) fn said(m: &Value) -> String {
+    let t = content_text(&m["content"]).unwrap_or_else(|| {
+        // Text blocks only, whatever else it holds (tool use, thinking).
+        blocks_of(m, "text")
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    });
+    if t.is_empty()
+        && let Some(r) = m.get("refusal").and_then(Value::as_str)
+    {
+        return r.to_string();
+    }
+    t
+}
+
+/// The parameters as a map, for a hash of the request.
+pub(crate) fn canonical(asked: &Asked) -> String {
+    let mut m = Map::new();
+    m.insert("model".into(), Value::String(asked.model.clone()));
+    m.insert(
+        "system".into(),
+        asked.system.clone().map_or(Value::Null, Value::String),
+    );
+    for (k, v) in &asked.params {
+        m.insert(k.clone(), v.clone());
+    }
+    m.insert("messages".into(), Value::Array(asked.messages.clone()));
+    Value::Object(m).to_string()
+}
