@@ -170,7 +170,7 @@ fn main() {
     let mut times = Vec::new();
     for (p, _) in planted.iter().take(5) {
         let t = Instant::now();
-        search_scan::search(&data, p, &o5);
+        search_scan::search(&data, p, &o5, wmreplay::search::Language::ENGLISH);
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     println!(

@@ -342,10 +342,15 @@ async fn a_damaged_index_is_built_again_under_a_running_server() {
     // What each search must answer: a scan of the log.
     let want = |q: &str| -> Vec<u64> {
         let bytes = std::fs::read(&log).unwrap();
-        wmreplay::__internals::search_scan::search(&bytes, q, &SearchOptions::with_limit(3))
-            .iter()
-            .map(|h| h.0)
-            .collect()
+        wmreplay::__internals::search_scan::search(
+            &bytes,
+            q,
+            &SearchOptions::with_limit(3),
+            wmreplay::search::Language::ENGLISH,
+        )
+        .iter()
+        .map(|h| h.0)
+        .collect()
     };
     let check = |what: String| {
         let search = &search;

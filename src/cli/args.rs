@@ -212,6 +212,14 @@ pub struct EngineArgs {
     timings: bool,
 }
 
+/// The search index's language (`--language`).
+pub fn parse_language(s: &str) -> Result<wmreplay::search::Language, String> {
+    wmreplay::search::Language::parse(s).map_err(|e| e.to_string())
+}
+
+/// The help of every `--language` flag.
+pub const LANGUAGE_HELP: &str = "The language the search index analyses words in: english (the default: Snowball stemming, so hiking finds hike; stop words like what/did dropped from queries that have other words), none (words only lowercased), or arabic, danish, dutch, finnish, french, german, greek, hungarian, italian, norwegian, portuguese, romanian, russian, spanish, swedish, tamil, turkish. Recorded in the index: another language builds it again";
+
 pub fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
 }

@@ -33,6 +33,8 @@ pub struct McpArgs {
     /// Deepest nesting accepted in a record; deeper ones are refused.
     #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
+    #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
+    language: wmreplay::search::Language,
 }
 
 /// Serves MCP on stdin and stdout until stdin closes (or SIGINT, SIGTERM).
@@ -48,6 +50,7 @@ pub fn mcp(args: McpArgs) -> Result<(), Failure> {
     cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
     cfg.fsync = !args.no_fsync;
     cfg.replay.max_depth = args.max_depth.max(1);
+    cfg.language = args.language;
     // The live state keeps what the newest summary does not cover, and
     // with --facts the facts as a table: what recent_context reads.
     cfg.selection.summaries = true;

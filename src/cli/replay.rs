@@ -69,6 +69,8 @@ pub struct RespondArgs {
     /// by `wmreplay search`'s index next to the log (built on first use).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub recall: Option<u64>,
+    #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
+    pub language: wmreplay::search::Language,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -125,6 +127,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         params,
         allow_params,
         recall,
+        language,
         select,
         engine,
     } = args;
@@ -164,7 +167,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     };
     let t = std::time::Instant::now();
     let recalled = match recall {
-        Some(k) => recall_for(&log.log, &text, k as usize, &replayed, &engine)?,
+        Some(k) => recall_for(&log.log, &text, k as usize, &replayed, &engine, language)?,
         None => None,
     };
     let mut spec = wmreplay::RequestSpec::new(format, &system, current)
@@ -193,6 +196,7 @@ fn recall_for(
     k: usize,
     replayed: &wmreplay::Replay<'_>,
     engine: &EngineArgs,
+    language: wmreplay::search::Language,
 ) -> Result<Option<String>, Failure> {
     let held: std::collections::HashSet<u64> = replayed
         .records()
@@ -200,10 +204,11 @@ fn recall_for(
         .map(|r| replayed.source_offset(r))
         .collect();
     let options = replay_options(engine, 0);
-    let mut index = wmreplay::search::SearchIndex::at(
+    let mut index = wmreplay::search::SearchIndex::in_language(
         log,
         wmreplay::search::SearchIndex::path_for(log),
         &options,
+        language,
     );
     let total = std::fs::metadata(log).map_or(0, |m| m.len());
     let bar = progress_bar(total, format!("indexing {}", log.display()));

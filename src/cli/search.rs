@@ -43,6 +43,8 @@ pub struct SearchArgs {
     /// Deepest nesting accepted in a line; deeper lines are not searched.
     #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
+    #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
+    language: wmreplay::search::Language,
 }
 
 /// `wmreplay search`.
@@ -59,6 +61,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
         index,
         require_log,
         max_depth,
+        language,
     } = args;
     // The query is checked before anything is read or made.
     wmreplay::search::query_words(&query).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -82,7 +85,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
     let mut options = wmreplay::ReplayOptions::default();
     options.max_depth = max_depth.max(1);
     let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
-    let mut idx = SearchIndex::at(&log, &path, &options);
+    let mut idx = SearchIndex::in_language(&log, &path, &options, language);
     let total = std::fs::metadata(&log).map_or(0, |m| m.len());
     let bar = progress_bar(total, format!("indexing {}", log.display()));
     let refreshed = idx

@@ -5,6 +5,8 @@
 use clap::Args;
 use wmreplay::server;
 
+use super::args::{LANGUAGE_HELP, parse_language};
+
 #[cfg(feature = "jetstream")]
 use super::args::parse_timeout;
 
@@ -18,6 +20,8 @@ pub struct MemoryArgs {
     /// (LOG.wmreplay.idx, built on first use; POST /v1/search uses it too).
     #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub recall: Option<u64>,
+    #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
+    pub language: wmreplay::search::Language,
     /// Offer the model a search_memory tool (Anthropic tool use, OpenAI
     /// function calling): when it calls it, the server searches the whole
     /// log (the index next to it) for the model's query, leaving out what the
@@ -58,6 +62,7 @@ pub struct MemoryArgs {
 impl MemoryArgs {
     pub fn apply(&self, cfg: &mut server::Config) {
         cfg.recall = self.recall.map(|k| k as usize);
+        cfg.language = self.language;
         cfg.tools.search_memory = self.recall_tool;
         cfg.tools.memory = self.memory_tool;
         cfg.tools.max_rounds = self.max_tool_rounds;

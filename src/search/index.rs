@@ -1,5 +1,6 @@
 //! The search index kept next to a log: a tantivy index (a directory), one
-//! document per record with words, holding its words (frequencies, no
+//! document per record with terms, holding its terms (`analysis.rs`: the
+//! words of its prose in `body`, its identifiers in `ids`; frequencies, no
 //! positions) and its line's byte offset; the line itself is read back
 //! from the log.
 //!
@@ -18,11 +19,12 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
 use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
 
+use super::analysis::{IDENT_WEIGHT, Language, Terms};
 use super::dir::{self, Unsynced};
 use super::meta::{Meta, VERSION, err};
 use super::write::{add_lines, commit, has_line, with_cause, writer};
@@ -39,12 +41,20 @@ pub struct Refreshed {
     pub records: u64,
 }
 
+/// The fields of a document: its prose's words, its identifiers, its
+/// line's offset.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fields {
+    pub(super) body: Field,
+    pub(super) ids: Field,
+    pub(super) offset: Field,
+}
+
 /// An open index: its reader, and the fields.
 struct Open {
     index: Tantivy,
     reader: IndexReader,
-    body: Field,
-    offset: Field,
+    fields: Fields,
     /// (device, inode) of the index directory.
     dir: (u64, u64),
     /// The directory as this reader reads it (whether a mapped file was
@@ -96,6 +106,9 @@ pub(crate) struct Index {
     open: Option<Open>,
     max_depth: usize,
     refuse_links: bool,
+    /// The language the terms are made in (an index made in another is
+    /// built again).
+    language: Language,
     /// The index was found damaged: the next refresh builds it again.
     damaged: bool,
     /// The log's length and change times, and the index directory, when
@@ -106,20 +119,22 @@ pub(crate) struct Index {
 /// The log's length and change times, and the index directory's identity.
 type Seen = (u64, crate::input::Stamp, (u64, u64));
 
-fn schema() -> (Schema, Field, Field) {
+fn schema() -> (Schema, Fields) {
     let mut sb = Schema::builder();
     let indexing = TextFieldIndexing::default()
         .set_tokenizer("words")
         .set_index_option(IndexRecordOption::WithFreqs);
     let body = sb.add_text_field(
         "body",
-        TextOptions::default().set_indexing_options(indexing),
+        TextOptions::default().set_indexing_options(indexing.clone()),
     );
+    let ids = sb.add_text_field("ids", TextOptions::default().set_indexing_options(indexing));
     let offset = sb.add_u64_field("offset", FAST);
-    (sb.build(), body, offset)
+    (sb.build(), Fields { body, ids, offset })
 }
 
-/// The words are split by `super::text` already: the index splits on spaces.
+/// The terms are made by `super::analysis` already: the index splits on
+/// spaces.
 fn register(index: &Tantivy) {
     index.tokenizers().register(
         "words",
@@ -144,8 +159,15 @@ fn payload(index: &Tantivy) -> Option<Meta> {
 impl Index {
     /// The index of `log` at `path` (nothing is read or made until
     /// [`refresh`](Self::refresh)).
-    pub(crate) fn new(log: &Path, path: PathBuf, max_depth: usize, refuse_links: bool) -> Index {
+    pub(crate) fn new(
+        log: &Path,
+        path: PathBuf,
+        max_depth: usize,
+        refuse_links: bool,
+        language: Language,
+    ) -> Index {
         Index {
+            language,
             log: log.to_path_buf(),
             path,
             open: None,
@@ -183,8 +205,11 @@ impl Index {
         let index = Tantivy::open(files.clone()).ok()?;
         register(&index);
         let schema = index.schema();
-        let body = schema.get_field("body").ok()?;
-        let offset = schema.get_field("offset").ok()?;
+        let fields = Fields {
+            body: schema.get_field("body").ok()?,
+            ids: schema.get_field("ids").ok()?,
+            offset: schema.get_field("offset").ok()?,
+        };
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -193,8 +218,7 @@ impl Index {
         let mut open = Open {
             index,
             reader,
-            body,
-            offset,
+            fields,
             dir,
             files,
             stamps: Vec::new(),
@@ -247,6 +271,7 @@ impl Index {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Refreshed, Error> {
         let max_depth = self.max_depth as u64;
+        let language = self.language;
         let (log, path) = (self.log.clone(), self.path.clone());
         let boot = dir::boot_id();
         let usable = |m: &Meta| -> Result<bool, Error> {
@@ -256,6 +281,7 @@ impl Index {
                 || m.inode != id.inode
                 || m.len > len
                 || m.max_depth != max_depth
+                || m.language != language.name()
             {
                 return Ok(false);
             }
@@ -291,11 +317,10 @@ impl Index {
         if from >= len {
             return Ok(Refreshed::default());
         }
-        let (body, offset) = (open.body, open.offset);
         let (end, records) = add_lines(
             &writer,
-            body,
-            offset,
+            open.fields,
+            language,
             &log,
             file,
             from,
@@ -307,7 +332,14 @@ impl Index {
         if end == from {
             return Ok(Refreshed::default());
         }
-        commit(&mut writer, &path, &log, file, (id, end, max_depth), &boot)?;
+        commit(
+            &mut writer,
+            &path,
+            &log,
+            file,
+            (id, end, max_depth, language),
+            &boot,
+        )?;
         // The merges the commit started finish before the writer is let go
         // (dropped, it would stop them): appends one at a time would
         // otherwise leave a segment each.
@@ -339,7 +371,7 @@ impl Index {
         let _ = std::fs::remove_dir_all(&tmp);
         let built = (|| -> Result<(u64, u64), Error> {
             std::fs::create_dir(&tmp).map_err(|e| err(&tmp, e))?;
-            let (schema, body, offset) = schema();
+            let (schema, fields) = schema();
             let directory = Unsynced::open(&tmp).map_err(|e| err(&tmp, e))?;
             let index = Tantivy::create(directory, schema, tantivy::IndexSettings::default())
                 .map_err(|e| err(&tmp, e))?;
@@ -348,8 +380,8 @@ impl Index {
             let mut writer = writer(&index, &tmp, threads)?;
             let (end, records) = add_lines(
                 &writer,
-                body,
-                offset,
+                fields,
+                self.language,
                 &self.log,
                 file,
                 0,
@@ -363,7 +395,7 @@ impl Index {
                 &tmp,
                 &self.log,
                 file,
-                (id, end, self.max_depth as u64),
+                (id, end, self.max_depth as u64, self.language),
                 "",
             )?;
             writer.wait_merging_threads().map_err(|e| err(&tmp, e))?;
@@ -406,34 +438,40 @@ impl Index {
         })
     }
 
-    /// The documents matching any of `words` (deduplicated, at least one),
+    /// The documents matching any of `terms` (deduplicated, at least one),
     /// the best `limit` of them: (offset, score), best first, ties in log
     /// order (among those tantivy returns); or [`Top::Damaged`] when what
     /// the index holds cannot be trusted (a file changed or truncated under
     /// the reader, a read that panicked).
-    pub(crate) fn top(&mut self, words: &[String], limit: usize) -> Result<Top, Error> {
+    pub(crate) fn top(&mut self, terms: &Terms, limit: usize) -> Result<Top, Error> {
         let path = self.path.clone();
         let Some(open) = self.open.as_mut() else {
             if self.connect().is_none() {
                 return Ok(Top::Hits(Vec::new()));
             }
-            return self.top(words, limit);
+            return self.top(terms, limit);
         };
         if let Some(d) = open.changed(&path) {
             return Ok(Top::Damaged(d));
         }
         let open = self.open.as_ref().expect("checked above");
         let run = || -> Result<Vec<(u64, f64)>, Error> {
-            let queries: Vec<(Occur, Box<dyn Query>)> = words
+            let term = |field: Field, t: &str| -> Box<dyn Query> {
+                Box::new(TermQuery::new(
+                    Term::from_field_text(field, t),
+                    IndexRecordOption::WithFreqs,
+                ))
+            };
+            let mut queries: Vec<(Occur, Box<dyn Query>)> = terms
+                .prose
                 .iter()
-                .map(|w| {
-                    let q: Box<dyn Query> = Box::new(TermQuery::new(
-                        Term::from_field_text(open.body, w),
-                        IndexRecordOption::WithFreqs,
-                    ));
-                    (Occur::Should, q)
-                })
+                .map(|w| (Occur::Should, term(open.fields.body, w)))
                 .collect();
+            for id in &terms.ident {
+                let q: Box<dyn Query> =
+                    Box::new(BoostQuery::new(term(open.fields.ids, id), IDENT_WEIGHT));
+                queries.push((Occur::Should, q));
+            }
             let searcher = open.reader.searcher();
             let top = searcher
                 .search(

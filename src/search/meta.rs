@@ -7,7 +7,7 @@ use crate::error::Error;
 
 /// Bumped whenever what is indexed, or how, changes: an index of another
 /// version is rebuilt.
-pub(super) const VERSION: u64 = 3;
+pub(super) const VERSION: u64 = 4;
 
 /// The log's state an index commit is for (its payload).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -18,6 +18,8 @@ pub(super) struct Meta {
     pub(super) len: u64,
     pub(super) fingerprint: u64,
     pub(super) max_depth: u64,
+    /// The language its words were analysed in (`Language::name`).
+    pub(super) language: String,
     /// The boot the commit was written in when it was not synced (`""`
     /// when it was): after a reboot, such an index is built again.
     pub(super) boot: String,

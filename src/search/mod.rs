@@ -1,8 +1,9 @@
 //! Search over the whole log: the records best matching a query, ranked by
-//! BM25 over their words (a record's words are those of its JSON string
-//! values but the top-level `type` and `session_id`; the rules are in
-//! `docs/contract.md`, "Search"), from an
-//! index kept next to the log and brought up to date before each search.
+//! BM25 over their terms (a record's terms are those of its JSON string
+//! values but the top-level `type` and `session_id`: the words of its
+//! prose, stemmed in the index's [`Language`], and its identifiers apart;
+//! the rules are in `docs/contract.md`, "Search"), from an index kept next
+//! to the log and brought up to date before each search.
 //!
 //! ```
 //! use wmreplay::search::{SearchIndex, SearchOptions};
@@ -29,6 +30,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod analysis;
 mod dir;
 mod index;
 mod meta;
@@ -41,6 +43,8 @@ mod write;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+pub use analysis::Language;
+use analysis::{Analyzer, Terms};
 pub use index::Refreshed;
 use index::{Damaged, Index, Top};
 
@@ -176,7 +180,7 @@ pub fn query_words(query: &str) -> Result<Vec<String>, Error> {
 /// The words of `text`, each once, in order of first appearance.
 fn distinct_words(text: &str) -> Vec<String> {
     let mut words: Vec<String> = Vec::new();
-    text::words(text, &mut String::new(), |w| {
+    text::words(text, false, &mut String::new(), |w| {
         if !words.iter().any(|x| x == w) {
             words.push(w.to_string());
         }
@@ -199,6 +203,8 @@ pub struct SearchIndex {
     index: Index,
     max_depth: usize,
     refuse_links: bool,
+    /// The queries' analyser, in the index's language.
+    analyzer: Analyzer,
 }
 
 impl SearchIndex {
@@ -218,6 +224,17 @@ impl SearchIndex {
         path: impl Into<PathBuf>,
         options: &crate::ReplayOptions,
     ) -> SearchIndex {
+        SearchIndex::in_language(log, path, options, Language::default())
+    }
+
+    /// [`at`](Self::at), its words analysed in `language` (an index made
+    /// in another is built again at the first search).
+    pub fn in_language(
+        log: impl Into<PathBuf>,
+        path: impl Into<PathBuf>,
+        options: &crate::ReplayOptions,
+        language: Language,
+    ) -> SearchIndex {
         let log = log.into();
         SearchIndex {
             index: Index::new(
@@ -225,10 +242,12 @@ impl SearchIndex {
                 path.into(),
                 options.max_depth.max(1),
                 options.refuse_links,
+                language,
             ),
             log,
             max_depth: options.max_depth.max(1),
             refuse_links: options.refuse_links,
+            analyzer: Analyzer::new(language),
         }
     }
 
@@ -271,17 +290,18 @@ impl SearchIndex {
     pub fn search(&mut self, query: &str, options: &SearchOptions) -> Result<Vec<Hit>, Error> {
         // Refused before anything is read or made.
         check_limit(options.limit)?;
-        let words = query_words(query)?;
+        query_words(query)?;
+        let terms = self.analyzer.query(query);
         self.refresh()?;
-        self.search_words(&words, options, &|_| false)
+        self.search_terms(&terms, options, &|_| false)
     }
 
-    /// The search for `words` (checked, with the limit, by the caller)
+    /// The search for `terms` (checked, with the limit, by the caller)
     /// without a refresh first, leaving out the records whose offsets `skip`
     /// names.
-    fn search_words(
+    fn search_terms(
         &mut self,
-        words: &[String],
+        terms: &Terms,
         options: &SearchOptions,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Hit>, Error> {
@@ -296,7 +316,7 @@ impl SearchIndex {
         let mut want = options.limit + TIE_MARGIN;
         let mut rebuilt = false;
         loop {
-            let top = match self.index.top(words, want)? {
+            let top = match self.index.top(terms, want)? {
                 Top::Hits(top) => top,
                 Top::Damaged(why) => {
                     // Built again from the log, and searched again: nothing
@@ -330,7 +350,8 @@ impl SearchIndex {
                     offset,
                     score,
                     &filters,
-                    words,
+                    terms,
+                    &mut self.analyzer,
                     &mut parser,
                     &mut buf,
                 )? {
@@ -399,13 +420,14 @@ impl SearchIndex {
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        let mut words = distinct_words(&text[..cut]);
-        words.truncate(MAX_QUERY_WORDS);
-        if words.is_empty() || k == 0 {
+        let mut terms = self.analyzer.query(&text[..cut]);
+        terms.prose.truncate(MAX_QUERY_WORDS);
+        terms.ident.truncate(MAX_QUERY_WORDS);
+        if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
         let options = SearchOptions::with_limit(k.min(MAX_LIMIT));
-        self.search_words(&words, &options, replayed)
+        self.search_terms(&terms, &options, replayed)
     }
 }
 
@@ -486,7 +508,8 @@ fn read_hit(
     offset: u64,
     score: f64,
     filters: &Selection,
-    words: &[String],
+    terms: &Terms,
+    analyzer: &mut Analyzer,
     parser: &mut LineParser,
     buf: &mut Vec<u8>,
 ) -> Result<Read, Error> {
@@ -526,8 +549,8 @@ fn read_hit(
         return wrong("not a record");
     };
     let mut holds = false;
-    text::record_words(line, &mut text::Scratch::default(), |w| {
-        holds |= words.iter().any(|x| x == w);
+    analyzer.record(line, &mut text::Scratch::default(), |field, t| {
+        holds |= terms.has(field, t);
     });
     if !holds {
         return wrong("a record holding none of the words searched for");

@@ -1,68 +1,101 @@
 //! The search as a plain scan of the log, scored as tantivy scores a
-//! disjunction of terms with BM25 (k1 = 1.2, b = 0.75): the oracle of the
+//! disjunction of terms with BM25 (k1 = 1.2, b = 0.75), each field with its
+//! own statistics and identifiers at their weight: the oracle of the
 //! index, and the brute-force baseline it is measured against.
 
+use super::analysis::{Analyzer, Field, IDENT_WEIGHT, Language};
 use super::text::{self, Scratch};
 use super::{SearchOptions, query_words};
 use crate::parse::LineParser;
 
-/// The best `options.limit` records of `log` for `query`: (offset, score),
-/// best first, ties in log order.
-pub fn search(log: &[u8], query: &str, options: &SearchOptions) -> Vec<(u64, f64)> {
-    let Ok(words) = query_words(query) else {
+/// One record with terms: its offset, and per field its length and the
+/// frequency of each query term.
+struct Doc {
+    offset: u64,
+    len: [u64; 2],
+    freq: [Vec<u64>; 2],
+}
+
+/// The best `options.limit` records of `log` for `query`, its words
+/// analysed in `language`: (offset, score), best first, ties in log order.
+pub fn search(
+    log: &[u8],
+    query: &str,
+    options: &SearchOptions,
+    language: Language,
+) -> Vec<(u64, f64)> {
+    if query_words(query).is_err() {
         return Vec::new();
+    }
+    let mut analyzer = Analyzer::new(language);
+    let terms = analyzer.query(query);
+    let fields = [&terms.prose, &terms.ident];
+    let slot = |f: Field| match f {
+        Field::Prose => 0,
+        Field::Ident => 1,
     };
     let mut parser = LineParser::new(crate::DEFAULT_MAX_DEPTH);
     let mut scratch = Scratch::default();
-    // Per document with words: offset, length, frequency of each query word.
-    let mut docs: Vec<(u64, u64, Vec<u64>)> = Vec::new();
-    let mut total = 0u64;
+    let mut docs: Vec<Doc> = Vec::new();
+    let mut total = [0u64; 2];
     let start = crate::input::lines::content_start(log);
     let end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
     let Ok(()) = text::each_record(log, start..end.max(start), &mut parser, |at, line| {
-        let mut len = 0u64;
-        let mut freq = vec![0u64; words.len()];
-        text::record_words(line, &mut scratch, |w| {
-            len += 1;
-            if let Some(i) = words.iter().position(|q| q == w) {
-                freq[i] += 1;
+        let mut d = Doc {
+            offset: at as u64,
+            len: [0, 0],
+            freq: [vec![0; fields[0].len()], vec![0; fields[1].len()]],
+        };
+        analyzer.record(line, &mut scratch, |f, t| {
+            let s = slot(f);
+            d.len[s] += 1;
+            if let Some(i) = fields[s].iter().position(|q| q == t) {
+                d.freq[s][i] += 1;
             }
         });
-        if len > 0 {
-            total += len;
-            docs.push((at as u64, len, freq));
+        if d.len != [0, 0] {
+            total[0] += d.len[0];
+            total[1] += d.len[1];
+            docs.push(d);
         }
         Ok::<(), std::convert::Infallible>(())
     });
     // tantivy's BM25, in its f32 arithmetic: IDF = ln(1 + (N − n + 0.5) /
-    // (n + 0.5)); a document's length is its field norm, stored in one byte
-    // (lengths over 40 rounded down to a table's steps).
+    // (n + 0.5)) over every document; a document's length in a field is its
+    // field norm, stored in one byte (lengths over 40 rounded down to a
+    // table's steps); a boost multiplies the term's weight.
     use tantivy::fieldnorm::FieldNormReader;
     let n = docs.len() as u64;
-    let avg = total as f32 / n as f32;
     let (k1, b) = (1.2f32, 0.75f32);
-    let weight: Vec<f32> = (0..words.len())
-        .map(|i| {
-            let hits = docs.iter().filter(|d| d.2[i] > 0).count() as u64;
-            let x = ((n - hits) as f32 + 0.5) / (hits as f32 + 0.5);
-            (1.0 + x).ln() * (1.0 + k1)
-        })
-        .collect();
+    let avg = [total[0] as f32 / n as f32, total[1] as f32 / n as f32];
+    let boost = [1.0f32, IDENT_WEIGHT];
+    let weight: [Vec<f32>; 2] = [0, 1].map(|s| {
+        (0..fields[s].len())
+            .map(|i| {
+                let hits = docs.iter().filter(|d| d.freq[s][i] > 0).count() as u64;
+                let x = ((n - hits) as f32 + 0.5) / (hits as f32 + 0.5);
+                let w = (1.0 + x).ln() * (1.0 + k1);
+                if boost[s] == 1.0 { w } else { w * boost[s] }
+            })
+            .collect()
+    });
     let mut scored: Vec<(u64, f64)> = docs
         .iter()
-        .filter(|d| d.2.iter().any(|&f| f > 0))
-        .map(|(offset, len, freq)| {
-            let id = FieldNormReader::fieldnorm_to_id(*len as u32);
-            let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
-            let cache = k1 * (1.0 - b + b * norm / avg);
+        .filter(|d| d.freq.iter().flatten().any(|&f| f > 0))
+        .map(|d| {
             let mut score = 0.0f32;
-            for (i, &f) in freq.iter().enumerate() {
-                if f > 0 {
-                    let f = f as f32;
-                    score += weight[i] * (f / (f + cache));
+            for s in 0..2 {
+                let id = FieldNormReader::fieldnorm_to_id(d.len[s] as u32);
+                let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
+                let cache = k1 * (1.0 - b + b * norm / avg[s]);
+                for (i, &f) in d.freq[s].iter().enumerate() {
+                    if f > 0 {
+                        let f = f as f32;
+                        score += weight[s][i] * (f / (f + cache));
+                    }
                 }
             }
-            (*offset, -f64::from(score))
+            (d.offset, -f64::from(score))
         })
         .collect();
     scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));

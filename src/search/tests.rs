@@ -8,8 +8,12 @@ use proptest::prelude::*;
 
 use super::{SearchIndex, SearchOptions, naive};
 
-const WORDS: [&str; 8] = [
-    "lisbon", "invoice", "paid", "friday", "Café", "tea", "the", "x9",
+/// Words the analysis changes: stems (`hiking`, `hikes`), stop words,
+/// a possessive, diacritics, and an identifier (`D1:3`: whole in a query,
+/// two words in prose).
+const WORDS: [&str; 13] = [
+    "lisbon", "invoice", "paid", "friday", "Café", "tea", "the", "x9", "hiking", "hikes", "what",
+    "Maya’s", "D1:3",
 ];
 
 fn line() -> impl Strategy<Value = String> {
@@ -19,11 +23,13 @@ fn line() -> impl Strategy<Value = String> {
             0u64..50,
             prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..6),
             prop::option::of(prop::sample::select(vec!["a", "b"])),
+            prop::option::of(0u8..4),
         )
-            .prop_map(|(kind, ts, words, session)| {
+            .prop_map(|(kind, ts, words, session, id)| {
                 let session = session.map_or(String::new(), |s| format!(r#","session_id":"{s}""#));
+                let id = id.map_or(String::new(), |k| format!(r#","dia_id":"D1:{k}""#));
                 format!(
-                    r#"{{"type":"{kind}","ts_ms":{ts}{session},"text":"{}","n":{ts}}}"#,
+                    r#"{{"type":"{kind}","ts_ms":{ts}{session}{id},"text":"{}","n":{ts}}}"#,
                     words.join(" ")
                 )
             }),
@@ -151,7 +157,7 @@ proptest! {
                     .iter()
                     .map(|h| (h.offset, h.score))
                     .collect();
-                let want = naive::search(&bytes, q, o);
+                let want = naive::search(&bytes, q, o, super::Language::ENGLISH);
                 prop_assert!(same_ranking(&got, &want), "{} {:?}: {:?} vs {:?}", q, o, got, want);
             }
         }

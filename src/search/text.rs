@@ -6,15 +6,18 @@
 //! `null` are not searched. Escapes are decoded first (`\n`, `\u00e9`).
 //!
 //! A word is a maximal run of alphanumeric characters (Unicode letters and
-//! digits, as `char::is_alphanumeric` says), lowercased; words longer than
-//! [`MAX_WORD`] bytes (hashes, base64) are left out. A query is split into
-//! words the same way.
+//! digits, as `char::is_alphanumeric` says), lowercased; with `joins`, an
+//! apostrophe (`'` or `’`) between two of them belongs to the word
+//! (`maya's`, `don't`: the English stemmer and stop words know them).
+//! Words longer than [`MAX_WORD`] bytes (hashes, base64) are left out. A
+//! query is split into words the same way; what becomes of the words is
+//! `analysis.rs`'s.
 
 /// Longest word indexed, in bytes (lowercased UTF-8).
 pub const MAX_WORD: usize = 64;
 
 /// Calls `word` for every word of `text`, in order. `scratch` is reused.
-pub fn words(text: &str, scratch: &mut String, mut word: impl FnMut(&str)) {
+pub(crate) fn words(text: &str, joins: bool, scratch: &mut String, mut word: impl FnMut(&str)) {
     let mut emit = |scratch: &mut String| {
         if !scratch.is_empty() && scratch.len() <= MAX_WORD {
             word(scratch);
@@ -22,13 +25,20 @@ pub fn words(text: &str, scratch: &mut String, mut word: impl FnMut(&str)) {
         scratch.clear();
     };
     scratch.clear();
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         if c.is_alphanumeric() {
             if c.is_ascii() {
                 scratch.push(c.to_ascii_lowercase());
             } else {
                 scratch.extend(c.to_lowercase());
             }
+        } else if joins
+            && (c == '\'' || c == '\u{2019}')
+            && !scratch.is_empty()
+            && chars.peek().is_some_and(|n| n.is_alphanumeric())
+        {
+            scratch.push('\'');
         } else if !scratch.is_empty() {
             emit(scratch);
         }
@@ -36,16 +46,11 @@ pub fn words(text: &str, scratch: &mut String, mut word: impl FnMut(&str)) {
     emit(scratch);
 }
 
-/// Calls `word` for every word of the searched text of `line`, a valid
-/// JSON object (a record's line as the replay parsed it). A line that is
-/// not one gives what could be read of it.
-pub fn record_words(line: &[u8], scratch: &mut Scratch, mut word: impl FnMut(&str)) {
-    let Scratch {
-        text,
-        word: w,
-        bytes,
-        stack,
-    } = scratch;
+/// Calls `value` for every searched string value of `line` (decoded), a
+/// valid JSON object (a record's line as the replay parsed it). A line
+/// that is not one gives what could be read of it.
+pub(crate) fn record_values(line: &[u8], scratch: &mut Scratch, mut value: impl FnMut(&str)) {
+    let Scratch { text, bytes, stack } = scratch;
     stack.clear();
     let mut i = 0usize;
     // Whether the last top-level key read is `type` or `session_id`.
@@ -93,7 +98,7 @@ pub fn record_words(line: &[u8], scratch: &mut Scratch, mut word: impl FnMut(&st
                     continue;
                 }
                 decode(raw, bytes, text);
-                words(text, w, &mut word);
+                value(text);
             }
             _ => i += 1,
         }
@@ -137,7 +142,6 @@ pub(crate) fn each_record<E>(
 #[derive(Default)]
 pub struct Scratch {
     text: String,
-    word: String,
     bytes: Vec<u8>,
     /// One frame per open container: is it an object, and does a key come
     /// next.
@@ -221,8 +225,9 @@ mod tests {
 
     fn all(line: &str) -> Vec<String> {
         let mut out = Vec::new();
-        record_words(line.as_bytes(), &mut Scratch::default(), |w| {
-            out.push(w.to_string())
+        let mut w = String::new();
+        record_values(line.as_bytes(), &mut Scratch::default(), |v| {
+            words(v, false, &mut w, |x| out.push(x.to_string()))
         });
         out
     }
@@ -261,9 +266,20 @@ mod tests {
             ["short", "école"]
         );
         let mut got = Vec::new();
-        words("Straße ΣΊΣΥΦΟΣ 東京", &mut String::new(), |w| {
-            got.push(w.to_string())
-        });
+        words(
+            "Straße ΣΊΣΥΦΟΣ 東京",
+            false,
+            &mut String::new(),
+            |w| got.push(w.to_string()),
+        );
         assert_eq!(got, ["straße", "σίσυφοσ", "東京"]);
+        let mut got = Vec::new();
+        words(
+            "Maya's ’quoted’ don’t x'",
+            true,
+            &mut String::new(),
+            |w| got.push(w.to_string()),
+        );
+        assert_eq!(got, ["maya's", "quoted", "don't", "x"]);
     }
 }

@@ -6,9 +6,10 @@ use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tantivy::schema::Field;
 use tantivy::{Index as Tantivy, IndexWriter, TantivyDocument};
 
+use super::analysis::{Analyzer, Field as Of, Language};
+use super::index::Fields;
 use super::meta::{Meta, VERSION, err};
 use super::text::{self, Scratch};
 use crate::error::Error;
@@ -60,7 +61,7 @@ pub(super) fn commit(
     path: &Path,
     log: &Path,
     file: &File,
-    (id, end, max_depth): (crate::input::FileIdentity, u64, u64),
+    (id, end, max_depth, language): (crate::input::FileIdentity, u64, u64, Language),
     boot: &str,
 ) -> Result<(), Error> {
     let fingerprint = crate::input::fingerprint_file(file, end)
@@ -73,6 +74,7 @@ pub(super) fn commit(
         len: end,
         fingerprint,
         max_depth,
+        language: language.name().to_string(),
         boot: boot.to_string(),
     };
     let mut prepared = writer.prepare_commit().map_err(|e| err(path, e))?;
@@ -107,8 +109,8 @@ pub(super) fn has_line(file: &File, log: &Path, from: u64, len: u64) -> Result<b
 #[allow(clippy::too_many_arguments)]
 pub(super) fn add_lines(
     writer: &IndexWriter,
-    body: Field,
-    offset: Field,
+    fields: Fields,
+    language: Language,
     log: &Path,
     file: &File,
     from: u64,
@@ -150,21 +152,29 @@ pub(super) fn add_lines(
             .map(|r| {
                 let mut parser = LineParser::new(max_depth);
                 let mut scratch = Scratch::default();
+                let mut analyzer = Analyzer::new(language);
+                let (mut prose, mut ident) = (String::new(), String::new());
                 let mut added = 0u64;
                 text::each_record(&buf, r.clone(), &mut parser, |line_at, line| {
-                    let mut words = String::new();
-                    text::record_words(line, &mut scratch, |w| {
-                        if !words.is_empty() {
-                            words.push(' ');
+                    prose.clear();
+                    ident.clear();
+                    analyzer.record(line, &mut scratch, |field, term| {
+                        let to = match field {
+                            Of::Prose => &mut prose,
+                            Of::Ident => &mut ident,
+                        };
+                        if !to.is_empty() {
+                            to.push(' ');
                         }
-                        words.push_str(w);
+                        to.push_str(term);
                     });
-                    if words.is_empty() {
+                    if prose.is_empty() && ident.is_empty() {
                         return Ok(());
                     }
                     let mut doc = TantivyDocument::new();
-                    doc.add_text(body, &words);
-                    doc.add_u64(offset, at + line_at as u64);
+                    doc.add_text(fields.body, &prose);
+                    doc.add_text(fields.ids, &ident);
+                    doc.add_u64(fields.offset, at + line_at as u64);
                     writer.add_document(doc).map_err(|e| err(log, e))?;
                     added += 1;
                     Ok(())

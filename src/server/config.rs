@@ -121,6 +121,9 @@ pub struct Config {
     /// the replay does not hold, as one `WM_KIND=recall` message before the
     /// current request. Default off.
     pub recall: Option<usize>,
+    /// The language the search index analyses words in (`--language`):
+    /// recall, `POST /v1/search`, `search_memory`. Default English.
+    pub language: crate::search::Language,
     /// Tools the server offers the model and runs itself (`--recall-tool`,
     /// `--memory-tool`). Default none.
     pub tools: Tools,
@@ -272,6 +275,7 @@ impl Config {
             auth_token: None,
             compaction: None,
             recall: None,
+            language: crate::search::Language::default(),
             tools: Tools::default(),
             #[cfg(feature = "jetstream")]
             jetstream: None,

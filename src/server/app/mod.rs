@@ -117,10 +117,11 @@ impl AppState {
     pub(crate) fn search_index(&self) -> Arc<Mutex<Option<crate::search::SearchIndex>>> {
         let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            *slot = Some(crate::search::SearchIndex::at(
+            *slot = Some(crate::search::SearchIndex::in_language(
                 &self.cfg.log,
                 crate::search::SearchIndex::path_for(&self.cfg.log),
                 &self.cfg.replay,
+                self.cfg.language,
             ));
         }
         drop(slot);
