@@ -5,7 +5,10 @@
 # prebuilt binary (wmreplay-linux-x64-gnu) and the main package `wmreplay`, which
 # loads it and names it in its optionalDependencies. Packs both into target/npm/,
 # installs the two tarballs in a fresh npm project with no Rust toolchain on PATH,
-# and runs the package's tests (bindings/node/test) against that installed copy.
+# checks that `wmreplay` and `wmreplay/agents` load without their optional peer
+# `@openai/agents`, adds that SDK (the version of bindings/node's devDependencies,
+# from the npm cache `npm ci` filled), and runs the package's tests
+# (bindings/node/test) against that installed copy, the SDK's tests required.
 #
 # Needs Rust, gcc, Node.js 20 and npm; run from the repository (any directory in
 # it) after `cargo build`: the tests compare with the CLI, target/debug/wmreplay
@@ -38,7 +41,8 @@ step "napi build --release --platform"
 step "napi create-npm-dirs, artifacts, pre-publish (in target/npm/stage)"
 rm -rf "$OUT"
 mkdir -p "$STAGE/artifacts"
-(cd "$NODE_DIR" && cp package.json index.js index.mjs index.d.ts index.d.mts README.md LICENSE-MIT LICENSE-APACHE "$STAGE/")
+(cd "$NODE_DIR" && cp package.json index.js index.mjs index.d.ts index.d.mts agents.js agents.mjs agents.d.ts agents.d.mts \
+  README.md LICENSE-MIT LICENSE-APACHE "$STAGE/")
 cp "$NODE_DIR"/wmreplay.*.node "$STAGE/artifacts/"
 cd "$STAGE"
 "$NAPI" create-npm-dirs
@@ -100,12 +104,21 @@ step "install the tarballs in a fresh npm project and run the tests there, witho
   npm init -y >/dev/null
   npm install --offline --no-audit --no-fund "$OUT"/*.tgz
   npm ls --all
+  # The optional peer is not installed, and nothing needs it.
+  [[ ! -e node_modules/@openai ]] || { echo "node-package: @openai/agents came with wmreplay" >&2; exit 1; }
+  node -e "require('wmreplay'); require('wmreplay/agents'); import('wmreplay/agents').then(() => console.log('wmreplay and wmreplay/agents load without @openai/agents'))"
+  # The SDK at the versions the package is tested with.
+  sdk=$(cd "$NODE_DIR" && node -p "const d = require('./package.json').devDependencies; ['@openai/agents', 'zod'].map((n) => n + '@' + d[n]).join(' ')")
+  # shellcheck disable=SC2086 # two package specs
+  npm install --prefer-offline --no-audit --no-fund --loglevel=error $sdk
+  npm ls @openai/agents zod
   # The tests as shipped in the repository, but requiring the installed
   # package (by name, from the project's node_modules; the ES module and the
   # types are checked through that name too, TypeScript taken from
   # bindings/node/node_modules).
   cp -r "$NODE_DIR/test" "$PROJECT/test"
-  WMREPLAY_PACKAGE=wmreplay WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$WMREPLAY_BIN node --test test/
+  WMREPLAY_PACKAGE=wmreplay WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$WMREPLAY_BIN WMREPLAY_REQUIRE_FRAMEWORKS=1 \
+    node --test test/
 )
 
 step "done: $(cd "$OUT" && echo *.tgz) in target/npm"

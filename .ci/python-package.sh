@@ -14,8 +14,11 @@
 # 3. pip builds a wheel from the sdist alone, in a temporary folder, as a user
 #    without the repository would (proves the sdist is complete).
 # 4. A fresh virtualenv, with cargo and rustc taken off PATH, installs the
-#    wheel (binary only) and pytest, and runs a copy of bindings/python/tests
-#    against the installed package (conftest.py refuses any other copy).
+#    wheel (binary only) with its extras `agents` and `langchain` (the agent
+#    frameworks, at the versions in bindings/python/tests/requirements-frameworks.txt)
+#    and pytest, and runs a copy of bindings/python/tests against the installed
+#    package (conftest.py refuses any other copy), the frameworks' tests
+#    required (WMREPLAY_REQUIRE_FRAMEWORKS: a missing framework fails, not skips).
 #
 # Needs Rust, Python 3 (venv, pip) and the CLI built by `cargo build` (the
 # tests compare request bodies with `wmreplay respond`; built here if absent).
@@ -86,6 +89,7 @@ wheel, sdist = sys.argv[1:]
 names = zipfile.ZipFile(wheel).namelist()
 need = ["wmreplay/__init__.py", "wmreplay/__init__.pyi", "wmreplay/_wmreplay.pyi",
         "wmreplay/types.py", "wmreplay/py.typed", "wmreplay/_wmreplay.abi3.so",
+        "wmreplay/sessions/__init__.py", "wmreplay/sessions/langchain.py",
         "wmreplay-0.1.0.dist-info/licenses/LICENSE-MIT",
         "wmreplay-0.1.0.dist-info/licenses/LICENSE-APACHE"]
 missing = [n for n in need if n not in names]
@@ -95,6 +99,12 @@ assert meta["License-Expression"] == "MIT OR Apache-2.0", meta["License-Expressi
 assert sorted(meta.get_all("License-File")) == ["LICENSE-APACHE", "LICENSE-MIT"]
 assert meta["Description-Content-Type"].startswith("text/markdown")
 assert "## Errors" in meta.get_payload(), "the README is not the long description"
+# The frameworks are extras, never plain requirements.
+assert sorted(meta.get_all("Provides-Extra")) == ["agents", "langchain", "test"], meta.get_all("Provides-Extra")
+requires = meta.get_all("Requires-Dist")
+assert "openai-agents>=0.2 ; extra == 'agents'" in requires, requires
+assert "langchain-core>=0.3 ; extra == 'langchain'" in requires, requires
+assert all("extra ==" in r for r in requires), requires
 print("wheel:", meta["Name"], meta["Version"], "|", meta["License-Expression"], "|",
       len(meta.get_all("Classifier")), "classifiers |", meta["Keywords"])
 members = tarfile.open(sdist).getnames()
@@ -130,7 +140,7 @@ assert readme(ours) == readme(rebuilt), "the sdist's wheel has another README"
 print("built from the sdist:", rebuilt.rsplit("/", 1)[1], "- same files, same README")
 EOF
 
-step "fresh virtualenv without cargo or rustc: install the wheel and pytest"
+step "fresh virtualenv without cargo or rustc: install the wheel[agents,langchain] and pytest"
 # PATH without the directories that hold cargo or rustc.
 CLEAN_PATH=
 IFS=: read -r -a dirs <<<"$PATH"
@@ -152,12 +162,16 @@ rm -rf "$WORK/tests/__pycache__"
     exit 1
   fi
   echo "no cargo, no rustc on PATH"
-  # Binary only: nothing may be compiled to install these.
-  "$TEST/bin/python" -m pip install "${pip_quiet[@]}" --only-binary=:all: "$WHEEL" pytest
+  # Binary only: nothing may be compiled to install these. The frameworks come
+  # through the wheel's extras, pinned to the versions tested with.
+  "$TEST/bin/python" -m pip install "${pip_quiet[@]}" --only-binary=:all: \
+    -c "$WORK/tests/requirements-frameworks.txt" "$WHEEL[agents,langchain]" pytest
+  "$TEST/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | grep -E '^(openai-agents|langchain-core) '
   cd "$WORK/tests"
   "$TEST/bin/python" -c 'import wmreplay, sys; print("wmreplay from", wmreplay.__file__); assert wmreplay.__file__.startswith(sys.prefix)'
   step "pytest (a copy of bindings/python/tests, against the installed wheel)"
   WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$BIN WMREPLAY_EXPECT_PREFIX=$TEST \
+    WMREPLAY_REQUIRE_FRAMEWORKS=1 OPENAI_AGENTS_DISABLE_TRACING=1 \
     "$TEST/bin/python" -m pytest -p no:cacheprovider -ra .
 )
 

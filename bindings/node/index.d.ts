@@ -166,6 +166,43 @@ export interface Appended {
  */
 export function append(logPath: string, records: AppendRecord | AppendRecord[]): Promise<Appended>;
 
+/** One record of a log, as `records()` gives it (a search hit without a score). */
+export interface LogRecord {
+  /** Byte offset of the record's line in the log. */
+  offset: number;
+  /** Its `ts_ms` (`null` when it is not a finite number). */
+  ts_ms: number | null;
+  /** Its `type`. */
+  type: string;
+  /** The line's JSON, parsed. */
+  record: Record<string, any>;
+}
+
+/** Which records `records()` gives, and in which order. */
+export interface RecordsOptions extends LogOptions {
+  /** Only records whose `type` is one of these. */
+  kinds?: string[];
+  /** Only records of this `session_id`, and records with none. */
+  session?: string;
+  /** Only records with `ts_ms` at least this. */
+  since?: number;
+  /** Only records with `ts_ms` at most this. */
+  until?: number;
+  /**
+   * `"replay"` (default): the replay's order, a stable sort by `ts_ms`; `"log"`: the order the
+   * lines were written in (by offset).
+   */
+  order?: 'replay' | 'log';
+}
+
+/**
+ * The records of the log (one replay, off the JavaScript thread), each with its line's offset,
+ * `ts_ms` and `type`: every record, or those the filters keep. A log that does not exist has none
+ * (`[]`; `requireLog` rejects with `ENOENT`); lines that are not records are skipped, as a replay
+ * skips them.
+ */
+export function records(logPath: string, options?: RecordsOptions): Promise<LogRecord[]>;
+
 /** What a search keeps besides the words, and how many: `wmreplay search`'s options. */
 export interface SearchOptions {
   /** The most hits, best first: 1 to 1000 (default 10). */

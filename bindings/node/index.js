@@ -326,6 +326,40 @@ async function append(logPath, records) {
   }
 }
 
+// What `records()` takes.
+const RECORDS_OPTIONS = {
+  kinds: 'an array of strings',
+  session: STRING,
+  since: NUMBER,
+  until: NUMBER,
+  order: STRING,
+  requireLog: BOOLEAN,
+  warn: BOOLEAN,
+};
+
+/**
+ * The records of the log, off the JavaScript thread: `[{ offset, ts_ms, type,
+ * record }]` (`record` the line's JSON, parsed), every record or those of the
+ * filters (`kinds`, `session`, `since`, `until`, as a search's), in replay
+ * order (`order: "replay"`, the default: by `ts_ms`) or in the order the lines
+ * were written (`order: "log"`). A log that does not exist has none.
+ */
+async function records(logPath, options) {
+  if (typeof logPath !== 'string') throw invalidArg('records: logPath must be a string', 'logPath');
+  if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
+    throw invalidArg('records: options must be an object', 'options');
+  }
+  const { warn, ...o } = knownOptions(options ?? {}, 'records', RECORDS_OPTIONS);
+  let r;
+  try {
+    r = await native.records(logPath, o);
+  } catch (e) {
+    rethrow(e);
+  }
+  warnOf(r.warning, warn);
+  return JSON.parse(r.json);
+}
+
 // What a search takes besides the query (`wmreplay search`'s options); their
 // values (a limit from 1 to 1000, the query's words) are checked by the code
 // the Python package shares, before anything is read.
@@ -440,6 +474,7 @@ module.exports = {
   buildRequestBody,
   LiveReplay,
   append,
+  records,
   search,
   SearchIndex,
   buildCurrentUserRequestMessage,

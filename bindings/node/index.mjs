@@ -10,6 +10,7 @@ export const {
   buildRequestBody,
   LiveReplay,
   append,
+  records,
   search,
   SearchIndex,
   buildCurrentUserRequestMessage,

@@ -11,7 +11,8 @@
 //! a log truncated or rewritten meanwhile rejects with `ECHANGED`, never
 //! with bytes of a file that is gone.
 //!
-//! Search (`search`, `SearchIndex`) is in [`search`].
+//! Search (`search`, `SearchIndex`) is in [`search`]; `records` in
+//! [`records`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,7 @@ use napi_derive::napi;
 use wmreplay::{AllocError, CurrentRequest, Format, RecordMode};
 use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
 
+pub mod records;
 pub mod search;
 
 /// An engine error for `index.js` to rebuild: `code`, `path` and message,

@@ -15,7 +15,8 @@
 //! buffer sized from the log that cannot be allocated is a `MemoryError`,
 //! never an abort.
 //!
-//! Search (`search`, `SearchIndex`) is in [`search`].
+//! Search (`search`, `SearchIndex`) is in [`search`]; `records` in
+//! [`records`].
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -29,6 +30,7 @@ use wmreplay::{
 };
 use wmreplay_bindings::{self as shared, BodyOptions, Failure, InvalidArg, RawBody, Style};
 
+mod records;
 mod search;
 
 pyo3::create_exception!(
@@ -841,6 +843,7 @@ fn _wmreplay(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LiveReplay>()?;
     m.add_class::<MessageIter>()?;
     search::register(m)?;
+    records::register(m)?;
     m.add("SYSTEM_RULE", wmreplay::SYSTEM_RULE)?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use crate::{failed, loads, refused, to_py, to_thread};
 
 /// A number option: `None` is "not given"; a `bool` is refused (it is an
 /// `int` to Python); `whole`: an `int` only.
-fn number(
+pub(crate) fn number(
     what: &str,
     key: &str,
     v: Option<&Bound<'_, PyAny>>,

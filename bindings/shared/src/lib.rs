@@ -17,17 +17,21 @@
 //!   warning.
 //! - [`search`]: `wmreplay search`'s options, checked the same way for
 //!   both packages, over the engine's search index.
+//! - [`records`]: a log's records (the engine's filters, replay or log
+//!   order) as one JSON text.
 
 use std::path::{Path, PathBuf};
 
 use wmreplay::state::Store;
 use wmreplay::{
-    AllocError, CacheMemory, CachePolicy, CacheTtl, CurrentRequest, Error, Format, LiveReplay, LogBytes,
-    ReadMode, RecordMode, Replay, ReplayOptions, ReplayStats, RequestSpec, Selection, Tokenizer,
+    AllocError, CacheMemory, CachePolicy, CacheTtl, CurrentRequest, Error, Format, LiveReplay,
+    LogBytes, ReadMode, RecordMode, Replay, ReplayOptions, ReplayStats, RequestSpec, Selection,
+    Tokenizer,
 };
 
 pub use wmreplay;
 
+pub mod records;
 pub mod search;
 
 /// How a package spells its option names.

@@ -17,19 +17,21 @@ counted in ``stats``, never fatal (a log most of whose lines are not records
 raises a ``SkippedLinesWarning``). An unreadable log raises ``OSError`` whose
 ``filename`` is the path. ``LiveReplay`` keeps a replay across calls and parses
 only what was appended. ``search`` finds the records best matching a query
-through an index kept next to the log; ``SearchIndex`` keeps it open. Every
-blocking call has an ``async`` twin (``areplay``, ``arequest_body``,
-``aappend``, ``asearch``, ``Replay.arequest_body``, ``LiveReplay.arefresh``,
+through an index kept next to the log; ``SearchIndex`` keeps it open.
+``records`` lists a log's records (filtered, in replay or log order).
+``wmreplay.sessions`` keeps agent frameworks' sessions in a log: an OpenAI
+Agents SDK session and a LangChain message history. Every blocking call has
+an ``async`` twin (``areplay``, ``arequest_body``, ``aappend``, ``asearch``,
+``arecords``, ``Replay.arequest_body``, ``LiveReplay.arefresh``,
 ``LiveReplay.arequest_body``, ``SearchIndex.asearch``,
-``SearchIndex.arefresh``) that runs it in a thread
-(``asyncio.to_thread``), the GIL released. The
-shapes of the results are in ``wmreplay.types``.
+``SearchIndex.arefresh``) that runs it in a thread (``asyncio.to_thread``),
+the GIL released. The shapes of the results are in ``wmreplay.types``.
 """
 
 import asyncio
 import functools
 
-from . import types
+from . import sessions, types
 from ._wmreplay import (
     SYSTEM_RULE,
     LiveReplay,
@@ -39,6 +41,7 @@ from ._wmreplay import (
     SkippedLinesWarning,
     append,
     build_current_user_request_message,
+    records,
     replay,
     request_body,
     search,
@@ -49,10 +52,12 @@ __all__ = [
     "request_body",
     "append",
     "search",
+    "records",
     "areplay",
     "arequest_body",
     "aappend",
     "asearch",
+    "arecords",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
@@ -61,6 +66,7 @@ __all__ = [
     "SYSTEM_RULE",
     "SkippedLinesWarning",
     "types",
+    "sessions",
 ]
 
 
@@ -88,3 +94,8 @@ async def aappend(path, records):
 async def asearch(path, query, **options):
     """``search()`` in a thread: ``await wmreplay.asearch(path, query, limit=5)``."""
     return await _in_thread(search, path, query, **options)
+
+
+async def arecords(path, **options):
+    """``records()`` in a thread: ``await wmreplay.arecords(path, kinds=[...])``."""
+    return await _in_thread(records, path, **options)

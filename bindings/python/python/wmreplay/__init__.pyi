@@ -1,6 +1,7 @@
 from os import PathLike
 from typing import Any, Iterable, List, Literal, Optional, Union
 
+from . import sessions as sessions
 from . import types as types
 from ._wmreplay import SYSTEM_RULE as SYSTEM_RULE
 from ._wmreplay import LiveReplay as LiveReplay
@@ -12,18 +13,21 @@ from ._wmreplay import append as append
 from ._wmreplay import build_current_user_request_message as build_current_user_request_message
 from ._wmreplay import replay as replay
 from ._wmreplay import request_body as request_body
+from ._wmreplay import records as records
 from ._wmreplay import search as search
-from .types import Appended, Hit
+from .types import Appended, Hit, LogRecord
 
 __all__ = [
     "replay",
     "request_body",
     "append",
     "search",
+    "records",
     "areplay",
     "arequest_body",
     "aappend",
     "asearch",
+    "arecords",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
@@ -32,6 +36,7 @@ __all__ = [
     "SYSTEM_RULE",
     "SkippedLinesWarning",
     "types",
+    "sessions",
 ]
 
 async def areplay(
@@ -64,3 +69,16 @@ async def asearch(
     index_path: Optional[Union[str, "PathLike[str]"]] = None,
 ) -> List[Hit]:
     """``search()`` in a thread (``asyncio.to_thread``), the GIL released."""
+
+async def arecords(
+    path: Union[str, "PathLike[str]"],
+    *,
+    kinds: Optional[List[str]] = None,
+    session: Optional[str] = None,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+    order: Literal["replay", "log"] = "replay",
+    require_log: bool = False,
+    warn: bool = True,
+) -> List[LogRecord]:
+    """``records()`` in a thread (``asyncio.to_thread``), the GIL released."""

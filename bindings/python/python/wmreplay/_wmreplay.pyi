@@ -14,7 +14,7 @@ from typing import (
     overload,
 )
 
-from .types import AnthropicMessage, Appended, Hit, IndexRefreshed, OpenAIMessage, Refreshed, Stats
+from .types import AnthropicMessage, Appended, Hit, IndexRefreshed, LogRecord, OpenAIMessage, Refreshed, Stats
 
 SYSTEM_RULE: str
 
@@ -23,6 +23,7 @@ __all__ = [
     "request_body",
     "append",
     "search",
+    "records",
     "build_current_user_request_message",
     "Replay",
     "LiveReplay",
@@ -310,6 +311,35 @@ def search(
     raises ``OSError`` whose ``filename`` is the log; an index that cannot be
     made, read or written a plain ``OSError`` whose ``filename`` is the index
     file.
+    """
+
+def records(
+    path: _Path,
+    *,
+    kinds: Optional[List[str]] = None,
+    session: Optional[str] = None,
+    since: Optional[float] = None,
+    until: Optional[float] = None,
+    order: Literal["replay", "log"] = "replay",
+    require_log: bool = False,
+    warn: bool = True,
+) -> List[LogRecord]:
+    """The records of the log at ``path`` (one replay, GIL released), each
+    ``{"offset", "ts_ms", "type", "record"}``: the byte offset of its line,
+    its ``ts_ms`` (``None`` when not a finite number), its ``type`` and the
+    line's JSON, decoded.
+
+    Every record, or those the filters keep (a search's: ``kinds``, only
+    records of these types; ``session``, only records of this
+    ``session_id`` and those without one; ``since``/``until``, ``ts_ms``
+    bounds), in replay order (``order="replay"``, a stable sort by
+    ``ts_ms``) or in the order the lines were written (``order="log"``).
+    Lines that are not records are skipped, as a replay skips them (a log
+    most of whose lines are not raises a ``SkippedLinesWarning`` unless
+    ``warn=False``). A missing log has none (``[]``), or with
+    ``require_log=True`` raises ``FileNotFoundError``; other errors are
+    ``replay()``'s. An unknown ``order`` raises ``ValueError``, a wrong type
+    ``TypeError``.
     """
 
 @final

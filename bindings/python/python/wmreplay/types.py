@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 __all__ = [
     "Role", "TextBlock", "AnthropicMessage", "OpenAIMessage", "Skip", "Stats", "Refreshed",
-    "AppendedRecord", "Appended", "Hit", "IndexRefreshed",
+    "AppendedRecord", "Appended", "Hit", "IndexRefreshed", "LogRecord",
 ]
 
 Role = Literal["user", "assistant"]
@@ -107,3 +107,15 @@ class IndexRefreshed(TypedDict):
     rebuilt: bool
     bytes: int
     records: int
+
+
+class LogRecord(TypedDict):
+    """One record of a log, as ``records()`` gives it (a ``Hit`` without a
+    score): ``offset`` the byte offset of its line, ``ts_ms`` its ``ts_ms``
+    (``None`` when not a finite number), ``type`` its ``type``, ``record``
+    the line's JSON, decoded."""
+
+    offset: int
+    ts_ms: Optional[Union[int, float]]
+    type: str
+    record: Dict[str, Any]
