@@ -8,7 +8,14 @@
 //! cargo bench --bench turns -- --sizes 100MiB --select window --turns 400
 //! cargo bench --bench turns -- --log-dir 100x10MiB           # 100 logs of 10 MiB
 //! cargo bench --bench turns -- --bin /path/to/older/wmreplay # another build, same harness
+//! cargo bench --bench turns -- --sizes 1MiB --via respond,anthropic,anthropic-sdk
 //! ```
+//!
+//! `--via` picks the route a turn takes: `respond` (`POST /respond`),
+//! `anthropic` (the provider-compatible `POST /anthropic/v1/messages`, a
+//! plain request), `anthropic-sdk` (the same with the header an official
+//! SDK sends, `x-stainless-retry-count`, which keys the turn so that the
+//! SDK's retries cannot run it twice).
 //!
 //! For each log and selection it:
 //! 1. copies the seed-1 corpus of that size (generated once into
@@ -45,6 +52,7 @@ struct Opts {
     bin: PathBuf,
     log_dir: Option<(usize, String)>,
     fsync: bool,
+    via: Vec<String>,
 }
 
 fn opts() -> Opts {
@@ -59,6 +67,7 @@ fn opts() -> Opts {
         bin: root.join("target/release/wmreplay"),
         log_dir: None,
         fsync: true,
+        via: vec!["respond".into()],
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -77,6 +86,7 @@ fn opts() -> Opts {
             "--secs" => o.secs = value().parse().expect("--secs S"),
             "--rounds" => o.rounds = value().parse().expect("--rounds N"),
             "--bin" => o.bin = PathBuf::from(value()),
+            "--via" => o.via = value().split(',').map(str::to_string).collect(),
             "--no-fsync" => {
                 o.fsync = false;
                 i += 1;
@@ -224,6 +234,7 @@ async fn post(client: &reqwest::Client, url: &str, body: &bytes::Bytes) -> Durat
     let r = client
         .post(url)
         .header("content-type", "application/json")
+        .header("anthropic-version", "2023-06-01")
         .body(body.clone())
         .send()
         .await
@@ -250,29 +261,48 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Requests per second of `clients` keep-alive clients posting for `secs`.
+/// A keep-alive client; an SDK's (`sdk`) sends `x-stainless-retry-count`.
+fn client(sdk: bool) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    if sdk {
+        headers.insert("x-stainless-retry-count", "0".parse().unwrap());
+    }
+    reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+/// Requests per second of `clients` keep-alive clients posting for `secs`,
+/// and the median latency (ms).
 async fn throughput(
     clients: usize,
     secs: f64,
     urls: Arc<Vec<String>>,
     bodies: Arc<Vec<bytes::Bytes>>,
-) -> f64 {
+    sdk: bool,
+) -> (f64, f64) {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for c in 0..clients {
         let (stop, done, urls, bodies) = (stop.clone(), done.clone(), urls.clone(), bodies.clone());
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .build()
-                .unwrap();
+            let client = client(sdk);
             let mut i = c;
+            let mut took = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                post(&client, &urls[i % urls.len()], &bodies[i % bodies.len()]).await;
+                took.push(ms(post(
+                    &client,
+                    &urls[i % urls.len()],
+                    &bodies[i % bodies.len()],
+                )
+                .await));
                 done.fetch_add(1, Ordering::Relaxed);
                 i += clients;
             }
+            took
         }));
     }
     let t = Instant::now();
@@ -280,10 +310,12 @@ async fn throughput(
     stop.store(true, Ordering::Relaxed);
     let n = done.load(Ordering::Relaxed);
     let elapsed = t.elapsed().as_secs_f64();
+    let mut all = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        all.extend(t.await.unwrap());
     }
-    n as f64 / elapsed
+    all.sort_by(f64::total_cmp);
+    (n as f64 / elapsed, pct(&all, 0.5))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -299,14 +331,13 @@ async fn run_one(
     where_: Vec<String>,
     ids: Vec<Option<String>>,
     select: &str,
+    via: &str,
 ) {
+    let sdk = via == "anthropic-sdk";
     let (mock_port, mock_task) = mock().await;
     let where_refs: Vec<&str> = where_.iter().map(String::as_str).collect();
     let server = Server::start(o, &where_refs, select, mock_port);
-    let client = reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .build()
-        .unwrap();
+    let client = client(false);
     wait_healthy(&client, &server).await;
     // One log: /respond and /v1/context; under --log-dir,
     // /v1/logs/{id}/respond and /v1/logs/{id}/context.
@@ -314,6 +345,11 @@ async fn run_one(
         Some(id) => format!("/v1/logs/{id}/{route}"),
         None if route == "context" => "/v1/context".to_string(),
         None => format!("/{route}"),
+    };
+    let turn_route = match via {
+        "respond" => "respond",
+        "anthropic" | "anthropic-sdk" => "anthropic/v1/messages",
+        other => panic!("--via {other}: respond, anthropic or anthropic-sdk"),
     };
     // The first context of each log builds its live state.
     let t = Instant::now();
@@ -333,14 +369,20 @@ async fn run_one(
     let mock_url = format!("http://127.0.0.1:{mock_port}/v1/messages");
     let respond_urls: Vec<String> = ids
         .iter()
-        .map(|id| server.url(&path(id, "respond")))
+        .map(|id| server.url(&path(id, turn_route)))
         .collect();
+    let turn_client = self::client(sdk);
     // Warm-up turns (a log's first turn opens its writer and journal),
     // then the measured ones, each with a direct call.
-    let turn_body = |i: usize| bytes::Bytes::from(format!(r#"{{"text":"turn {i}: what next?"}}"#));
+    let turn_body = |i: usize| match via {
+        "respond" => bytes::Bytes::from(format!(r#"{{"text":"turn {i}: what next?"}}"#)),
+        _ => bytes::Bytes::from(format!(
+            r#"{{"model":"m","max_tokens":16,"messages":[{{"role":"user","content":"turn {i}: what next?"}}]}}"#
+        )),
+    };
     for i in 0..20.max(respond_urls.len()) {
         post(
-            &client,
+            &turn_client,
             &respond_urls[i % respond_urls.len()],
             &turn_body(i),
         )
@@ -350,7 +392,7 @@ async fn run_one(
     let (mut turns, mut direct) = (Vec::new(), Vec::new());
     for i in 0..o.turns {
         turns.push(ms(post(
-            &client,
+            &turn_client,
             &respond_urls[i % respond_urls.len()],
             &turn_body(i),
         )
@@ -367,34 +409,39 @@ async fn run_one(
     // Eight (--clients) at once, interleaved rounds.
     let turn_bodies: Arc<Vec<bytes::Bytes>> = Arc::new((0..64).map(turn_body).collect());
     let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let mut lag = Vec::new();
     for _ in 0..o.rounds {
-        let a = throughput(
+        let (a, a50) = throughput(
             o.clients,
             o.secs,
             Arc::new(respond_urls.clone()),
             turn_bodies.clone(),
+            sdk,
         )
         .await;
-        let b = throughput(
+        let (b, b50) = throughput(
             o.clients,
             o.secs,
             Arc::new(vec![mock_url.clone()]),
             Arc::new(direct_bodies.clone()),
+            false,
         )
         .await;
         ours.push(a);
         theirs.push(b);
         ratios.push(a / b);
+        lag.push(a50 - b50);
     }
     let (rss, hwm) = server.memory();
     let overhead = pct(&turns, 0.5) - pct(&direct, 0.5);
     println!(
-        "| {label} | {select} | {body_kb:.0} KB | {:.2} s | {:.2} / {:.2} / {:.2} ms | {:.2} ms | **{overhead:+.2} ms** | {:.0} | {:.0} | **{:.2}×** | {rss:.0} MB | {hwm:.0} MB |",
+        "| {label} | {select} | {via} | {body_kb:.0} KB | {:.2} s | {:.2} / {:.2} / {:.2} ms | {:.2} ms | **{overhead:+.2} ms** | {:+.2} ms | {:.0} | {:.0} | **{:.2}×** | {rss:.0} MB | {hwm:.0} MB |",
         first_context.as_secs_f64(),
         pct(&turns, 0.5),
         pct(&turns, 0.9),
         pct(&turns, 0.99),
         pct(&direct, 0.5),
+        median(lag),
         median(ours),
         median(theirs),
         median(ratios),
@@ -421,10 +468,10 @@ fn main() {
         if o.fsync { "on" } else { "off" }
     );
     println!(
-        "| log | selection | request | first context | turn p50 / p90 / p99 | direct p50 | overhead p50 | turns/s ({0} clients) | direct/s | ratio | RSS after | RSS peak |",
+        "| log | selection | route | request | first context | turn p50 / p90 / p99 | direct p50 | overhead p50 | overhead p50 ({0} clients) | turns/s ({0} clients) | direct/s | ratio | RSS after | RSS peak |",
         o.clients
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let scratch = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/turns");
     std::fs::create_dir_all(&scratch).unwrap();
     if let Some((n, size)) = &o.log_dir {
@@ -441,13 +488,16 @@ fn main() {
                 std::fs::copy(&source, dir.join(format!("{id}.log"))).unwrap();
             }
             let where_ = vec!["--log-dir".to_string(), dir.display().to_string()];
-            rt.block_on(run_one(
-                &o,
-                &format!("{n} × {size}"),
-                where_,
-                ids.clone(),
-                select,
-            ));
+            for via in &o.via {
+                rt.block_on(run_one(
+                    &o,
+                    &format!("{n} × {size}"),
+                    where_.clone(),
+                    ids.clone(),
+                    select,
+                    via,
+                ));
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
         return;
@@ -455,12 +505,14 @@ fn main() {
     for size in &o.sizes {
         let source = corpus(size);
         for select in &o.selects {
-            let log = scratch.join(format!("turns-{size}.log"));
-            copy_fresh(&source, &log);
-            let where_ = vec!["--log".to_string(), log.display().to_string()];
-            rt.block_on(run_one(&o, size, where_, vec![None], select));
-            let _ = std::fs::remove_file(&log);
-            let _ = std::fs::remove_file(log.with_extension("log.wmreplay.db"));
+            for via in &o.via {
+                let log = scratch.join(format!("turns-{size}.log"));
+                copy_fresh(&source, &log);
+                let where_ = vec!["--log".to_string(), log.display().to_string()];
+                rt.block_on(run_one(&o, size, where_, vec![None], select, via));
+                let _ = std::fs::remove_file(&log);
+                let _ = std::fs::remove_file(log.with_extension("log.wmreplay.db"));
+            }
         }
     }
 }
