@@ -3,7 +3,9 @@
 //! values but the top-level `type` and `session_id`: the words of its
 //! prose, stemmed in the index's [`Language`], and its identifiers apart;
 //! the rules are in `docs/contract.md`, "Search"), from an index kept next
-//! to the log and brought up to date before each search.
+//! to the log and brought up to date before each search. With an embedding
+//! model ([`SearchIndex::with_embedder`]) the search is hybrid: records are
+//! also found by meaning, and the two rankings fused (`hybrid/`).
 //!
 //! ```
 //! use wmreplay::search::{SearchIndex, SearchOptions};
@@ -32,6 +34,7 @@
 
 mod analysis;
 mod dir;
+mod hybrid;
 mod index;
 mod meta;
 pub(crate) mod naive;
@@ -45,6 +48,7 @@ use std::path::{Path, PathBuf};
 
 pub use analysis::Language;
 use analysis::{Analyzer, Terms};
+pub use hybrid::{EmbedError, Embedded, Embedder, HybridOptions, VectorsStatus};
 pub use index::Refreshed;
 use index::{Damaged, Index, Top};
 
@@ -119,7 +123,9 @@ pub struct Hit {
     pub ts_ms: f64,
     /// Its `type`.
     pub kind: String,
-    /// Its BM25 score (higher is better).
+    /// Its score, higher is better: its BM25 score; in a hybrid search
+    /// whose query was embedded, its reciprocal-rank-fusion score (the sum
+    /// of `1 / (60 + rank)` over the lexical and the vector rankings).
     pub score: f64,
     /// The line as written (invalid UTF-8 replaced).
     pub line: String,
@@ -205,6 +211,8 @@ pub struct SearchIndex {
     refuse_links: bool,
     /// The queries' analyser, in the index's language.
     analyzer: Analyzer,
+    /// With an embedding model: the vectors, and how they are made.
+    hybrid: Option<hybrid::Hybrid>,
 }
 
 impl SearchIndex {
@@ -248,6 +256,7 @@ impl SearchIndex {
             max_depth: options.max_depth.max(1),
             refuse_links: options.refuse_links,
             analyzer: Analyzer::new(language),
+            hybrid: None,
         }
     }
 
@@ -293,6 +302,9 @@ impl SearchIndex {
         query_words(query)?;
         let terms = self.analyzer.query(query);
         self.refresh()?;
+        if self.hybrid.is_some() {
+            return self.hybrid_search(query, &terms, options, &|_| false);
+        }
         self.search_terms(&terms, options, &|_| false)
     }
 
@@ -350,7 +362,7 @@ impl SearchIndex {
                     offset,
                     score,
                     &filters,
-                    terms,
+                    Some(terms),
                     &mut self.analyzer,
                     &mut parser,
                     &mut buf,
@@ -427,6 +439,9 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         let options = SearchOptions::with_limit(k.min(MAX_LIMIT));
+        if self.hybrid.is_some() {
+            return self.hybrid_search(&text[..cut], &terms, &options, replayed);
+        }
         self.search_terms(&terms, &options, replayed)
     }
 }
@@ -499,8 +514,8 @@ enum Read {
 
 /// The record whose line starts at `offset`: a hit if it passes `filters`;
 /// [`Read::Wrong`] when `offset` is not where a line starts, the line is
-/// not a record, or the record holds none of `words` (the index said it
-/// does).
+/// not a record, or the record holds none of `terms` (the index said it
+/// does; a vector's hit is not held to any).
 #[allow(clippy::too_many_arguments)]
 fn read_hit(
     file: &File,
@@ -508,7 +523,7 @@ fn read_hit(
     offset: u64,
     score: f64,
     filters: &Selection,
-    terms: &Terms,
+    terms: Option<&Terms>,
     analyzer: &mut Analyzer,
     parser: &mut LineParser,
     buf: &mut Vec<u8>,
@@ -548,10 +563,12 @@ fn read_hit(
     let Ok(r) = parser.parse(line, 0) else {
         return wrong("not a record");
     };
-    let mut holds = false;
-    analyzer.record(line, &mut text::Scratch::default(), |field, t| {
-        holds |= terms.has(field, t);
-    });
+    let mut holds = terms.is_none();
+    if let Some(terms) = terms {
+        analyzer.record(line, &mut text::Scratch::default(), |field, t| {
+            holds |= terms.has(field, t);
+        });
+    }
     if !holds {
         return wrong("a record holding none of the words searched for");
     }
