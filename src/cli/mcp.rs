@@ -35,6 +35,9 @@ pub struct McpArgs {
     max_depth: usize,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
     language: wmreplay::search::Language,
+    /// Hybrid search for search_memory (see `wmreplay search`).
+    #[command(flatten)]
+    embed: super::embed::EmbedArgs,
 }
 
 /// Serves MCP on stdin and stdout until stdin closes (or SIGINT, SIGTERM).
@@ -51,6 +54,7 @@ pub fn mcp(args: McpArgs) -> Result<(), Failure> {
     cfg.fsync = !args.no_fsync;
     cfg.replay.max_depth = args.max_depth.max(1);
     cfg.language = args.language;
+    cfg.embed = args.embed.config()?;
     // The live state keeps what the newest summary does not cover, and
     // with --facts the facts as a table: what recent_context reads.
     cfg.selection.summaries = true;

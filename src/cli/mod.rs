@@ -10,6 +10,7 @@
 
 mod args;
 mod compact;
+mod embed;
 mod generate;
 mod mcp;
 mod replay;
@@ -52,7 +53,7 @@ enum Command {
     /// still printed and the exit status is 0.
     ///
     /// Example: wmreplay respond wm.log --text "What next?" --require-log
-    Respond(replay::RespondArgs),
+    Respond(Box<replay::RespondArgs>),
     /// Print the replayed messages alone: a JSON array, NDJSON, or an XML
     /// <memory_context> document.
     ///
@@ -143,11 +144,21 @@ enum Command {
     /// lines appended since before each search, and built again when the log
     /// was replaced, truncated or rewritten.
     ///
+    /// With --embed-upstream and --embed-model the search is hybrid: records
+    /// are also embedded by that model (an OpenAI-compatible /v1/embeddings
+    /// API) and found by meaning; the two rankings are fused (reciprocal rank
+    /// fusion, k = 60) and each hit's score is the fused score. Records not
+    /// embedded yet are embedded first (a progress bar on a terminal); when
+    /// the model fails, the search is by words only, with a warning.
+    ///
     /// A LOG that does not exist finds nothing, with a warning (exit status
     /// 0); --require-log makes it exit 1. A query without a word, or longer
     /// than 4096 bytes or 64 words, exits 2.
     ///
     /// Example: wmreplay search wm.log "lisbon invoice" --limit 5 --kinds text_input
+    ///
+    /// Example (hybrid, Ollama): wmreplay search wm.log "where did we go hiking"
+    /// --embed-upstream http://localhost:11434 --embed-model nomic-embed-text
     Search(search::SearchArgs),
     /// Print the replay stats as one JSON object.
     ///
@@ -224,7 +235,7 @@ impl From<std::io::Error> for Failure {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Respond(a) => replay::respond(a),
+        Command::Respond(a) => replay::respond(*a),
         Command::Replay(a) => replay::replay_messages(a),
         Command::Prepare(a) => session::prepare(a),
         Command::Ack(a) => session::ack(a),

@@ -71,6 +71,9 @@ pub struct RespondArgs {
     pub recall: Option<u64>,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
     pub language: wmreplay::search::Language,
+    /// Hybrid recall (--embed-upstream, --embed-model: see `wmreplay search`).
+    #[command(flatten)]
+    pub embed: super::embed::EmbedArgs,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -128,6 +131,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         allow_params,
         recall,
         language,
+        embed,
         select,
         engine,
     } = args;
@@ -167,7 +171,14 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     };
     let t = std::time::Instant::now();
     let recalled = match recall {
-        Some(k) => recall_for(&log.log, &text, k as usize, &replayed, &engine, language)?,
+        Some(k) => recall_for(
+            &log.log,
+            &text,
+            k as usize,
+            &replayed,
+            &engine,
+            (language, &embed),
+        )?,
         None => None,
     };
     let mut spec = wmreplay::RequestSpec::new(format, &system, current)
@@ -196,7 +207,7 @@ fn recall_for(
     k: usize,
     replayed: &wmreplay::Replay<'_>,
     engine: &EngineArgs,
-    language: wmreplay::search::Language,
+    (language, embed): (wmreplay::search::Language, &super::embed::EmbedArgs),
 ) -> Result<Option<String>, Failure> {
     let held: std::collections::HashSet<u64> = replayed
         .records()
@@ -204,12 +215,12 @@ fn recall_for(
         .map(|r| replayed.source_offset(r))
         .collect();
     let options = replay_options(engine, 0);
-    let mut index = wmreplay::search::SearchIndex::in_language(
+    let mut index = embed.hybrid(wmreplay::search::SearchIndex::in_language(
         log,
         wmreplay::search::SearchIndex::path_for(log),
         &options,
         language,
-    );
+    ))?;
     let total = std::fs::metadata(log).map_or(0, |m| m.len());
     let bar = progress_bar(total, format!("indexing {}", log.display()));
     let refreshed = index.refresh_with_progress(&mut |done, total| {
@@ -222,6 +233,7 @@ fn recall_for(
         b.finish_and_clear();
     }
     refreshed?;
+    super::embed::embed_pending(&mut index)?;
     Ok(index.recall(text, k, &|o| held.contains(&o))?)
 }
 

@@ -45,6 +45,8 @@ pub struct SearchArgs {
     max_depth: usize,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
     language: wmreplay::search::Language,
+    #[command(flatten)]
+    embed: super::embed::EmbedArgs,
 }
 
 /// `wmreplay search`.
@@ -62,6 +64,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
         require_log,
         max_depth,
         language,
+        embed,
     } = args;
     // The query is checked before anything is read or made.
     wmreplay::search::query_words(&query).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -85,7 +88,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
     let mut options = wmreplay::ReplayOptions::default();
     options.max_depth = max_depth.max(1);
     let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
-    let mut idx = SearchIndex::in_language(&log, &path, &options, language);
+    let mut idx = embed.hybrid(SearchIndex::in_language(&log, &path, &options, language))?;
     let total = std::fs::metadata(&log).map_or(0, |m| m.len());
     let bar = progress_bar(total, format!("indexing {}", log.display()));
     let refreshed = idx
@@ -100,6 +103,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
         b.finish_and_clear();
     }
     refreshed?;
+    super::embed::embed_pending(&mut idx)?;
     let mut o = SearchOptions::with_limit(limit);
     o.kinds = kinds;
     o.session = session;

@@ -418,7 +418,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             Some(c)
         }
     };
-    args.memory.apply(&mut cfg);
+    args.memory.apply(&mut cfg)?;
     #[cfg(feature = "jetstream")]
     args.jetstream.apply(&mut cfg);
     #[cfg(not(feature = "jetstream"))]

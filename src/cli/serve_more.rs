@@ -22,6 +22,12 @@ pub struct MemoryArgs {
     pub recall: Option<u64>,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
     pub language: wmreplay::search::Language,
+    /// Hybrid search for recall, POST /v1/search and search_memory. A turn
+    /// waits at most 250 ms for the records appended to be embedded (the
+    /// rest are embedded in the background) and at most --embed-timeout
+    /// for its text's own embedding.
+    #[command(flatten)]
+    pub embed: super::embed::EmbedArgs,
     /// Offer the model a search_memory tool (Anthropic tool use, OpenAI
     /// function calling): when it calls it, the server searches the whole
     /// log (the index next to it) for the model's query, leaving out what the
@@ -60,14 +66,16 @@ pub struct MemoryArgs {
 }
 
 impl MemoryArgs {
-    pub fn apply(&self, cfg: &mut server::Config) {
+    pub fn apply(&self, cfg: &mut server::Config) -> Result<(), super::Failure> {
         cfg.recall = self.recall.map(|k| k as usize);
         cfg.language = self.language;
+        cfg.embed = self.embed.config()?;
         cfg.tools.search_memory = self.recall_tool;
         cfg.tools.memory = self.memory_tool;
         cfg.tools.max_rounds = self.max_tool_rounds;
         cfg.mcp = self.mcp;
         cfg.forward_client_key = self.forward_client_key;
+        Ok(())
     }
 }
 

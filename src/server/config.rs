@@ -124,6 +124,11 @@ pub struct Config {
     /// The language the search index analyses words in (`--language`):
     /// recall, `POST /v1/search`, `search_memory`. Default English.
     pub language: crate::search::Language,
+    /// Hybrid search (`--embed-upstream`, `--embed-model`): records are
+    /// also embedded by this model and found by meaning, for recall,
+    /// `POST /v1/search` and `search_memory`. Default none: search is
+    /// lexical and no embedding API is called.
+    pub embed: Option<super::upstream::EmbedConfig>,
     /// Tools the server offers the model and runs itself (`--recall-tool`,
     /// `--memory-tool`). Default none.
     pub tools: Tools,
@@ -276,6 +281,7 @@ impl Config {
             compaction: None,
             recall: None,
             language: crate::search::Language::default(),
+            embed: None,
             tools: Tools::default(),
             #[cfg(feature = "jetstream")]
             jetstream: None,

@@ -8,6 +8,8 @@
 //! | `wmreplay_turn_duration_seconds` | histogram | |
 //! | `wmreplay_upstream_requests_total` | counter | `status` (an HTTP status, `timeout`, `unreachable`) |
 //! | `wmreplay_upstream_retries_total` | counter | |
+//! | `wmreplay_embed_requests_total` | counter | `status` (as the model's, for the embedding model of hybrid search) |
+//! | `wmreplay_embed_retries_total` | counter | |
 //! | `wmreplay_tokens_total` | counter | `kind` (`input`, `cache_read`, `cache_write`, `output`) |
 //! | `wmreplay_tool_calls_total` | counter | `tool`, `outcome` (`ok`, `error`) |
 //! | `wmreplay_records_written_total` | counter | |
@@ -74,6 +76,14 @@ fn describe() {
     describe_counter!(
         "wmreplay_upstream_retries_total",
         "Calls to the model made again after a failure."
+    );
+    describe_counter!(
+        "wmreplay_embed_requests_total",
+        "Calls to the embedding model of hybrid search, by the status answered."
+    );
+    describe_counter!(
+        "wmreplay_embed_retries_total",
+        "Calls to the embedding model made again after a failure."
     );
     describe_counter!(
         "wmreplay_tokens_total",

@@ -74,7 +74,7 @@ pub use compact::{CompactError, CompactReport, compact_once};
 pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use mcp::{McpStdioError, mcp_stdio};
-pub use upstream::{ApiKey, Provider, Usage};
+pub use upstream::{ApiKey, EmbedConfig, HttpEmbedder, Provider, Usage};
 #[cfg(feature = "jetstream")]
 pub use writer::jetstream::JetStreamConfig;
 
@@ -133,6 +133,7 @@ pub async fn serve(
     install_crypto_provider();
     cfg.validate().map_err(ServeError::Config)?;
     let upstream = upstream_of(&cfg)?;
+    let embedder = embedder_of(&cfg).map_err(ServeError::Config)?;
     #[cfg(feature = "jetstream")]
     let fleet = match &cfg.jetstream {
         Some(js) => Some(
@@ -146,6 +147,7 @@ pub async fn serve(
         #[cfg(feature = "jetstream")]
         fleet,
         upstream,
+        embedder,
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         threads: Arc::default(),
@@ -286,6 +288,16 @@ pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeEr
         })
     });
     Ok(upstream)
+}
+
+/// The embedding model of hybrid search `cfg` names, if it names one.
+pub(crate) fn embedder_of(
+    cfg: &Config,
+) -> Result<Option<Arc<dyn crate::search::Embedder>>, String> {
+    match &cfg.embed {
+        None => Ok(None),
+        Some(e) => Ok(Some(Arc::new(HttpEmbedder::new(e)?))),
+    }
 }
 
 /// How long before the shutdown deadline running turns are cut, so that

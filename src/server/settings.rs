@@ -224,6 +224,9 @@ impl Config {
             ));
         }
         check_tools(self)?;
+        if let Some(e) = &self.embed {
+            e.validate()?;
+        }
         #[cfg(feature = "jetstream")]
         if let Some(js) = &self.jetstream {
             if self.log_dir.is_none() {

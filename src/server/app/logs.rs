@@ -32,6 +32,8 @@ const MAX_ID: usize = 128;
 pub(crate) struct Shared {
     pub(crate) cfg: Config,
     pub(crate) upstream: Option<Arc<Upstream>>,
+    /// The embedding model of hybrid search, when there is one.
+    pub(crate) embedder: Option<Arc<dyn crate::search::Embedder>>,
     pub(crate) system: String,
     pub(crate) replays: Arc<Semaphore>,
     pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
@@ -59,6 +61,7 @@ impl Shared {
         AppState {
             id,
             upstream: self.upstream.clone(),
+            embedder: self.embedder.clone(),
             system: self.system.clone(),
             live: Arc::new(Mutex::new(live)),
             writer: std::sync::OnceLock::new(),

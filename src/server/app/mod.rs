@@ -45,6 +45,8 @@ pub(crate) struct AppState {
     pub(crate) id: Option<String>,
     /// The upstream model, when there is one.
     pub(crate) upstream: Option<Arc<Upstream>>,
+    /// The embedding model of hybrid search (`--embed-upstream`), if any.
+    pub(crate) embedder: Option<Arc<dyn crate::search::Embedder>>,
     pub(crate) system: String,
     pub(crate) live: Arc<Mutex<LiveReplay>>,
     /// The log's single writer, started on the first append.
@@ -113,16 +115,21 @@ impl AppState {
     }
 
     /// The search index, kept open from the first search on (next to the
-    /// log; under `--log-dir` no link is followed).
+    /// log; under `--log-dir` no link is followed); hybrid with an
+    /// embedding model (its vectors next to the index).
     pub(crate) fn search_index(&self) -> Arc<Mutex<Option<crate::search::SearchIndex>>> {
         let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
-            *slot = Some(crate::search::SearchIndex::in_language(
+            let mut index = crate::search::SearchIndex::in_language(
                 &self.cfg.log,
                 crate::search::SearchIndex::path_for(&self.cfg.log),
                 &self.cfg.replay,
                 self.cfg.language,
-            ));
+            );
+            if let (Some(e), Some(c)) = (&self.embedder, &self.cfg.embed) {
+                index = index.with_embedder(e.clone(), c.hybrid.clone());
+            }
+            *slot = Some(index);
         }
         drop(slot);
         self.search.clone()

@@ -37,10 +37,12 @@ pub async fn mcp_stdio(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), McpStdioError> {
     cfg.validate().map_err(McpStdioError::Config)?;
+    let embedder = crate::server::embedder_of(&cfg).map_err(McpStdioError::Config)?;
     let shared = Arc::new(Shared {
         #[cfg(feature = "jetstream")]
         fleet: None,
         upstream: None,
+        embedder,
         system: crate::system_prompt(cfg.system.as_deref()),
         replays: Arc::new(Semaphore::new(cfg.max_concurrent.max(1))),
         threads: Arc::default(),

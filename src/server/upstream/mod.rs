@@ -3,16 +3,19 @@
 //! events, and upstream errors (status, code, message, `retry-after`) with
 //! the API key redacted from anything relayed or logged. Each provider's own
 //! shapes are in `anthropic.rs` and `openai.rs`, which `provider.rs` picks
-//! between; `call.rs` sends a request and reads its answer.
+//! between; `call.rs` sends a request and reads its answer; `embed.rs`
+//! calls the embedding model of hybrid search.
 
 mod anthropic;
 pub(crate) mod call;
+pub mod embed;
 mod openai;
 mod provider;
 pub(crate) mod relay;
 pub(crate) mod shapes;
 pub(crate) mod tools;
 
+pub use embed::{EmbedConfig, HttpEmbedder};
 pub use tools::ToolCall;
 
 use std::fmt;
