@@ -218,7 +218,7 @@ pub fn parse_language(s: &str) -> Result<wmreplay::search::Language, String> {
 }
 
 /// The help of every `--language` flag.
-pub const LANGUAGE_HELP: &str = "The language the search index analyses words in: english (the default: Snowball stemming, so hiking finds hike; stop words like what/did dropped from queries that have other words), none (words only lowercased), or arabic, danish, dutch, finnish, french, german, greek, hungarian, italian, norwegian, portuguese, romanian, russian, spanish, swedish, tamil, turkish. Recorded in the index: another language builds it again";
+pub const LANGUAGE_HELP: &str = "The language the search index analyses words in: english (the default: Snowball stemming, so hiking finds hike; stop words like what/did count little in queries that have other words), none (words only lowercased), or arabic, danish, dutch, finnish, french, german, greek, hungarian, italian, norwegian, portuguese, romanian, russian, spanish, swedish, tamil, turkish. Recorded in the index: another language builds it again";
 
 pub fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()

@@ -24,7 +24,7 @@ use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing,
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
 use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
 
-use super::analysis::{IDENT_WEIGHT, Language, Terms};
+use super::analysis::{Field as Of, Language, Terms};
 use super::dir::{self, Unsynced};
 use super::meta::{Meta, VERSION, err};
 use super::write::{add_lines, commit, has_line, with_cause, writer};
@@ -462,16 +462,23 @@ impl Index {
                     IndexRecordOption::WithFreqs,
                 ))
             };
-            let mut queries: Vec<(Occur, Box<dyn Query>)> = terms
-                .prose
-                .iter()
-                .map(|w| (Occur::Should, term(open.fields.body, w)))
+            let queries: Vec<(Occur, Box<dyn Query>)> = terms
+                .weighted()
+                .into_iter()
+                .map(|(field, t, weight)| {
+                    let field = match field {
+                        Of::Prose => open.fields.body,
+                        Of::Ident => open.fields.ids,
+                    };
+                    let q = term(field, t);
+                    let q: Box<dyn Query> = if weight == 1.0 {
+                        q
+                    } else {
+                        Box::new(BoostQuery::new(q, weight))
+                    };
+                    (Occur::Should, q)
+                })
                 .collect();
-            for id in &terms.ident {
-                let q: Box<dyn Query> =
-                    Box::new(BoostQuery::new(term(open.fields.ids, id), IDENT_WEIGHT));
-                queries.push((Occur::Should, q));
-            }
             let searcher = open.reader.searcher();
             let top = searcher
                 .search(

@@ -3,17 +3,17 @@
 //! own statistics and identifiers at their weight: the oracle of the
 //! index, and the brute-force baseline it is measured against.
 
-use super::analysis::{Analyzer, Field, IDENT_WEIGHT, Language};
+use super::analysis::{Analyzer, Field, Language};
 use super::text::{self, Scratch};
 use super::{SearchOptions, query_words};
 use crate::parse::LineParser;
 
-/// One record with terms: its offset, and per field its length and the
+/// One record with terms: its offset, its length in each field, and the
 /// frequency of each query term.
 struct Doc {
     offset: u64,
     len: [u64; 2],
-    freq: [Vec<u64>; 2],
+    freq: Vec<u64>,
 }
 
 /// The best `options.limit` records of `log` for `query`, its words
@@ -29,7 +29,7 @@ pub fn search(
     }
     let mut analyzer = Analyzer::new(language);
     let terms = analyzer.query(query);
-    let fields = [&terms.prose, &terms.ident];
+    let weighted = terms.weighted();
     let slot = |f: Field| match f {
         Field::Prose => 0,
         Field::Ident => 1,
@@ -44,13 +44,12 @@ pub fn search(
         let mut d = Doc {
             offset: at as u64,
             len: [0, 0],
-            freq: [vec![0; fields[0].len()], vec![0; fields[1].len()]],
+            freq: vec![0; weighted.len()],
         };
         analyzer.record(line, &mut scratch, |f, t| {
-            let s = slot(f);
-            d.len[s] += 1;
-            if let Some(i) = fields[s].iter().position(|q| q == t) {
-                d.freq[s][i] += 1;
+            d.len[slot(f)] += 1;
+            if let Some(i) = weighted.iter().position(|&(qf, q, _)| qf == f && q == t) {
+                d.freq[i] += 1;
             }
         });
         if d.len != [0, 0] {
@@ -68,31 +67,29 @@ pub fn search(
     let n = docs.len() as u64;
     let (k1, b) = (1.2f32, 0.75f32);
     let avg = [total[0] as f32 / n as f32, total[1] as f32 / n as f32];
-    let boost = [1.0f32, IDENT_WEIGHT];
-    let weight: [Vec<f32>; 2] = [0, 1].map(|s| {
-        (0..fields[s].len())
-            .map(|i| {
-                let hits = docs.iter().filter(|d| d.freq[s][i] > 0).count() as u64;
-                let x = ((n - hits) as f32 + 0.5) / (hits as f32 + 0.5);
-                let w = (1.0 + x).ln() * (1.0 + k1);
-                if boost[s] == 1.0 { w } else { w * boost[s] }
-            })
-            .collect()
-    });
+    let weight: Vec<f32> = weighted
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, _, boost))| {
+            let hits = docs.iter().filter(|d| d.freq[i] > 0).count() as u64;
+            let x = ((n - hits) as f32 + 0.5) / (hits as f32 + 0.5);
+            let w = (1.0 + x).ln() * (1.0 + k1);
+            if boost == 1.0 { w } else { w * boost }
+        })
+        .collect();
     let mut scored: Vec<(u64, f64)> = docs
         .iter()
-        .filter(|d| d.freq.iter().flatten().any(|&f| f > 0))
+        .filter(|d| d.freq.iter().any(|&f| f > 0))
         .map(|d| {
             let mut score = 0.0f32;
-            for s in 0..2 {
-                let id = FieldNormReader::fieldnorm_to_id(d.len[s] as u32);
-                let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
-                let cache = k1 * (1.0 - b + b * norm / avg[s]);
-                for (i, &f) in d.freq[s].iter().enumerate() {
-                    if f > 0 {
-                        let f = f as f32;
-                        score += weight[s][i] * (f / (f + cache));
-                    }
+            for (i, &f) in d.freq.iter().enumerate() {
+                if f > 0 {
+                    let s = slot(weighted[i].0);
+                    let id = FieldNormReader::fieldnorm_to_id(d.len[s] as u32);
+                    let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
+                    let cache = k1 * (1.0 - b + b * norm / avg[s]);
+                    let f = f as f32;
+                    score += weight[i] * (f / (f + cache));
                 }
             }
             (d.offset, -f64::from(score))
