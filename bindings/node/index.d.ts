@@ -253,13 +253,13 @@ export interface IndexRefreshed {
 export function search(
   logPath: string,
   query: string,
-  options?: SearchOptions & { indexPath?: string },
+  options?: SearchOptions & { indexPath?: string; language?: string },
 ): Promise<SearchHit[]>;
 
 /** A log's search index kept open across searches, for a long-lived process. */
 export class SearchIndex {
   /** Nothing is read or made until the first search or refresh. */
-  constructor(logPath: string, options?: { indexPath?: string });
+  constructor(logPath: string, options?: { indexPath?: string; language?: string });
   readonly logPath: string;
   /** The index file (default `<logPath>.wmreplay.idx`). */
   readonly indexPath: string;

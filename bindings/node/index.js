@@ -370,7 +370,7 @@ const SEARCH_OPTIONS = {
   since: NUMBER,
   until: NUMBER,
 };
-const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, indexPath: STRING };
+const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, indexPath: STRING, language: STRING };
 
 function searchArgs(what, query, o, allowed) {
   if (typeof query !== 'string') throw invalidArg(`${what}: \`query\` must be a string, not ${describe(query)}`, 'query');
@@ -389,10 +389,10 @@ function searchArgs(what, query, o, allowed) {
  */
 async function search(logPath, query, options) {
   if (typeof logPath !== 'string') throw invalidArg('search: logPath must be a string', 'logPath');
-  const { indexPath, ...o } = searchArgs('search', query, options, SEARCH_CALL_OPTIONS);
+  const { indexPath, language, ...o } = searchArgs('search', query, options, SEARCH_CALL_OPTIONS);
   let text;
   try {
-    text = await native.search(logPath, query, o, indexPath);
+    text = await native.search(logPath, query, o, indexPath, language);
   } catch (e) {
     rethrow(e);
   }
@@ -412,9 +412,13 @@ class SearchIndex {
     if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
       throw invalidArg('SearchIndex: options must be an object', 'options');
     }
-    const { indexPath } = knownOptions(options ?? {}, 'SearchIndex', { indexPath: STRING });
+    const { indexPath, language } = knownOptions(options ?? {}, 'SearchIndex', { indexPath: STRING, language: STRING });
     this.#logPath = logPath;
-    this.#inner = new native.SearchIndex(logPath, indexPath);
+    try {
+      this.#inner = new native.SearchIndex(logPath, indexPath, language);
+    } catch (e) {
+      rethrow(e);
+    }
   }
 
   /** The log's path. */

@@ -76,9 +76,15 @@ pub fn search(
     query: String,
     input: Option<SearchInput>,
     index_path: Option<String>,
+    language: Option<String>,
 ) -> Result<AsyncTask<SearchTask>> {
     let request = request(query, input)?;
-    let index = shared::open_index(PathBuf::from(log_path), index_path.map(PathBuf::from));
+    let index = shared::open_index(
+        PathBuf::from(log_path),
+        index_path.map(PathBuf::from),
+        language.as_deref(),
+    )
+    .map_err(refused)?;
     Ok(AsyncTask::new(SearchTask {
         index: Arc::new(Mutex::new(index)),
         request,
@@ -126,12 +132,21 @@ pub struct SearchIndex {
 #[napi]
 impl SearchIndex {
     #[napi(constructor)]
-    pub fn new(log_path: String, index_path: Option<String>) -> Self {
-        let index = shared::open_index(PathBuf::from(log_path), index_path.map(PathBuf::from));
-        SearchIndex {
+    pub fn new(
+        log_path: String,
+        index_path: Option<String>,
+        language: Option<String>,
+    ) -> Result<Self> {
+        let index = shared::open_index(
+            PathBuf::from(log_path),
+            index_path.map(PathBuf::from),
+            language.as_deref(),
+        )
+        .map_err(refused)?;
+        Ok(SearchIndex {
             index_path: index.path().display().to_string(),
             index: Arc::new(Mutex::new(index)),
-        }
+        })
     }
 
     /// The index file.

@@ -204,3 +204,21 @@ test('trouble with the log or the index rejects with an Error naming the file', 
     });
   }
 });
+
+test('language stems or not, and identifiers are found whole, as the CLI', async () => {
+  const first = JSON.stringify({ type: 'text_input', ts_ms: 1, text: 'We went hiking with the pets' });
+  const p = write(`${first}\n${JSON.stringify({ type: 'wm_event', ts_ms: 2, dia_id: 'D1:13', text: 'what did they do' })}\n`);
+  // English by default: a stem finds its inflections.
+  assert.deepStrictEqual((await search(p, 'hike pet')).map((h) => h.offset), [0]);
+  // Without stemming the words differ; the index is built again for it.
+  assert.deepStrictEqual(await search(p, 'hike pet', { language: 'none' }), []);
+  assert.deepStrictEqual(await search(p, 'hiking', { language: 'none' }), cliHits(p, 'hiking', ['--language', 'none']));
+  // An identifier is found whole, and the query's stop words do not count.
+  const hits = await search(p, 'What did D1:13 do?');
+  assert.deepStrictEqual(hits.map((h) => h.offset), [Buffer.byteLength(first) + 1]);
+  assert.deepStrictEqual(hits, cliHits(p, 'What did D1:13 do?'));
+  const index = new SearchIndex(p, { language: 'en' });
+  assert.deepStrictEqual((await index.search('pets')).map((h) => h.offset), [0]);
+  await assert.rejects(search(p, 'x', { language: 'klingon' }), (e) => e instanceof TypeError && e.code === 'EINVALIDARG' && /unknown language/.test(e.message));
+  assert.throws(() => new SearchIndex(p, { language: 'klingon' }), (e) => e instanceof TypeError && e.code === 'EINVALIDARG');
+});

@@ -93,7 +93,7 @@ fn run<'py>(
 /// `index_path` (default `PATH.wmreplay.idx`), made on first use and brought
 /// up to date before each search. A missing log finds nothing.
 #[pyfunction]
-#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None))]
+#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None, language=None))]
 #[allow(clippy::too_many_arguments)]
 fn search<'py>(
     py: Python<'py>,
@@ -105,9 +105,12 @@ fn search<'py>(
     since: Option<&Bound<'py, PyAny>>,
     until: Option<&Bound<'py, PyAny>>,
     index_path: Option<PathBuf>,
+    language: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = request("search", query, limit, kinds, session, since, until)?;
-    let index = Mutex::new(shared::open_index(path, index_path));
+    let index = Mutex::new(
+        shared::open_index(path, index_path, language.as_deref()).map_err(refused)?,
+    );
     run(py, &index, &request)
 }
 
@@ -124,14 +127,15 @@ struct SearchIndex {
 #[pymethods]
 impl SearchIndex {
     #[new]
-    #[pyo3(signature = (path, *, index_path=None))]
-    fn new(path: PathBuf, index_path: Option<PathBuf>) -> Self {
-        let index = shared::open_index(path.clone(), index_path);
-        SearchIndex {
+    #[pyo3(signature = (path, *, index_path=None, language=None))]
+    fn new(path: PathBuf, index_path: Option<PathBuf>, language: Option<String>) -> PyResult<Self> {
+        let index = shared::open_index(path.clone(), index_path, language.as_deref())
+            .map_err(refused)?;
+        Ok(SearchIndex {
             index_path: index.path().to_path_buf(),
             index: Mutex::new(index),
             path,
-        }
+        })
     }
 
     /// The log.

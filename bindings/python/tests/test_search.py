@@ -215,3 +215,26 @@ def test_trouble_with_the_log_or_the_index_is_an_os_error_naming_the_file(log, t
             call()
         assert e.value.filename.startswith(str(log) + os.sep), e.value.filename
         assert str(log) in str(e.value)
+
+
+def test_language_stems_or_not_and_identifiers_as_the_cli(tmp_path):
+    p = tmp_path / "lang.log"
+    first = json.dumps({"type": "text_input", "ts_ms": 1, "text": "We went hiking with the pets"})
+    p.write_text(first + "\n"
+                 + json.dumps({"type": "wm_event", "ts_ms": 2, "dia_id": "D1:13", "text": "what did they do"})
+                 + "\n")
+    # English by default: a stem finds its inflections.
+    assert [h["offset"] for h in wmreplay.search(p, "hike pet")] == [0]
+    # Without stemming the words differ; the index is built again for it.
+    assert wmreplay.search(p, "hike pet", language="none") == []
+    assert wmreplay.search(p, "hiking", language="none") == cli_hits(p, "hiking", "--language", "none")
+    # An identifier is found whole, and the query's stop words do not count.
+    hits = wmreplay.search(p, "What did D1:13 do?")
+    assert [h["offset"] for h in hits] == [len(first) + 1]
+    assert hits == cli_hits(p, "What did D1:13 do?")
+    index = wmreplay.SearchIndex(p, language="en")
+    assert [h["offset"] for h in index.search("pets")] == [0]
+    with pytest.raises(ValueError, match="unknown language"):
+        wmreplay.search(p, "x", language="klingon")
+    with pytest.raises(ValueError, match="unknown language"):
+        wmreplay.SearchIndex(p, language="klingon")

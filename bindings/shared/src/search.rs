@@ -112,11 +112,32 @@ fn query_error(e: Error) -> InvalidArg {
 }
 
 /// The index of the log at `log`, kept at `index` or, by default, next to
-/// the log ([`SearchIndex::path_for`]: `LOG.wmreplay.idx`). Nothing is read
-/// or made until the first search or refresh.
-pub fn open_index(log: PathBuf, index: Option<PathBuf>) -> SearchIndex {
+/// the log ([`SearchIndex::path_for`]: `LOG.wmreplay.idx`), its words
+/// analysed in `language` (`wmreplay search --language`; default English):
+/// an [`InvalidArg`] (field `language`) for a name the engine does not know.
+/// Nothing is read or made until the first search or refresh.
+pub fn open_index(
+    log: PathBuf,
+    index: Option<PathBuf>,
+    language: Option<&str>,
+) -> Result<SearchIndex, InvalidArg> {
+    let language = match language {
+        None => search::Language::default(),
+        Some(name) => search::Language::parse(name).map_err(|e| InvalidArg {
+            field: "language".into(),
+            message: match e {
+                Error::Query(m) => m,
+                e => e.to_string(),
+            },
+        })?,
+    };
     let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
-    SearchIndex::at(log, path, &ReplayOptions::default())
+    Ok(SearchIndex::in_language(
+        log,
+        path,
+        &ReplayOptions::default(),
+        language,
+    ))
 }
 
 /// Brings `index` up to date, then searches it: the hits, best first, as a
@@ -183,7 +204,7 @@ mod tests {
     fn a_missing_log_finds_nothing() {
         let dir =
             std::env::temp_dir().join(format!("wmreplay-shared-search-{}", std::process::id()));
-        let mut index = open_index(dir.join("none.log"), None);
+        let mut index = open_index(dir.join("none.log"), None, None).unwrap();
         let r = SearchRequest::new("anything".into(), RawSearch::default()).unwrap();
         assert_eq!(search(&mut index, &r).unwrap(), "[]");
     }

@@ -290,14 +290,19 @@ def search(
     since: Optional[float] = None,
     until: Optional[float] = None,
     index_path: Optional[_Path] = None,
+    language: Optional[str] = None,
 ) -> List[Hit]:
     """The records of the log at ``path`` best matching ``query``, best first
     (BM25), GIL released: what ``wmreplay search`` prints, as
     ``[{"offset", "ts_ms", "type", "score", "record"}]``, ``record`` the
     line's JSON decoded.
 
-    The query's words (letters and digits, case ignored) are matched against
-    the words of each record's string values. ``limit``: 1 to 1000;
+    The query's words (letters and digits, case and diacritics ignored,
+    stemmed in the index's ``language``: ``"english"`` by default, ``"none"``,
+    or another Snowball language, as ``wmreplay search --language``; stop
+    words counting little when the query has others) are matched against the words
+    of each record's string values, identifiers (one token with a digit)
+    apart. ``limit``: 1 to 1000;
     ``kinds``: only records of these types; ``session``: only records of this
     ``session_id``, and those without one; ``since``/``until``: ``ts_ms``
     bounds. The index is kept at ``index_path`` (default
@@ -349,7 +354,9 @@ class SearchIndex:
     the last. Nothing is read or made until the first search or refresh.
     Safe to share between threads (searches on one index take turns)."""
 
-    def __new__(cls, path: _Path, *, index_path: Optional[_Path] = None) -> "SearchIndex": ...
+    def __new__(
+        cls, path: _Path, *, index_path: Optional[_Path] = None, language: Optional[str] = None
+    ) -> "SearchIndex": ...
     @property
     def path(self) -> PathLike[str]:
         """The log."""
