@@ -114,6 +114,14 @@ fn every_documented_command_line_runs_on_the_example_log() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{place}: `{example}` failed: {err}");
         assert!(err.is_empty(), "{place}: `{example}` warned: {err}");
+        if w[1] == "search" && !w.iter().any(|a| a == "--format") {
+            // A documented search finds something on the example log.
+            let found: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert!(
+                found["hits"].as_array().is_some_and(|h| !h.is_empty()),
+                "{place}: `{example}` finds nothing on the example log"
+            );
+        }
         if w[1] == "respond" && w.iter().any(|a| a == "--model") {
             let body: Value = serde_json::from_slice(&out.stdout).unwrap();
             let provider = if w.windows(2).any(|p| p[0] == "--format" && p[1] == "openai") {

@@ -155,7 +155,7 @@ enum Command {
     /// 0); --require-log makes it exit 1. A query without a word, or longer
     /// than 4096 bytes or 64 words, exits 2.
     ///
-    /// Example: wmreplay search wm.log "lisbon invoice" --limit 5 --kinds text_input
+    /// Example: wmreplay search wm.log "what was I refactoring?" --limit 5 --kinds text_output
     ///
     /// Example (hybrid, Ollama): wmreplay search wm.log "where did we go hiking"
     /// --embed-upstream http://localhost:11434 --embed-model nomic-embed-text
