@@ -2,9 +2,12 @@
 //! Completions), a real local HTTP server started by each test: it keeps
 //! every request's raw body and key, and answers as scripted — errors with
 //! the provider's error shape and `retry-after`, slow answers, slow
-//! streams, `max_tokens` stops, redirects, usage with cache counts.
+//! streams, `max_tokens` stops, redirects, usage with cache counts. It
+//! serves an OpenAI-compatible embeddings API too (`/v1/embeddings`,
+//! `embed.rs`: deterministic vectors), for hybrid search.
 #![allow(dead_code)]
 
+pub mod embed;
 pub mod nats;
 pub mod process;
 pub mod strict;
@@ -116,6 +119,8 @@ pub struct Mock {
     /// The provider's prompt cache, simulated by its documented rules
     /// (bench/cache/sim.rs) with a 1-token minimum so small logs cache.
     pub cache: Arc<Mutex<sim::Cache>>,
+    /// The embeddings API at `/v1/embeddings`.
+    pub embeddings: embed::Embeddings,
     /// The current texts a `MOCK_FAIL_ONCE` directive failed already.
     failed_once: Arc<Mutex<std::collections::HashSet<String>>>,
     started: std::time::Instant,
@@ -673,6 +678,14 @@ async fn redirect_target(State(m): State<Mock>, headers: HeaderMap) -> Response 
     ([("content-type", "application/json")], body.to_string()).into_response()
 }
 
+async fn embeddings(
+    State(m): State<Mock>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    embed::handler(State(m.embeddings.clone()), headers, body).await
+}
+
 use futures_util::StreamExt;
 
 /// Starts a mock answering in `mode`; returns its base URL.
@@ -685,6 +698,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         redirected: Arc::default(),
         rejected: Arc::default(),
         cache: Arc::default(),
+        embeddings: embed::Embeddings::default(),
         failed_once: Arc::default(),
         started: std::time::Instant::now(),
     };
@@ -692,6 +706,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         .route("/v1/messages", post_route(handler))
         .route("/v1/chat/completions", post_route(handler))
         .route("/elsewhere", get(redirect_target).post(redirect_target))
+        .route("/v1/embeddings", post_route(embeddings))
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(m.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,7 +1,9 @@
 //! Vectors kept in 8 bits: each is normalised to unit length, then stored
 //! as `i8` values with one `f32` scale (`x ≈ q × scale`, `scale` =
 //! max |x| / 127), so that a cosine similarity is an integer dot product
-//! times two scales. Scoring is brute force over every vector kept.
+//! times two scales. Scoring is brute force over every vector kept: with
+//! AVX2 when the processor has it (sign-extended to 16 bits, multiplied and
+//! added in pairs, 16 values an instruction), else with portable code.
 
 /// `v` normalised and quantised into `out` (cleared first): its scale, or
 /// `None` when `v` has no direction (all zero, or a value not finite).
@@ -31,12 +33,14 @@ pub(crate) fn quantize(v: &[f32], out: &mut Vec<i8>) -> Option<f32> {
 #[inline]
 pub(crate) fn dot(a: &[i8], b: &[i8]) -> i32 {
     debug_assert_eq!(a.len(), b.len());
-    // Sixteen lanes of sums: the loop vectorises (widening multiplies).
-    let mut lanes = [0i32; 16];
-    let mut ca = a.chunks_exact(16);
-    let mut cb = b.chunks_exact(16);
+    // Thirty-two lanes of sums: the loop vectorises (widening multiplies)
+    // on the baseline x86-64 as well as the others, with no `unsafe`; on a
+    // million vectors the scan is bound by memory more than by arithmetic.
+    let mut lanes = [0i32; 32];
+    let mut ca = a.chunks_exact(32);
+    let mut cb = b.chunks_exact(32);
     for (x, y) in (&mut ca).zip(&mut cb) {
-        for k in 0..16 {
+        for k in 0..32 {
             lanes[k] += i32::from(x[k]) * i32::from(y[k]);
         }
     }
@@ -51,8 +55,9 @@ pub(crate) fn dot(a: &[i8], b: &[i8]) -> i32 {
 
 /// The `m` best of `count` vectors of `dims` values in `data` for `query`
 /// (quantised, its scale left out: it ranks nothing), as (index, cosine
-/// without the query's scale), best first, ties in index order; vectors
-/// whose scale is 0 (kept without one) are left out.
+/// without the query's scale), best first, ties in index order. Vectors
+/// whose scale is 0 (kept without one), and those with nothing in common
+/// with the query (a cosine of 0 or less), are left out.
 pub(crate) fn top(query: &[i8], data: &[i8], scales: &[f32], m: usize) -> Vec<(usize, f32)> {
     use rayon::prelude::*;
     let dims = query.len();
@@ -62,12 +67,14 @@ pub(crate) fn top(query: &[i8], data: &[i8], scales: &[f32], m: usize) -> Vec<(u
     // Pieces scored in parallel, each keeping its own best `m`.
     const PIECE: usize = 8192;
     let best = |i0: usize, piece: &[i8]| -> Vec<(usize, f32)> {
-        let mut out: Vec<(usize, f32)> = piece
-            .chunks_exact(dims)
+        let mut dots = Vec::with_capacity(PIECE);
+        dots_of(query, piece, &mut dots);
+        let mut out: Vec<(usize, f32)> = dots
+            .iter()
             .enumerate()
-            .filter_map(|(j, v)| {
+            .filter_map(|(j, &d)| {
                 let s = scales[i0 + j];
-                (s != 0.0).then(|| (i0 + j, dot(query, v) as f32 * s))
+                (s != 0.0 && d > 0).then(|| (i0 + j, d as f32 * s))
             })
             .collect();
         keep_best(&mut out, m);
@@ -80,6 +87,57 @@ pub(crate) fn top(query: &[i8], data: &[i8], scales: &[f32], m: usize) -> Vec<(u
         .collect();
     keep_best(&mut all, m);
     all
+}
+
+/// The dot products of `query` with each vector of `piece`, onto `out`.
+fn dots_of(query: &[i8], piece: &[i8], out: &mut Vec<i32>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `avx2::dots` requires AVX2 of the processor, and it was
+        // detected just above; it needs nothing else.
+        unsafe { avx2::dots(query, piece, out) };
+        return;
+    }
+    out.extend(piece.chunks_exact(query.len()).map(|v| dot(query, v)));
+}
+
+/// The dot products with AVX2, without `unsafe` inside: the intrinsics
+/// are safe where the feature is enabled, and the loads go through
+/// `bytemuck`.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::{
+        __m128i, _mm256_add_epi32, _mm256_cvtepi8_epi16, _mm256_madd_epi16, _mm256_setzero_si256,
+    };
+
+    #[target_feature(enable = "avx2")]
+    pub(super) fn dots(query: &[i8], piece: &[i8], out: &mut Vec<i32>) {
+        for v in piece.chunks_exact(query.len()) {
+            out.push(dot(query, v));
+        }
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn dot(a: &[i8], b: &[i8]) -> i32 {
+        let mut acc = _mm256_setzero_si256();
+        let mut ca = a.chunks_exact(16);
+        let mut cb = b.chunks_exact(16);
+        for (x, y) in (&mut ca).zip(&mut cb) {
+            let x: __m128i = bytemuck::pod_read_unaligned(bytemuck::cast_slice(x));
+            let y: __m128i = bytemuck::pod_read_unaligned(bytemuck::cast_slice(y));
+            let p = _mm256_madd_epi16(_mm256_cvtepi8_epi16(x), _mm256_cvtepi8_epi16(y));
+            acc = _mm256_add_epi32(acc, p);
+        }
+        let lanes: [i32; 8] = bytemuck::cast(acc);
+        let rest: i32 = ca
+            .remainder()
+            .iter()
+            .zip(cb.remainder())
+            .map(|(x, y)| i32::from(*x) * i32::from(*y))
+            .sum();
+        lanes.iter().sum::<i32>() + rest
+    }
 }
 
 /// Keeps the best `m` of `v`, sorted best first, ties by index.
@@ -122,14 +180,44 @@ mod tests {
     }
 
     #[test]
+    fn every_way_of_scanning_gives_the_portable_dot_products() {
+        // 100 vectors of 37 values (a remainder past the 16- and 32-wide
+        // loops), the extremes included.
+        let dims = 37;
+        let data: Vec<i8> = (0..100 * dims)
+            .map(|i| match i % 11 {
+                0 => 127,
+                1 => -127,
+                _ => ((i * 2_654_435_761usize) >> 7) as i8,
+            })
+            .collect();
+        let query: Vec<i8> = (0..dims).map(|i| (i as i8).wrapping_mul(29)).collect();
+        let naive: Vec<i32> = data
+            .chunks_exact(dims)
+            .map(|v| {
+                v.iter()
+                    .zip(&query)
+                    .map(|(a, b)| i32::from(*a) * i32::from(*b))
+                    .sum()
+            })
+            .collect();
+        let portable: Vec<i32> = data.chunks_exact(dims).map(|v| dot(&query, v)).collect();
+        assert_eq!(portable, naive);
+        let mut scanned = Vec::new();
+        dots_of(&query, &data, &mut scanned);
+        assert_eq!(scanned, naive);
+    }
+
+    #[test]
     fn top_keeps_the_best_in_order_and_leaves_unscaled_ones_out() {
         // Four 2-dimensional vectors; the query points along the first axis.
         let data: Vec<i8> = vec![10, 0, 0, 10, 127, 0, 127, 0];
         let scales = [1.0, 1.0, 0.0, 0.5];
         let got = top(&[127, 0], &data, &scales, 3);
         let idx: Vec<usize> = got.iter().map(|g| g.0).collect();
-        // Index 2 has no vector; 3 (127 × 0.5) beats 0 (10 × 1); 1 is 0.
-        assert_eq!(idx, [3, 0, 1]);
+        // Index 2 has no vector, 1 nothing in common; 3 (127 × 0.5) beats
+        // 0 (10 × 1).
+        assert_eq!(idx, [3, 0]);
         assert_eq!(top(&[127, 0], &data, &scales, 1)[0].0, 3);
     }
 }
