@@ -26,7 +26,7 @@ use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
 
 use super::analysis::{Field as Of, Language, Terms};
 use super::dir::{self, Unsynced};
-use super::meta::{Meta, VERSION, err};
+use super::meta::{Fields, Meta, VERSION, err};
 use super::write::{add_lines, commit, has_line, with_cause, writer};
 use crate::error::Error;
 
@@ -39,15 +39,6 @@ pub struct Refreshed {
     pub bytes: u64,
     /// Records added.
     pub records: u64,
-}
-
-/// The fields of a document: its prose's words, its identifiers, its
-/// line's offset.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Fields {
-    pub(super) body: Field,
-    pub(super) ids: Field,
-    pub(super) offset: Field,
 }
 
 /// An open index: its reader, and the fields.

@@ -1,5 +1,6 @@
-//! What an index commit records about the log it is for, and the error a
-//! search's own failures become: shared by reading and writing the index.
+//! What an index commit records about the log it is for, the fields of its
+//! documents, and the error a search's own failures become: shared by
+//! reading and writing the index.
 
 use std::path::Path;
 
@@ -8,6 +9,15 @@ use crate::error::Error;
 /// Bumped whenever what is indexed, or how, changes: an index of another
 /// version is rebuilt.
 pub(super) const VERSION: u64 = 4;
+
+/// The fields of a document: its prose's words, its identifiers, its
+/// line's offset.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Fields {
+    pub(super) body: tantivy::schema::Field,
+    pub(super) ids: tantivy::schema::Field,
+    pub(super) offset: tantivy::schema::Field,
+}
 
 /// The log's state an index commit is for (its payload).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use tantivy::{Index as Tantivy, IndexWriter, TantivyDocument};
 
 use super::analysis::{Analyzer, Field as Of, Language};
-use super::index::Fields;
-use super::meta::{Meta, VERSION, err};
+use super::meta::{Fields, Meta, VERSION, err};
 use super::text::{self, Scratch};
 use crate::error::Error;
 use crate::parse::LineParser;

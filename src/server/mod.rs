@@ -133,7 +133,7 @@ pub async fn serve(
     install_crypto_provider();
     cfg.validate().map_err(ServeError::Config)?;
     let upstream = upstream_of(&cfg)?;
-    let embedder = embedder_of(&cfg).map_err(ServeError::Config)?;
+    let embedder = upstream::embed::embedder_for(cfg.embed.as_ref()).map_err(ServeError::Config)?;
     #[cfg(feature = "jetstream")]
     let fleet = match &cfg.jetstream {
         Some(js) => Some(
@@ -288,16 +288,6 @@ pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeEr
         })
     });
     Ok(upstream)
-}
-
-/// The embedding model of hybrid search `cfg` names, if it names one.
-pub(crate) fn embedder_of(
-    cfg: &Config,
-) -> Result<Option<Arc<dyn crate::search::Embedder>>, String> {
-    match &cfg.embed {
-        None => Ok(None),
-        Some(e) => Ok(Some(Arc::new(HttpEmbedder::new(e)?))),
-    }
 }
 
 /// How long before the shutdown deadline running turns are cut, so that

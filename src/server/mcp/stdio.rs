@@ -37,7 +37,8 @@ pub async fn mcp_stdio(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), McpStdioError> {
     cfg.validate().map_err(McpStdioError::Config)?;
-    let embedder = crate::server::embedder_of(&cfg).map_err(McpStdioError::Config)?;
+    let embedder = crate::server::upstream::embed::embedder_for(cfg.embed.as_ref())
+        .map_err(McpStdioError::Config)?;
     let shared = Arc::new(Shared {
         #[cfg(feature = "jetstream")]
         fleet: None,

@@ -120,6 +120,14 @@ impl EmbedConfig {
     }
 }
 
+/// The embedder `cfg` describes, if any.
+pub(crate) fn embedder_for(cfg: Option<&EmbedConfig>) -> Result<Option<Arc<dyn Embedder>>, String> {
+    match cfg {
+        None => Ok(None),
+        Some(e) => Ok(Some(Arc::new(HttpEmbedder::new(e)?))),
+    }
+}
+
 /// Why one try failed.
 #[derive(Debug, Clone)]
 enum Failure {
