@@ -17,6 +17,8 @@
 //! Tokens are counted only from the newest record backwards, until the
 //! budget is spent: a window on a huge log costs no more than its size.
 
+#[cfg(feature = "tiktoken")]
+pub(crate) mod bpe;
 pub(crate) mod fold;
 pub(crate) mod memory;
 pub(crate) mod tokens;

@@ -2,11 +2,15 @@
 //!
 //! [`Tokenizer::Bytes`] approximates a token as four bytes of text and needs
 //! nothing. With the `tiktoken` feature, [`Tokenizer::O200k`] and
-//! [`Tokenizer::Cl100k`] count exactly with OpenAI's encodings through the
-//! `tiktoken-rs` crate, whose vocabulary files are compiled into the binary:
-//! nothing is downloaded at run time. Loading a vocabulary takes a moment
-//! (hundreds of milliseconds for `o200k_base`), so [`Tokenizer::warm_up`]
-//! starts it on another thread while the log is parsed.
+//! [`Tokenizer::Cl100k`] count exactly with OpenAI's encodings: their
+//! vocabularies are compiled into the binary as ready tables (`build.rs`,
+//! from the `tiktoken-rs` crate; see `src/select/bpe/`), so nothing is
+//! downloaded or parsed at run time. The first count in a process builds
+//! only the pre-tokenizer regex (a few milliseconds); [`Tokenizer::warm_up`]
+//! starts that on another thread while the log is parsed.
+
+#[cfg(feature = "tiktoken")]
+use crate::select::bpe;
 
 /// A way to count tokens.
 ///
@@ -83,25 +87,10 @@ impl Tokenizer {
     /// Bytes of the vocabulary's longest token.
     #[cfg(feature = "tiktoken")]
     fn longest_token(self) -> u64 {
-        use std::sync::OnceLock;
-        static O200K: OnceLock<u64> = OnceLock::new();
-        static CL100K: OnceLock<u64> = OnceLock::new();
-        let longest = |bpe: &tiktoken_rs::CoreBPE| {
-            // Ranks are dense from 0; the special tokens after them do not
-            // decode as ordinary ones and are never counted.
-            (0u32..)
-                .map_while(|r| bpe.decode_bytes(&[r]).ok())
-                .map(|b| b.len() as u64)
-                .max()
-                .unwrap_or(1)
-                .max(1)
-        };
         match self {
             Tokenizer::Bytes => 4,
-            Tokenizer::O200k => *O200K.get_or_init(|| longest(tiktoken_rs::o200k_base_singleton())),
-            Tokenizer::Cl100k => {
-                *CL100K.get_or_init(|| longest(tiktoken_rs::cl100k_base_singleton()))
-            }
+            Tokenizer::O200k => bpe::O200K.longest(),
+            Tokenizer::Cl100k => bpe::CL100K.longest(),
         }
     }
 
@@ -111,13 +100,13 @@ impl Tokenizer {
         match self {
             Tokenizer::Bytes => text.len().div_ceil(4) as u64,
             #[cfg(feature = "tiktoken")]
-            Tokenizer::O200k => tiktoken_rs::o200k_base_singleton().count_ordinary(text) as u64,
+            Tokenizer::O200k => bpe::O200K.count(text) as u64,
             #[cfg(feature = "tiktoken")]
-            Tokenizer::Cl100k => tiktoken_rs::cl100k_base_singleton().count_ordinary(text) as u64,
+            Tokenizer::Cl100k => bpe::CL100K.count(text) as u64,
         }
     }
 
-    /// Starts loading the vocabulary on another thread, so the first
+    /// Starts building the pre-tokenizer on another thread, so the first
     /// [`count`](Self::count) does not wait for it (no-op for `bytes`).
     pub fn warm_up(self) {
         match self {
