@@ -1,7 +1,7 @@
 //! The compiled tokenizers (`src/select/bpe/`) against their oracle,
 //! tiktoken-rs's `count_ordinary`: the same count for every text of a large,
 //! varied corpus, with both vocabularies. And a smoke check that a token
-//! window no longer costs a vocabulary load (issue 44, item 7).
+//! window no longer pays for loading a vocabulary.
 #![cfg(feature = "tiktoken")]
 
 use std::process::Command;
