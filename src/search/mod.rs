@@ -38,6 +38,7 @@ mod hybrid;
 mod index;
 mod meta;
 pub(crate) mod naive;
+mod stop_words;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
