@@ -242,6 +242,27 @@ export interface IndexRefreshed {
 }
 
 /**
+ * Where a log's search index is kept and how it searches: `wmreplay search`'s
+ * `--index`, `--language` and `--embed-*` options.
+ */
+export interface IndexOptions {
+  /** Where the index is kept (default `<logPath>.wmreplay.idx`). */
+  indexPath?: string;
+  /** `'english'` (the default), `'none'`, or another Snowball language. */
+  language?: string;
+  /** Hybrid search: an OpenAI-compatible embeddings API (`POST URL/v1/embeddings`). */
+  embedUpstream?: string;
+  /** The embedding model's name (with `embedUpstream`). */
+  embedModel?: string;
+  /** The environment variable holding the API's key (default `OPENAI_API_KEY` when set; `''` none). */
+  embedKeyEnv?: string;
+  /** The vectors' length asked of the model. */
+  embedDimensions?: number;
+  /** How long a query's own embedding may take, in milliseconds (default 2000). */
+  embedTimeout?: number;
+}
+
+/**
  * The records of the log best matching `query` (its words: letters and digits, case ignored,
  * matched against the words of each record's string values), best first (BM25), off the
  * JavaScript thread: what `wmreplay search` prints. The index is kept next to the log
@@ -253,13 +274,13 @@ export interface IndexRefreshed {
 export function search(
   logPath: string,
   query: string,
-  options?: SearchOptions & { indexPath?: string; language?: string },
+  options?: SearchOptions & IndexOptions,
 ): Promise<SearchHit[]>;
 
 /** A log's search index kept open across searches, for a long-lived process. */
 export class SearchIndex {
   /** Nothing is read or made until the first search or refresh. */
-  constructor(logPath: string, options?: { indexPath?: string; language?: string });
+  constructor(logPath: string, options?: IndexOptions);
   readonly logPath: string;
   /** The index file (default `<logPath>.wmreplay.idx`). */
   readonly indexPath: string;

@@ -370,7 +370,29 @@ const SEARCH_OPTIONS = {
   since: NUMBER,
   until: NUMBER,
 };
-const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, indexPath: STRING, language: STRING };
+// Where the index is and how it searches: `wmreplay search`'s --index,
+// --language and --embed-* (embedTimeout in milliseconds).
+const INDEX_OPTIONS = {
+  indexPath: STRING,
+  language: STRING,
+  embedUpstream: STRING,
+  embedModel: STRING,
+  embedKeyEnv: STRING,
+  embedDimensions: NUMBER,
+  embedTimeout: NUMBER,
+};
+const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, ...INDEX_OPTIONS };
+
+// Splits a search's options into the search's and the index's.
+function splitIndexOptions(o) {
+  const index = {};
+  const search = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (k in INDEX_OPTIONS) index[k] = v;
+    else search[k] = v;
+  }
+  return [search, index];
+}
 
 function searchArgs(what, query, o, allowed) {
   if (typeof query !== 'string') throw invalidArg(`${what}: \`query\` must be a string, not ${describe(query)}`, 'query');
@@ -389,10 +411,10 @@ function searchArgs(what, query, o, allowed) {
  */
 async function search(logPath, query, options) {
   if (typeof logPath !== 'string') throw invalidArg('search: logPath must be a string', 'logPath');
-  const { indexPath, language, ...o } = searchArgs('search', query, options, SEARCH_CALL_OPTIONS);
+  const [o, index] = splitIndexOptions(searchArgs('search', query, options, SEARCH_CALL_OPTIONS));
   let text;
   try {
-    text = await native.search(logPath, query, o, indexPath, language);
+    text = await native.search(logPath, query, o, index);
   } catch (e) {
     rethrow(e);
   }
@@ -412,10 +434,10 @@ class SearchIndex {
     if (options !== undefined && options !== null && (typeof options !== 'object' || Array.isArray(options))) {
       throw invalidArg('SearchIndex: options must be an object', 'options');
     }
-    const { indexPath, language } = knownOptions(options ?? {}, 'SearchIndex', { indexPath: STRING, language: STRING });
+    const index = knownOptions(options ?? {}, 'SearchIndex', INDEX_OPTIONS);
     this.#logPath = logPath;
     try {
-      this.#inner = new native.SearchIndex(logPath, indexPath, language);
+      this.#inner = new native.SearchIndex(logPath, index);
     } catch (e) {
       rethrow(e);
     }

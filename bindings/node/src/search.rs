@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use wmreplay::search::SearchIndex as Index;
-use wmreplay_bindings::search::{self as shared, RawSearch, SearchRequest};
+use wmreplay_bindings::search::{self as shared, RawEmbed, RawSearch, SearchRequest};
 
 use crate::{failed, refused, to_js};
 
@@ -36,6 +36,39 @@ impl SearchInput {
         };
         SearchRequest::new(query, raw).map_err(refused)
     }
+}
+
+/// Where the index is and how it searches (`index.js` has checked their
+/// types): `wmreplay search`'s `--index`, `--language` and `--embed-*`.
+#[napi(object)]
+#[derive(Default)]
+pub struct IndexInput {
+    pub index_path: Option<String>,
+    pub language: Option<String>,
+    pub embed_upstream: Option<String>,
+    pub embed_model: Option<String>,
+    pub embed_key_env: Option<String>,
+    pub embed_dimensions: Option<f64>,
+    pub embed_timeout: Option<f64>,
+}
+
+fn open(log_path: String, o: Option<IndexInput>) -> Result<Index> {
+    let o = o.unwrap_or_default();
+    let embed = RawEmbed {
+        upstream: o.embed_upstream,
+        model: o.embed_model,
+        key_env: o.embed_key_env,
+        dimensions: o.embed_dimensions,
+        timeout_ms: o.embed_timeout,
+        snake: false,
+    };
+    shared::open_index(
+        PathBuf::from(log_path),
+        o.index_path.map(PathBuf::from),
+        o.language.as_deref(),
+        &embed,
+    )
+    .map_err(refused)
 }
 
 fn request(query: String, input: Option<SearchInput>) -> Result<SearchRequest> {
@@ -75,16 +108,10 @@ pub fn search(
     log_path: String,
     query: String,
     input: Option<SearchInput>,
-    index_path: Option<String>,
-    language: Option<String>,
+    index: Option<IndexInput>,
 ) -> Result<AsyncTask<SearchTask>> {
     let request = request(query, input)?;
-    let index = shared::open_index(
-        PathBuf::from(log_path),
-        index_path.map(PathBuf::from),
-        language.as_deref(),
-    )
-    .map_err(refused)?;
+    let index = open(log_path, index)?;
     Ok(AsyncTask::new(SearchTask {
         index: Arc::new(Mutex::new(index)),
         request,
@@ -132,17 +159,8 @@ pub struct SearchIndex {
 #[napi]
 impl SearchIndex {
     #[napi(constructor)]
-    pub fn new(
-        log_path: String,
-        index_path: Option<String>,
-        language: Option<String>,
-    ) -> Result<Self> {
-        let index = shared::open_index(
-            PathBuf::from(log_path),
-            index_path.map(PathBuf::from),
-            language.as_deref(),
-        )
-        .map_err(refused)?;
+    pub fn new(log_path: String, options: Option<IndexInput>) -> Result<Self> {
+        let index = open(log_path, options)?;
         Ok(SearchIndex {
             index_path: index.path().display().to_string(),
             index: Arc::new(Mutex::new(index)),

@@ -222,3 +222,73 @@ test('language stems or not, and identifiers are found whole, as the CLI', async
   await assert.rejects(search(p, 'x', { language: 'klingon' }), (e) => e instanceof TypeError && e.code === 'EINVALIDARG' && /unknown language/.test(e.message));
   assert.throws(() => new SearchIndex(p, { language: 'klingon' }), (e) => e instanceof TypeError && e.code === 'EINVALIDARG');
 });
+
+// A deterministic stand-in for an OpenAI-compatible embeddings API (the
+// engine's HTTP client is what is tested): each word, a few synonyms folded
+// together, adds to one of 64 dimensions.
+function embeddingsApi() {
+  const http = require('http');
+  const zlib = require('zlib');
+  const synonyms = { canine: 'dog', puppy: 'dog', automobile: 'car' };
+  const vector = (text) => {
+    const v = new Array(64).fill(0);
+    for (let w of text.toLowerCase().match(/[a-z]+/g) ?? []) {
+      w = synonyms[w] ?? w;
+      v[zlib.crc32(Buffer.from(w)) % 64] += 1;
+    }
+    return v;
+  };
+  const api = { calls: 0 };
+  api.server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      api.calls += 1;
+      const { input, model } = JSON.parse(body);
+      const out = JSON.stringify({
+        object: 'list',
+        data: input.map((t, index) => ({ object: 'embedding', index, embedding: vector(t) })),
+        model,
+        usage: { prompt_tokens: 1, total_tokens: 1 },
+      });
+      res.writeHead(200, { 'content-type': 'application/json' }).end(out);
+    });
+  });
+  return new Promise((resolve) => api.server.listen(0, '127.0.0.1', () => {
+    api.url = `http://127.0.0.1:${api.server.address().port}`;
+    resolve(api);
+  }));
+}
+
+test('hybrid search takes the CLI embed options and gives its hits', async () => {
+  const api = await embeddingsApi();
+  try {
+    const lines = [
+      { type: 'text_input', ts_ms: 1, text: 'my dog barks at the mail carrier' },
+      { type: 'text_input', ts_ms: 2, text: 'the car needs new tyres' },
+      { type: 'wm_event', ts_ms: 3, text: 'calendar synced' },
+    ];
+    const p = write(lines.map((l) => JSON.stringify(l) + '\n').join(''));
+    // By words alone, nothing says "canine".
+    assert.deepStrictEqual(await search(p, 'canine'), []);
+    const opts = { embedUpstream: api.url, embedModel: 'mock-embed' };
+    const hits = await search(p, 'canine', opts);
+    assert.deepStrictEqual(hits[0].record, lines[0]);
+    assert.ok(api.calls >= 2, String(api.calls));
+    const env = { ...process.env };
+    delete env.OPENAI_API_KEY;
+    const out = execFileSync(cli(), ['search', p, 'canine', '--format', 'ndjson', '--embed-upstream', api.url, '--embed-model', 'mock-embed'], { encoding: 'utf8', env });
+    assert.deepStrictEqual(hits, out.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+    const index = new SearchIndex(p, { ...opts, embedTimeout: 5000 });
+    const car = Buffer.byteLength(JSON.stringify(lines[0])) + 1;
+    assert.deepStrictEqual((await index.search('automobile', { limit: 1 })).map((h) => h.offset), [car]);
+    // A model that cannot be reached: the search is by words.
+    const byWords = await search(p, 'car', { embedUpstream: 'http://127.0.0.1:9', embedModel: 'mock-embed', embedTimeout: 500 });
+    assert.deepStrictEqual(byWords[0].record, lines[1]);
+    for (const [o, field] of [[{ embedUpstream: 'http://x' }, 'embedModel'], [{ embedModel: 'm' }, 'embedUpstream'], [{ embedDimensions: 8 }, 'embedDimensions'], [{ embedUpstream: 'ftp://x', embedModel: 'm' }, 'embedUpstream']]) {
+      await assert.rejects(search(p, 'car', o), (e) => e instanceof TypeError && e.code === 'EINVALIDARG' && e.field === field);
+    }
+  } finally {
+    api.server.close();
+  }
+});

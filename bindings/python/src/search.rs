@@ -11,7 +11,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict};
 use wmreplay::search::SearchIndex as Index;
-use wmreplay_bindings::search::{self as shared, RawSearch, SearchRequest};
+use wmreplay_bindings::search::{self as shared, RawEmbed, RawSearch, SearchRequest};
 
 use crate::{failed, loads, refused, to_py, to_thread};
 
@@ -93,7 +93,7 @@ fn run<'py>(
 /// `index_path` (default `PATH.wmreplay.idx`), made on first use and brought
 /// up to date before each search. A missing log finds nothing.
 #[pyfunction]
-#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None, language=None))]
+#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None))]
 #[allow(clippy::too_many_arguments)]
 fn search<'py>(
     py: Python<'py>,
@@ -106,10 +106,23 @@ fn search<'py>(
     until: Option<&Bound<'py, PyAny>>,
     index_path: Option<PathBuf>,
     language: Option<String>,
+    embed_upstream: Option<String>,
+    embed_model: Option<String>,
+    embed_key_env: Option<String>,
+    embed_dimensions: Option<&Bound<'py, PyAny>>,
+    embed_timeout: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = request("search", query, limit, kinds, session, since, until)?;
+    let embed = RawEmbed {
+        upstream: embed_upstream,
+        model: embed_model,
+        key_env: embed_key_env,
+        dimensions: number("search", "embed_dimensions", embed_dimensions, true)?,
+        timeout_ms: number("search", "embed_timeout", embed_timeout, false)?.map(|s| s * 1000.0),
+        snake: true,
+    };
     let index = Mutex::new(
-        shared::open_index(path, index_path, language.as_deref()).map_err(refused)?,
+        shared::open_index(path, index_path, language.as_deref(), &embed).map_err(refused)?,
     );
     run(py, &index, &request)
 }
@@ -127,9 +140,28 @@ struct SearchIndex {
 #[pymethods]
 impl SearchIndex {
     #[new]
-    #[pyo3(signature = (path, *, index_path=None, language=None))]
-    fn new(path: PathBuf, index_path: Option<PathBuf>, language: Option<String>) -> PyResult<Self> {
-        let index = shared::open_index(path.clone(), index_path, language.as_deref())
+    #[pyo3(signature = (path, *, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        path: PathBuf,
+        index_path: Option<PathBuf>,
+        language: Option<String>,
+        embed_upstream: Option<String>,
+        embed_model: Option<String>,
+        embed_key_env: Option<String>,
+        embed_dimensions: Option<&Bound<'_, PyAny>>,
+        embed_timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let embed = RawEmbed {
+            upstream: embed_upstream,
+            model: embed_model,
+            key_env: embed_key_env,
+            dimensions: number("SearchIndex", "embed_dimensions", embed_dimensions, true)?,
+            timeout_ms: number("SearchIndex", "embed_timeout", embed_timeout, false)?
+                .map(|s| s * 1000.0),
+            snake: true,
+        };
+        let index = shared::open_index(path.clone(), index_path, language.as_deref(), &embed)
             .map_err(refused)?;
         Ok(SearchIndex {
             index_path: index.path().to_path_buf(),

@@ -238,3 +238,83 @@ def test_language_stems_or_not_and_identifiers_as_the_cli(tmp_path):
         wmreplay.search(p, "x", language="klingon")
     with pytest.raises(ValueError, match="unknown language"):
         wmreplay.SearchIndex(p, language="klingon")
+
+
+class _Embeddings:
+    """A deterministic stand-in for an OpenAI-compatible embeddings API (the
+    engine's HTTP client is what is tested): each word, a few synonyms
+    folded together, adds to one of 64 dimensions."""
+
+    SYNONYMS = {"canine": "dog", "puppy": "dog", "automobile": "car"}
+
+    def __init__(self):
+        import http.server
+        import re
+        import zlib
+
+        owner = self
+        self.calls = 0
+
+        def vector(text):
+            v = [0.0] * 64
+            for w in re.findall(r"[a-z]+", text.lower()):
+                w = owner.SYNONYMS.get(w, w)
+                v[zlib.crc32(w.encode()) % 64] += 1.0
+            return v
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                owner.calls += 1
+                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+                data = [{"object": "embedding", "index": i, "embedding": vector(t)}
+                        for i, t in enumerate(body["input"])]
+                out = json.dumps({"object": "list", "data": data, "model": body["model"],
+                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def test_hybrid_search_takes_the_cli_embed_options_and_gives_its_hits(tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    api = _Embeddings()
+    try:
+        p = tmp_path / "hybrid.log"
+        lines = [{"type": "text_input", "ts_ms": 1, "text": "my dog barks at the mail carrier"},
+                 {"type": "text_input", "ts_ms": 2, "text": "the car needs new tyres"},
+                 {"type": "wm_event", "ts_ms": 3, "text": "calendar synced"}]
+        p.write_text("".join(json.dumps(l) + "\n" for l in lines))
+        # By words alone, nothing says "canine".
+        assert wmreplay.search(p, "canine") == []
+        opts = {"embed_upstream": api.url, "embed_model": "mock-embed"}
+        hits = wmreplay.search(p, "canine", **opts)
+        assert hits and hits[0]["record"] == lines[0]
+        assert api.calls >= 2  # the records, then the query
+        args = ["--embed-upstream", api.url, "--embed-model", "mock-embed"]
+        assert hits == cli_hits(p, "canine", *args)
+        index = wmreplay.SearchIndex(p, embed_upstream=api.url, embed_model="mock-embed", embed_timeout=5)
+        car = len(json.dumps(lines[0])) + 1
+        assert [h["offset"] for h in index.search("automobile", limit=1)] == [car]
+    finally:
+        api.close()
+    # A model that cannot be reached: the search is by words.
+    assert wmreplay.search(p, "car", embed_upstream="http://127.0.0.1:9", embed_model="mock-embed",
+                           embed_timeout=0.5)[0]["record"] == lines[1]
+    for options, name in [({"embed_upstream": "http://x"}, "embed_model"),
+                          ({"embed_model": "m"}, "embed_upstream"),
+                          ({"embed_dimensions": 8}, "embed_dimensions"),
+                          ({"embed_upstream": "ftp://x", "embed_model": "m"}, "http or https")]:
+        with pytest.raises(ValueError, match=name):
+            wmreplay.search(p, "car", **options)

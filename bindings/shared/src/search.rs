@@ -12,7 +12,10 @@
 
 use std::path::PathBuf;
 
-use wmreplay::search::{self, MAX_LIMIT, SearchIndex, SearchOptions};
+use std::sync::Arc;
+
+use wmreplay::search::{self, HybridOptions, MAX_LIMIT, SearchIndex, SearchOptions};
+use wmreplay::server::{ApiKey, EmbedConfig, HttpEmbedder};
 use wmreplay::{Error, ReplayOptions};
 
 use crate::{Failure, InvalidArg};
@@ -111,15 +114,149 @@ fn query_error(e: Error) -> InvalidArg {
     }
 }
 
+/// Hybrid search's options as a package received them: `wmreplay search
+/// --embed-upstream`, `--embed-model`, `--embed-key-env`,
+/// `--embed-dimensions`, `--embed-timeout` (milliseconds here).
+#[derive(Debug, Clone, Default)]
+pub struct RawEmbed {
+    pub upstream: Option<String>,
+    pub model: Option<String>,
+    pub key_env: Option<String>,
+    pub dimensions: Option<f64>,
+    pub timeout_ms: Option<f64>,
+    /// Python's names (`embed_model`) in errors, not JavaScript's.
+    pub snake: bool,
+}
+
+impl RawEmbed {
+    /// The option `camel` (`embedModel`) as this package spells it.
+    fn name(&self, camel: &str) -> String {
+        if !self.snake {
+            return camel.to_string();
+        }
+        let mut out = String::new();
+        for c in camel.chars() {
+            if c.is_ascii_uppercase() {
+                out.push('_');
+                out.push(c.to_ascii_lowercase());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn refused(&self, camel: &str, message: impl Into<String>) -> InvalidArg {
+        InvalidArg {
+            field: self.name(camel),
+            message: message.into(),
+        }
+    }
+}
+
+/// The embedder `raw` asks for, checked as the CLI checks its flags:
+/// `None` without `upstream` (nothing is ever called).
+fn embedder(raw: &RawEmbed) -> Result<Option<(HttpEmbedder, HybridOptions)>, InvalidArg> {
+    let (upstream, model) = match (&raw.upstream, &raw.model) {
+        (None, None) => {
+            for (set, name) in [
+                (raw.key_env.is_some(), "embedKeyEnv"),
+                (raw.dimensions.is_some(), "embedDimensions"),
+                (raw.timeout_ms.is_some(), "embedTimeout"),
+            ] {
+                if set {
+                    let (n, u, m) = (
+                        raw.name(name),
+                        raw.name("embedUpstream"),
+                        raw.name("embedModel"),
+                    );
+                    return Err(raw.refused(name, format!("{n} needs {u} and {m}")));
+                }
+            }
+            return Ok(None);
+        }
+        (Some(u), Some(m)) => (u, m),
+        (Some(_), None) => {
+            let m = format!(
+                "{} needs {}",
+                raw.name("embedUpstream"),
+                raw.name("embedModel")
+            );
+            return Err(raw.refused("embedModel", m));
+        }
+        (None, Some(_)) => {
+            let m = format!(
+                "{} needs {}",
+                raw.name("embedModel"),
+                raw.name("embedUpstream")
+            );
+            return Err(raw.refused("embedUpstream", m));
+        }
+    };
+    let mut cfg = EmbedConfig::new(upstream.clone(), model.clone());
+    cfg.api_key = match raw.key_env.as_deref() {
+        Some("") => None,
+        Some(var) => Some(
+            std::env::var(var)
+                .ok()
+                .filter(|k| !k.is_empty())
+                .map(ApiKey)
+                .ok_or_else(|| {
+                    let n = raw.name("embedKeyEnv");
+                    raw.refused(
+                        "embedKeyEnv",
+                        format!("{n} {var}: the variable is not set or empty"),
+                    )
+                })?,
+        ),
+        None => std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(ApiKey),
+    };
+    if let Some(d) = raw.dimensions {
+        if !(d.fract() == 0.0 && (1.0..=65536.0).contains(&d)) {
+            let n = raw.name("embedDimensions");
+            return Err(raw.refused(
+                "embedDimensions",
+                format!("{n} must be a whole number from 1 to 65536, not {d}"),
+            ));
+        }
+        cfg.dimensions = Some(d as u32);
+    }
+    if let Some(ms) = raw.timeout_ms {
+        if !(ms.is_finite() && ms > 0.0 && ms <= 86_400_000.0) {
+            let n = raw.name("embedTimeout");
+            let m = if raw.snake {
+                format!(
+                    "{n} must be seconds, more than 0 and at most 86400, not {}",
+                    ms / 1000.0
+                )
+            } else {
+                format!("{n} must be milliseconds, more than 0 and at most 86400000, not {ms}")
+            };
+            return Err(raw.refused("embedTimeout", m));
+        }
+        cfg.hybrid.query_timeout = std::time::Duration::from_millis(ms as u64);
+    }
+    // As the command line: each search waits until the records are
+    // embedded, or their embedding failed.
+    cfg.hybrid.wait = None;
+    let e = HttpEmbedder::new(&cfg).map_err(|m| raw.refused("embedUpstream", m))?;
+    Ok(Some((e, cfg.hybrid)))
+}
+
 /// The index of the log at `log`, kept at `index` or, by default, next to
 /// the log ([`SearchIndex::path_for`]: `LOG.wmreplay.idx`), its words
-/// analysed in `language` (`wmreplay search --language`; default English):
-/// an [`InvalidArg`] (field `language`) for a name the engine does not know.
-/// Nothing is read or made until the first search or refresh.
+/// analysed in `language` (`wmreplay search --language`; default English),
+/// hybrid when `embed` names a model: an [`InvalidArg`] (field `language`
+/// or the embedding option's) for a name or option the engine refuses.
+/// Nothing is read, made or called until the first search or refresh.
 pub fn open_index(
     log: PathBuf,
     index: Option<PathBuf>,
     language: Option<&str>,
+    embed: &RawEmbed,
 ) -> Result<SearchIndex, InvalidArg> {
     let language = match language {
         None => search::Language::default(),
@@ -131,13 +268,13 @@ pub fn open_index(
             },
         })?,
     };
+    let embedder = embedder(embed)?;
     let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
-    Ok(SearchIndex::in_language(
-        log,
-        path,
-        &ReplayOptions::default(),
-        language,
-    ))
+    let index = SearchIndex::in_language(log, path, &ReplayOptions::default(), language);
+    Ok(match embedder {
+        Some((e, options)) => index.with_embedder(Arc::new(e), options),
+        None => index,
+    })
 }
 
 /// Brings `index` up to date, then searches it: the hits, best first, as a
@@ -204,7 +341,7 @@ mod tests {
     fn a_missing_log_finds_nothing() {
         let dir =
             std::env::temp_dir().join(format!("wmreplay-shared-search-{}", std::process::id()));
-        let mut index = open_index(dir.join("none.log"), None, None).unwrap();
+        let mut index = open_index(dir.join("none.log"), None, None, &RawEmbed::default()).unwrap();
         let r = SearchRequest::new("anything".into(), RawSearch::default()).unwrap();
         assert_eq!(search(&mut index, &r).unwrap(), "[]");
     }

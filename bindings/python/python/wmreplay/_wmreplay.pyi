@@ -291,6 +291,11 @@ def search(
     until: Optional[float] = None,
     index_path: Optional[_Path] = None,
     language: Optional[str] = None,
+    embed_upstream: Optional[str] = None,
+    embed_model: Optional[str] = None,
+    embed_key_env: Optional[str] = None,
+    embed_dimensions: Optional[int] = None,
+    embed_timeout: Optional[float] = None,
 ) -> List[Hit]:
     """The records of the log at ``path`` best matching ``query``, best first
     (BM25), GIL released: what ``wmreplay search`` prints, as
@@ -355,7 +360,16 @@ class SearchIndex:
     Safe to share between threads (searches on one index take turns)."""
 
     def __new__(
-        cls, path: _Path, *, index_path: Optional[_Path] = None, language: Optional[str] = None
+        cls,
+        path: _Path,
+        *,
+        index_path: Optional[_Path] = None,
+        language: Optional[str] = None,
+        embed_upstream: Optional[str] = None,
+        embed_model: Optional[str] = None,
+        embed_key_env: Optional[str] = None,
+        embed_dimensions: Optional[int] = None,
+        embed_timeout: Optional[float] = None,
     ) -> "SearchIndex": ...
     @property
     def path(self) -> PathLike[str]:
