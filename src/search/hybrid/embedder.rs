@@ -113,7 +113,8 @@ pub struct HybridOptions {
     /// How long a search waits for the records appended since the last to
     /// be embedded (they are embedded on a background thread meanwhile):
     /// `None` waits until they are, or their embedding failed (the
-    /// command line's default); the server waits 250 ms.
+    /// command line's default); the server waits 250 ms, and not at all
+    /// while more than 1 MiB of the log waits (a first embedding).
     pub wait: Option<Duration>,
     /// After an embedding that failed, the next is tried no sooner than
     /// this. Default 5 s.

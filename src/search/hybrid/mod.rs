@@ -32,6 +32,11 @@ use crate::error::Error;
 use crate::parse::LineParser;
 use store::Store;
 
+/// With a bounded [`HybridOptions::wait`], a search waits for a catch-up
+/// of at most this many log bytes (what turns append between searches);
+/// a longer one (a first embedding) runs on without it.
+const WAIT_FOR_BYTES: u64 = 1 << 20;
+
 /// What [`SearchIndex::embed_pending`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -151,11 +156,12 @@ impl Shared {
         r
     }
 
-    /// Whether the log has whole lines the vectors do not cover. Brings
-    /// the store up to date with its file and the log first.
-    fn pending(&self) -> Result<bool, Error> {
+    /// The log bytes the vectors do not cover, when they hold a whole
+    /// line (0 otherwise). Brings the store up to date with its file and
+    /// the log first.
+    fn pending(&self) -> Result<u64, Error> {
         let Some((file, meta)) = crate::input::open_regular(&self.log, self.refuse_links)? else {
-            return Ok(false);
+            return Ok(0);
         };
         let mut st = self.store();
         let path = st.path().to_path_buf();
@@ -163,29 +169,31 @@ impl Shared {
         job::check_log(&mut st, &file, &meta, &self.log)?;
         let covered = st.head.covered;
         drop(st);
-        super::write::has_line(&file, &self.log, covered, meta.len())
+        let whole = super::write::has_line(&file, &self.log, covered, meta.len())?;
+        Ok(if whole { meta.len() - covered } else { 0 })
     }
 
     /// Starts a catch-up on a thread of its own when records wait for one
-    /// and none runs (nor failed within the retry pause); true if one runs.
-    fn start(self: &Arc<Self>) -> bool {
+    /// and none runs (nor failed within the retry pause): the log bytes it
+    /// has to embed (0 when none is needed or none can start now).
+    fn start(self: &Arc<Self>) -> u64 {
         let pending = match self.pending() {
             Ok(p) => p,
             Err(e) => {
                 warn_failed(&e.to_string());
-                false
+                0
             }
         };
         let mut jobs = self.jobs();
         if jobs.running {
-            return true;
+            return pending;
         }
         let paused = jobs
             .failed
             .as_ref()
             .is_some_and(|(t, _)| t.elapsed() < self.options.retry_pause);
-        if !pending || paused {
-            return false;
+        if pending == 0 || paused {
+            return 0;
         }
         jobs.running = true;
         drop(jobs);
@@ -198,9 +206,9 @@ impl Shared {
         if spawned.is_err() {
             self.jobs().running = false;
             self.finished.notify_all();
-            return false;
+            return 0;
         }
-        true
+        pending
     }
 
     /// Waits for the running catch-up until `until` (`None`: its end).
@@ -401,8 +409,13 @@ impl SearchIndex {
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Hit>, Error> {
         let shared = self.hybrid.as_ref().expect("a hybrid index").shared.clone();
-        let until = shared.options.wait.map(|w| Instant::now() + w);
-        shared.start();
+        let pending = shared.start();
+        // A bounded wait is for what was appended since the last search; a
+        // long catch-up (a first embedding) goes on without holding it up.
+        let until = match shared.options.wait {
+            Some(_) if pending > WAIT_FOR_BYTES => Some(Instant::now()),
+            w => w.map(|w| Instant::now() + w),
+        };
         // The query is embedded while the records appended are.
         let query_vector = shared.query_vector(query);
         shared.wait(until);
