@@ -277,7 +277,9 @@ test('hybrid search takes the CLI embed options and gives its hits', async () =>
     assert.ok(api.calls >= 2, String(api.calls));
     const env = { ...process.env };
     delete env.OPENAI_API_KEY;
-    const out = execFileSync(cli(), ['search', p, 'canine', '--format', 'ndjson', '--embed-upstream', api.url, '--embed-model', 'mock-embed'], { encoding: 'utf8', env });
+    // Not execFileSync: the API answers from this process's event loop.
+    const { stdout: out } = await require('util').promisify(require('child_process').execFile)(
+      cli(), ['search', p, 'canine', '--format', 'ndjson', '--embed-upstream', api.url, '--embed-model', 'mock-embed'], { encoding: 'utf8', env });
     assert.deepStrictEqual(hits, out.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
     const index = new SearchIndex(p, { ...opts, embedTimeout: 5000 });
     const car = Buffer.byteLength(JSON.stringify(lines[0])) + 1;
