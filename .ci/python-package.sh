@@ -121,8 +121,11 @@ EOF
 
 step "a wheel built by pip from the sdist alone (Rust allowed here)"
 mkdir "$WORK/from-sdist"
-(cd "$WORK" && "$BUILD/bin/python" -m pip wheel "${pip_quiet[@]}" --no-cache-dir --no-deps \
-  -w "$WORK/from-sdist" "$SDIST")
+# In the wheel's target directory: the crates from the registry compiled for
+# the wheel are reused (only the sdist's own crates, at their unpacked paths,
+# are compiled again), instead of a second full build.
+(cd "$WORK" && CARGO_TARGET_DIR="$ROOT/bindings/python/target" "$BUILD/bin/python" -m pip wheel \
+  "${pip_quiet[@]}" --no-cache-dir --no-deps -w "$WORK/from-sdist" "$SDIST")
 "$BUILD/bin/python" - "$WHEEL" "$WORK"/from-sdist/wmreplay-*.whl <<'EOF'
 import sys, zipfile
 from email.parser import Parser
