@@ -461,7 +461,10 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
             .map_or_else(|_| args.addr.clone(), |a| a.to_string());
         let what = cfg.log_dir.as_ref().unwrap_or(&cfg.log).display().to_string();
         tracing::info!(addr = %addr, log = %what, upstream = cfg.upstream.is_some(), auth = cfg.auth_token.is_some(), "listening");
-        server::serve(cfg, listener, shutdown_signal())
+        server::serve(cfg, listener, async {
+            shutdown_signal().await;
+            tracing::info!("signal received");
+        })
             .await
             .map_err(|e| match e {
                 server::ServeError::Config(m) => Failure::Usage(m),
@@ -535,27 +538,4 @@ async fn listen(addr: &str) -> Result<tokio::net::TcpListener, Failure> {
         Some(e) => format!("cannot listen on {addr}: {e}"),
         None => format!("--addr {addr:?} resolves to no address"),
     }))
-}
-
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-    tracing::info!("signal received");
 }
