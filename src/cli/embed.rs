@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use wmreplay::search::SearchIndex;
-use wmreplay::server::{ApiKey, EmbedConfig, HttpEmbedder};
+use wmreplay::server::{EmbedConfig, HttpEmbedder};
 
 use super::Failure;
 use super::args::{parse_timeout, progress_bar, warn};
@@ -73,24 +73,11 @@ impl EmbedArgs {
             return Ok(None);
         };
         let mut cfg = EmbedConfig::new(url.clone(), model.clone());
-        cfg.api_key = match self.embed_key_env.as_deref() {
-            Some("") => None,
-            Some(var) => Some(
-                std::env::var(var)
-                    .ok()
-                    .filter(|k| !k.is_empty())
-                    .map(ApiKey)
-                    .ok_or_else(|| {
-                        Failure::Usage(format!(
-                            "--embed-key-env {var}: the variable is not set or empty"
-                        ))
-                    })?,
-            ),
-            None => std::env::var("OPENAI_API_KEY")
-                .ok()
-                .filter(|k| !k.is_empty())
-                .map(ApiKey),
-        };
+        cfg.api_key = EmbedConfig::key_from_env(self.embed_key_env.as_deref()).map_err(|var| {
+            Failure::Usage(format!(
+                "--embed-key-env {var}: the variable is not set or empty"
+            ))
+        })?;
         cfg.dimensions = self.embed_dimensions;
         cfg.hybrid.query_timeout = self.embed_timeout;
         Ok(Some(cfg))

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use wmreplay::search::{self, HybridOptions, MAX_LIMIT, SearchIndex, SearchOptions};
-use wmreplay::server::{ApiKey, EmbedConfig, HttpEmbedder};
+use wmreplay::server::{EmbedConfig, HttpEmbedder};
 use wmreplay::{Error, ReplayOptions};
 
 use crate::{Failure, InvalidArg};
@@ -194,26 +194,13 @@ fn embedder(raw: &RawEmbed) -> Result<Option<(HttpEmbedder, HybridOptions)>, Inv
         }
     };
     let mut cfg = EmbedConfig::new(upstream.clone(), model.clone());
-    cfg.api_key = match raw.key_env.as_deref() {
-        Some("") => None,
-        Some(var) => Some(
-            std::env::var(var)
-                .ok()
-                .filter(|k| !k.is_empty())
-                .map(ApiKey)
-                .ok_or_else(|| {
-                    let n = raw.name("embedKeyEnv");
-                    raw.refused(
-                        "embedKeyEnv",
-                        format!("{n} {var}: the variable is not set or empty"),
-                    )
-                })?,
-        ),
-        None => std::env::var("OPENAI_API_KEY")
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(ApiKey),
-    };
+    cfg.api_key = EmbedConfig::key_from_env(raw.key_env.as_deref()).map_err(|var| {
+        let n = raw.name("embedKeyEnv");
+        raw.refused(
+            "embedKeyEnv",
+            format!("{n} {var}: the variable is not set or empty"),
+        )
+    })?;
     if let Some(d) = raw.dimensions {
         if !(d.fract() == 0.0 && (1.0..=65536.0).contains(&d)) {
             let n = raw.name("embedDimensions");

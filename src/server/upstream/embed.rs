@@ -54,6 +54,18 @@ pub struct EmbedConfig {
 }
 
 impl EmbedConfig {
+    /// The API's key as `--embed-key-env` reads it: from the variable
+    /// `var` (`""`: none), or without one from `OPENAI_API_KEY` when it is
+    /// set. `Err` names a variable that is not set or is empty.
+    pub fn key_from_env(var: Option<&str>) -> Result<Option<ApiKey>, String> {
+        let read = |v: &str| std::env::var(v).ok().filter(|k| !k.is_empty()).map(ApiKey);
+        match var {
+            Some("") => Ok(None),
+            Some(v) => read(v).map(Some).ok_or_else(|| v.to_string()),
+            None => Ok(read("OPENAI_API_KEY")),
+        }
+    }
+
     /// `model` at `upstream`, the other settings by default.
     pub fn new(upstream: impl Into<String>, model: impl Into<String>) -> EmbedConfig {
         EmbedConfig {
