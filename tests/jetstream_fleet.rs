@@ -74,6 +74,7 @@ async fn send(
     let client = mock::client();
     let began = Instant::now();
     let mut attempt = pick;
+    let mut last = String::new();
     while began.elapsed() < Duration::from_secs(60) {
         let url = {
             let u = urls.lock().unwrap();
@@ -97,9 +98,23 @@ async fn send(
             .await;
         match r {
             Ok(r) if r.status() == 200 => return r.json().await.ok(),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            Ok(r) => {
+                let status = r.status();
+                last = format!("{url}: {status} {}", r.text().await.unwrap_or_default());
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => {
+                last = format!("{url}: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
         }
     }
+    // Shown when the test fails: what kept this one from an answer.
+    eprintln!(
+        "{path} {key}: no answer in {:?}, {} attempts; the last: {last}",
+        began.elapsed(),
+        attempt - pick
+    );
     None
 }
 
@@ -195,7 +210,7 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
     // Every log through both replicas: the same body from each.
     let client = mock::client();
     let mut bodies: Vec<Vec<String>> = vec![Vec::new(); 2];
-    for (r, srv) in replicas.iter().enumerate() {
+    for (r, srv) in replicas.iter_mut().enumerate() {
         for log in 0..LOGS {
             let resp = client
                 .post(format!("{}/v1/logs/log-{log}/context", srv.url))
@@ -203,7 +218,9 @@ async fn a_fleet_loses_nothing_acknowledged_through_node_and_replica_kills() {
                 .body(json!({"text": "q"}).to_string())
                 .send()
                 .await
-                .unwrap();
+                .unwrap_or_else(|e| {
+                    panic!("replica {r}, log-{log}: {e}; its stderr:\n{}", srv.stderr())
+                });
             assert_eq!(resp.status(), 200);
             bodies[r].push(resp.text().await.unwrap());
         }

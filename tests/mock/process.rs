@@ -134,6 +134,17 @@ impl Serving {
         }
     }
 
+    /// What the process printed on stderr so far, and whether it has
+    /// exited (and how).
+    #[allow(dead_code)]
+    pub fn stderr(&mut self) -> String {
+        let exited = match self.child.try_wait() {
+            Ok(Some(status)) => format!("(exited: {status})\n"),
+            _ => String::new(),
+        };
+        exited + &String::from_utf8_lossy(&self.stderr.lock().unwrap())
+    }
+
     pub fn stop(mut self) -> String {
         self.stop_in_place()
     }
