@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wmreplay::search::{SearchIndex, SearchOptions};
+use wmreplay::search::{HybridOptions, SearchIndex, SearchOptions};
 use wmreplay::server::{EmbedConfig, Provider};
 
 mod mock;
@@ -27,6 +27,7 @@ fn bin() -> Command {
         "WMREPLAY_EMBED_KEY_ENV",
         "WMREPLAY_EMBED_DIMENSIONS",
         "WMREPLAY_EMBED_TIMEOUT",
+        "WMREPLAY_EMBED_WEIGHT",
     ] {
         c.env_remove(var);
     }
@@ -158,11 +159,13 @@ fn hybrid_finds_by_meaning_what_the_words_miss() {
     assert_eq!(v["hits"], json!([]));
     assert!(api.requests().is_empty());
     assert!(!vec_path(&log).exists());
-    // Hybrid: the automobile, ranked first by vector, absent by words.
+    // Hybrid: the automobile, ranked first by vector, absent by words,
+    // so its score is the vectors' weight over 61.
     let (v, err) = cli_search(&log, "vehicle", &embed_args(&url, "mock-embed"));
     assert!(!err.contains("warning"), "{err}");
     assert_eq!(offsets(&v["hits"])[0], p.car, "{v}");
-    assert!((scores(&v["hits"])[0] - 1.0 / 61.0).abs() < 1e-9, "{v}");
+    let w = HybridOptions::default().vector_weight;
+    assert!((scores(&v["hits"])[0] - w / 61.0).abs() < 1e-9, "{v}");
     assert!(vec_path(&log).exists());
     let reqs = api.requests();
     assert!(
@@ -184,8 +187,83 @@ fn hybrid_finds_by_meaning_what_the_words_miss() {
     // rankings for "doctor appointment", so first.
     let (v, _) = cli_search(&log, "doctor appointment", &embed_args(&url, "mock-embed"));
     assert_eq!(offsets(&v["hits"])[0], p.doctor, "{v}");
-    assert!(scores(&v["hits"])[0] > 1.5 / 61.0);
+    assert!(scores(&v["hits"])[0] > (1.0 + w / 2.0) / 61.0);
     assert_eq!(api.texts(), p.records + 3, "queries only");
+}
+
+/// `--embed-weight`: how much the vectors' ranking counts against the
+/// words'. Every hit's score is `1/(60 + lexical rank) + W/(60 + vector
+/// rank)`; at 0 the words' order stands, what only the vectors found after it.
+#[test]
+fn the_fusion_weight_says_how_far_meaning_counts_against_words() {
+    let (url, _api, _rt) = embed::start_blocking();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let p = write_log(&log);
+    // "vehicle invoice": the invoices by words, the automobile by meaning.
+    let query = "vehicle invoice";
+    let (lexical, _) = cli_search(&log, query, &[]);
+    let lexical = offsets(&lexical["hits"]);
+    assert!(lexical.len() >= 5 && !lexical.contains(&p.car));
+    let weighted = |w: &str, limit: &str| {
+        let mut args = embed_args(&url, "mock-embed");
+        args.extend(["--embed-weight", w, "--limit", limit]);
+        cli_search(&log, query, &args).0["hits"].clone()
+    };
+    // Weight 0: the words' order exactly, then what only the vectors found.
+    let zero = weighted("0", "10");
+    assert_eq!(offsets(&zero)[..lexical.len()], lexical[..]);
+    for (i, s) in scores(&zero).iter().take(lexical.len()).enumerate() {
+        assert!((s - 1.0 / (61.0 + i as f64)).abs() < 1e-9, "{zero}");
+    }
+    // The vectors' part of a score is proportional to the weight: for a
+    // record hit at weights 0, 1 and 3, s3 - s0 = 3 (s1 - s0).
+    let by_offset = |hits: &Value| -> std::collections::HashMap<u64, f64> {
+        offsets(hits).into_iter().zip(scores(hits)).collect()
+    };
+    let (s0, s1, s3) = (
+        by_offset(&weighted("0", "50")),
+        by_offset(&weighted("1", "50")),
+        by_offset(&weighted("3", "50")),
+    );
+    let mut both = 0;
+    for (o, a) in &s0 {
+        let (Some(b), Some(c)) = (s1.get(o), s3.get(o)) else {
+            continue;
+        };
+        assert!(((c - a) - 3.0 * (b - a)).abs() < 1e-9, "{o}: {a} {b} {c}");
+        both += usize::from(b > a);
+    }
+    assert!(both >= 3, "records in both rankings: {both}");
+    // The automobile, found by meaning only, sinks below every record
+    // the words found at a small weight, and rises with a large one.
+    let at = |w: &str| {
+        offsets(&weighted(w, "50"))
+            .iter()
+            .position(|&o| o == p.car)
+            .expect("found by meaning")
+    };
+    let (light, heavy) = (at("0.01"), at("100"));
+    let words = offsets(&weighted("0", "50"))
+        .iter()
+        .filter(|o| s0[o] > 0.0)
+        .count();
+    assert!(light >= words, "{light} < {words}");
+    assert!(heavy < light, "{heavy} vs {light}");
+    // Out of range or not a number: refused, naming the flag.
+    for bad in ["-1", "101", "nan", "x"] {
+        let out = bin()
+            .args(["search"])
+            .arg(&log)
+            .arg(query)
+            .args(embed_args(&url, "mock-embed"))
+            .args(["--embed-weight", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--embed-weight"), "{err}");
+    }
 }
 
 #[test]
@@ -619,6 +697,55 @@ async fn the_server_searches_by_words_while_the_model_fails_and_embeds_in_the_ba
         .sum();
     assert_eq!(records_embedded, 1);
     assert!(api.texts() - before < 10);
+    srv.stop().await;
+}
+
+/// A query's embedding is made without holding the log's index: while the
+/// model takes its time over one search's query, another search of the same
+/// log is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_query_embedding_does_not_hold_up_other_searches_of_the_log() {
+    let (url, api) = embed::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let p = write_log(&log);
+    let mut e = EmbedConfig::new(&url, "mock-embed");
+    e.hybrid.query_timeout = Duration::from_secs(10);
+    let mut cfg = mock::config(&log, None, Provider::Anthropic);
+    cfg.embed = Some(e);
+    let srv = mock::start(cfg).await;
+    let search = |q: &'static str| {
+        let url = format!("{}/v1/search", srv.url);
+        async move {
+            let (s, b) = mock::post(&url, json!({"query": q, "limit": 5}).to_string()).await;
+            assert_eq!(s, 200, "{b}");
+            serde_json::from_str::<Value>(&b).unwrap()["hits"].clone()
+        }
+    };
+    // Every record embedded.
+    let t = Instant::now();
+    while offsets(&search("vehicle").await).first() != Some(&p.car) {
+        assert!(t.elapsed() < Duration::from_secs(20), "never embedded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The next request to the model (the slow search's query) takes 3 s.
+    api.script.lock().unwrap().push_back(Answer::Slow(3000));
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let slow = {
+        let (order, s) = (order.clone(), search("automobile"));
+        tokio::spawn(async move {
+            let hits = s.await;
+            order.lock().unwrap().push("slow");
+            hits
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let quick = search("doctor appointment").await;
+    order.lock().unwrap().push("quick");
+    assert_eq!(offsets(&quick)[0], p.doctor, "{quick}");
+    let slow = slow.await.unwrap();
+    assert_eq!(offsets(&slow)[0], p.car, "{slow}");
+    assert_eq!(*order.lock().unwrap(), ["quick", "slow"]);
     srv.stop().await;
 }
 

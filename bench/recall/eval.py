@@ -73,18 +73,24 @@ def load(data):
 class Wmreplay:
     name = "wmreplay"
 
-    def __init__(self, binary, data, convs, jobs):
+    def __init__(self, binary, data, convs, jobs, extra=(), index_dir=None):
         self.bin = binary
         self.data = data
         self.jobs = jobs
-        self.tmp = tempfile.TemporaryDirectory(prefix="recall-idx-")
+        self.extra = list(extra)
+        if index_dir:
+            os.makedirs(index_dir, exist_ok=True)
+            self.dir = index_dir
+        else:
+            self.tmp = tempfile.TemporaryDirectory(prefix="recall-idx-")
+            self.dir = self.tmp.name
         for conv in convs:   # build each index once, before the parallel searches
             self._run(conv, "warm up")
 
     def _run(self, conv, q):
         log = os.path.join(self.data, conv + ".jsonl")
-        idx = os.path.join(self.tmp.name, conv + ".idx")
-        p = subprocess.run([self.bin, "search", "--limit", str(TOP), "--index", idx, "--require-log", "--", log, q],
+        idx = os.path.join(self.dir, conv + ".idx")
+        p = subprocess.run([self.bin, "search", "--limit", str(TOP), "--index", idx, "--require-log", *self.extra, "--", log, q],
                            capture_output=True, text=True)
         if p.returncode != 0:
             raise RuntimeError(f"wmreplay search failed ({p.returncode}) for {q!r}: {p.stderr.strip()}")
@@ -192,6 +198,10 @@ def main():
     ap.add_argument("--bin", default=None, help="the wmreplay binary (default target/release/wmreplay, else target/debug/wmreplay)")
     ap.add_argument("--jobs", type=int, default=2, help="wmreplay processes at once (default 2)")
     ap.add_argument("--json", action="store_true", help="print the results as one JSON object instead of a table")
+    ap.add_argument("--search-args", default="", help="more arguments for `wmreplay search`, split on spaces, e.g. "
+                    "'--embed-upstream http://127.0.0.1:8080 --embed-model all-MiniLM-L6-v2 --embed-weight 0.5' (hybrid)")
+    ap.add_argument("--index-dir", default=None, help="keep wmreplay's indexes (and a hybrid search's vectors) in this "
+                    "directory, to reuse them in the next run (default: a temporary directory)")
     a = ap.parse_args()
     engines = [e.strip() for e in a.engines.split(",") if e.strip()]
     bad = [e for e in engines if e not in ALL_ENGINES]
@@ -224,7 +234,8 @@ def main():
         if e == "wmreplay":
             binary = find_bin(a.bin)
             meta["wmreplay_bin"] = binary
-            eng = Wmreplay(binary, a.data, convs, a.jobs)
+            meta["wmreplay_args"] = a.search_args
+            eng = Wmreplay(binary, a.data, convs, a.jobs, a.search_args.split(), a.index_dir)
         elif e == "fts5":
             eng = Fts5(convs, ["speaker", "dia_id", "text"], "fts5")
         elif e == "fts5-text":

@@ -57,6 +57,22 @@ pub struct EmbedArgs {
     /// it the search is by words only.
     #[arg(long, env = "WMREPLAY_EMBED_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = parse_timeout)]
     pub embed_timeout: Duration,
+    /// How much the meaning's ranking counts against the words' (which
+    /// counts 1) when the two are fused: 1 trusts both alike, 0 keeps the
+    /// words' order and only adds what the model alone found. The default
+    /// was the best on a long-conversation benchmark with a small model
+    /// (all-MiniLM-L6-v2); a model that finds more than the words on your
+    /// questions wants 1 or more: measure (docs/cli.md, "Hybrid search").
+    #[arg(long, env = "WMREPLAY_EMBED_WEIGHT", value_name = "W", default_value_t = wmreplay::search::HybridOptions::default().vector_weight, value_parser = parse_embed_weight)]
+    pub embed_weight: f64,
+}
+
+/// `--embed-weight`: a number from 0 to 100.
+fn parse_embed_weight(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(w) if (0.0..=100.0).contains(&w) => Ok(w),
+        _ => Err(format!("{s:?} is not a weight from 0 to 100 (e.g. 0.5)")),
+    }
 }
 
 /// `--embed-upstream`, checked.
@@ -80,6 +96,7 @@ impl EmbedArgs {
         })?;
         cfg.dimensions = self.embed_dimensions;
         cfg.hybrid.query_timeout = self.embed_timeout;
+        cfg.hybrid.vector_weight = self.embed_weight;
         Ok(Some(cfg))
     }
 

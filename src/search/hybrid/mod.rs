@@ -100,6 +100,25 @@ struct Shared {
 /// The hybrid part of a [`SearchIndex`].
 pub(crate) struct Hybrid {
     shared: Arc<Shared>,
+    /// A query's embedding made beforehand ([`QueryEmbedder`]), with its
+    /// text: taken by the next search of that text.
+    prepared: Option<(String, Option<Vec<f32>>)>,
+}
+
+/// Embeds a query without the [`SearchIndex`]: a caller that keeps the
+/// index behind a lock embeds first (the model's time, up to the query
+/// timeout), then locks it and hands the vector over
+/// ([`SearchIndex::use_query_vector`]), so that other searches of the
+/// log do not wait on the model.
+pub(crate) struct QueryEmbedder(Arc<Shared>);
+
+impl QueryEmbedder {
+    /// `text`'s embedding (`None` when it failed or timed out: the search
+    /// is then lexical), for a search or recall of `text`.
+    pub(crate) fn embed(&self, text: &str) -> (String, Option<Vec<f32>>) {
+        let text = super::query_text(text);
+        (text.to_string(), self.0.query_vector(text))
+    }
 }
 
 impl Drop for Hybrid {
@@ -292,16 +311,34 @@ impl Hybrid {
                 finished: Condvar::new(),
                 stop: AtomicBool::new(false),
             }),
+            prepared: None,
         }
     }
 }
 
 impl SearchIndex {
+    /// What embeds this index's queries without it: `None` for a lexical
+    /// index.
+    pub(crate) fn query_embedder(&self) -> Option<QueryEmbedder> {
+        let h = self.hybrid.as_ref()?;
+        Some(QueryEmbedder(h.shared.clone()))
+    }
+
+    /// Hands over a query's embedding made by [`query_embedder`]
+    /// (Self::query_embedder): the next search or recall of that text uses
+    /// it instead of asking the model.
+    pub(crate) fn use_query_vector(&mut self, prepared: (String, Option<Vec<f32>>)) {
+        if let Some(h) = self.hybrid.as_mut() {
+            h.prepared = Some(prepared);
+        }
+    }
+
     /// Makes this a hybrid index: records are also embedded by `embedder`
     /// (their prose, batched) and kept as vectors beside the index
     /// ([`vectors_path_for`](Self::vectors_path_for)); a search fuses the
     /// lexical ranking with the records nearest to the query's vector
-    /// (reciprocal rank fusion, k = 60), and a hit's score is then the
+    /// (reciprocal rank fusion, k = 60, the vectors' ranks weighted by
+    /// [`HybridOptions::vector_weight`]), and a hit's score is then the
     /// fused score. A query whose embedding fails is answered lexically.
     ///
     /// ```
@@ -408,7 +445,9 @@ impl SearchIndex {
         options: &SearchOptions,
         skip: &dyn Fn(u64) -> bool,
     ) -> Result<Vec<Hit>, Error> {
-        let shared = self.hybrid.as_ref().expect("a hybrid index").shared.clone();
+        let hybrid = self.hybrid.as_mut().expect("a hybrid index");
+        let shared = hybrid.shared.clone();
+        let prepared = hybrid.prepared.take().filter(|(t, _)| t == query);
         let pending = shared.start();
         // A bounded wait is for what was appended since the last search; a
         // long catch-up (a first embedding) goes on without holding it up.
@@ -416,8 +455,12 @@ impl SearchIndex {
             Some(_) if pending > WAIT_FOR_BYTES => Some(Instant::now()),
             w => w.map(|w| Instant::now() + w),
         };
-        // The query is embedded while the records appended are.
-        let query_vector = shared.query_vector(query);
+        // The query is embedded while the records appended are, unless it
+        // was beforehand.
+        let query_vector = match prepared {
+            Some((_, v)) => v,
+            None => shared.query_vector(query),
+        };
         shared.wait(until);
         let n = shared.options.candidates(options.limit);
         let mut deep = options.clone();
@@ -435,15 +478,17 @@ impl SearchIndex {
             .chain(lexical)
             .map(|h| (h.offset, h))
             .collect();
-        Ok(fuse::rrf(&[&lex, &vec])
-            .into_iter()
-            .take(options.limit)
-            .filter_map(|(offset, score)| {
-                let mut h = by_offset.remove(&offset)?;
-                h.score = score;
-                Some(h)
-            })
-            .collect())
+        Ok(
+            fuse::rrf(&[(&lex, 1.0), (&vec, shared.options.vector_weight)])
+                .into_iter()
+                .take(options.limit)
+                .filter_map(|(offset, score)| {
+                    let mut h = by_offset.remove(&offset)?;
+                    h.score = score;
+                    Some(h)
+                })
+                .collect(),
+        )
     }
 
     /// The `n` records nearest to `query` that pass the filters and

@@ -135,6 +135,30 @@ impl AppState {
         self.search.clone()
     }
 
+    /// `f` on the search index, for a search or recall of `text`;
+    /// blocking. With an embedding model, `text` is embedded first,
+    /// without the index's lock, so that other searches of this log do not
+    /// wait on the model (up to --embed-timeout) while it answers.
+    pub(crate) fn with_search_index<T>(
+        &self,
+        text: &str,
+        f: impl FnOnce(&mut crate::search::SearchIndex) -> T,
+    ) -> T {
+        let index = self.search_index();
+        let embedder = index
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|i| i.query_embedder());
+        let prepared = embedder.map(|e| e.embed(text));
+        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
+        let idx = slot.as_mut().expect("search_index opens the index");
+        if let Some(p) = prepared {
+            idx.use_query_vector(p);
+        }
+        f(idx)
+    }
+
     /// The state store, opened on first use.
     pub(crate) fn store(&self) -> Result<Arc<Mutex<Store>>, crate::Error> {
         let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());

@@ -127,13 +127,11 @@ pub(crate) fn add_recall(st: &AppState, snap: &mut Snapshot, text: &str, before:
     let Some(k) = st.cfg.recall else {
         return;
     };
-    let index = st.search_index();
-    let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(idx) = slot.as_mut() else {
-        return;
-    };
     let held = &snap.held;
-    match idx.recall(text, k, &|o| o >= before || held.binary_search(&o).is_ok()) {
+    let found = st.with_search_index(text, |idx| {
+        idx.recall(text, k, &|o| o >= before || held.binary_search(&o).is_ok())
+    });
+    match found {
         Ok(r) => snap.recall = r,
         Err(e) => tracing::warn!(error = %e, "recall failed; the turn goes on without it"),
     }

@@ -114,11 +114,10 @@ async fn search(state: &Arc<AppState>, args: &Map<String, Value>) -> Ran {
     let _permit = state.permit().map_err(|e| failed(&e))?;
     let st = state.clone();
     let found = tokio::task::spawn_blocking(move || {
-        let index = st.search_index();
-        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
-        let idx = slot.as_mut().expect("search_index opens the index");
-        idx.recall_hits(&query, limit as usize, &|_| false)
-            .map(|hits| crate::search::recall_json(None, &query, &hits, SEARCH_RESULT_BYTES))
+        st.with_search_index(&query, |idx| {
+            idx.recall_hits(&query, limit as usize, &|_| false)
+        })
+        .map(|hits| crate::search::recall_json(None, &query, &hits, SEARCH_RESULT_BYTES))
     })
     .await;
     match found {

@@ -68,12 +68,9 @@ pub(crate) async fn search(state: Arc<AppState>, req: Request) -> Result<Respons
     let (query, options) = search_request(&body)?;
     let _permit = state.permit()?;
     state.catch_up().await?;
-    let index = state.search_index();
-    let q = query.clone();
+    let (st, q) = (state.clone(), query.clone());
     let hits = tokio::task::spawn_blocking(move || {
-        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
-        let idx = slot.as_mut().expect("made by search_index");
-        idx.search(&q, &options)
+        st.with_search_index(&q, |idx| idx.search(&q, &options))
     })
     .await
     .map_err(|_| internal("search_failed", "the search stopped unexpectedly"))?

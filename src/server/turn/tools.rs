@@ -219,11 +219,8 @@ async fn search(state: &Arc<AppState>, args: &Map<String, Value>, scope: &ToolSc
     let query = query.to_string();
     let (before, held) = (scope.before, scope.held.clone());
     let found = tokio::task::spawn_blocking(move || {
-        let index = st.search_index();
-        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
-        let idx = slot.as_mut().expect("search_index opens the index");
         let skip = |o: u64| o >= before || held.binary_search(&o).is_ok();
-        idx.recall_hits(&query, limit as usize, &skip)
+        st.with_search_index(&query, |idx| idx.recall_hits(&query, limit as usize, &skip))
             .map(|hits| crate::search::recall_json(None, &query, &hits, SEARCH_RESULT_BYTES))
     })
     .await;
