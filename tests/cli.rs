@@ -116,6 +116,90 @@ fn bad_usage_exits_2() {
     }
 }
 
+/// A negative number is the flag's value, refused by the flag's own
+/// check: never clap's tip "to pass '-1' as a value, use '-- -1'", which
+/// does not work for a flag.
+#[test]
+fn a_negative_value_is_refused_naming_its_flag() {
+    for (args, flag) in [
+        (vec!["replay", "x.log", "--tail", "-1"], "--tail"),
+        (vec!["stats", "x.log", "--skips", "-1"], "--skips"),
+        (vec!["search", "x.log", "q", "--limit", "-5"], "--limit"),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.contains("'-"), "{args:?}: {err}");
+        assert!(!err.contains("tip:"), "{args:?}: {err}");
+    }
+}
+
+/// Runs `args` with stdout on a pseudo-terminal; what it printed there.
+fn on_a_terminal(args: &[&str]) -> Vec<u8> {
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty writes two new descriptors into the two ints; the
+    // null name, termios and window size are allowed.
+    let r = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (mut leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::fs::File::from_raw_fd(follower),
+        )
+    };
+    let mut child = bin()
+        .args(args)
+        .stdout(Stdio::from(follower))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    // The follower is closed (the child exited, ours was moved into it):
+    // reading ends with EIO once everything is read.
+    while let Ok(n) = leader.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    out
+}
+
+/// On a terminal the output ends its line (the prompt, or a warning, then
+/// starts on its own); piped, the bytes are the body's exactly.
+#[test]
+fn output_on_a_terminal_ends_its_line_and_piped_is_exact() {
+    let ex = example();
+    for args in [
+        vec!["respond", ex.as_str(), "--text", "hi", "--tail", "2"],
+        vec!["replay", ex.as_str(), "--tail", "2"],
+        vec!["stats", ex.as_str()],
+    ] {
+        let piped = bin().args(&args).output().unwrap().stdout;
+        let shown = on_a_terminal(&args);
+        // The terminal turns "\n" into "\r\n".
+        let shown = String::from_utf8(shown).unwrap().replace("\r\n", "\n");
+        assert!(shown.ends_with('\n'), "{args:?}: {shown:?}");
+        let piped = String::from_utf8(piped).unwrap();
+        assert_eq!(shown.trim_end_matches('\n'), piped.trim_end_matches('\n'));
+        if args[0] == "respond" {
+            assert!(piped.ends_with('}'), "piped bytes are exact: {piped:?}");
+        }
+    }
+}
+
 #[test]
 fn help_explains_commands_and_exit_codes() {
     let out = bin().arg("--help").output().unwrap();

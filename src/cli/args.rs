@@ -459,10 +459,47 @@ pub fn write_stdout(f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Re
     };
     #[cfg(not(unix))]
     let raw = lock;
-    let mut w = std::io::BufWriter::with_capacity(1 << 16, raw);
+    let terminal = std::io::stdout().is_terminal();
+    let mut w = LastByte {
+        inner: std::io::BufWriter::with_capacity(1 << 16, raw),
+        last: None,
+    };
     f(&mut w)?;
-    w.flush()?;
+    // On a terminal the output ends its line, so that the prompt (or a
+    // warning) starts on a line of its own; piped, the bytes are exact.
+    if terminal && w.last.is_some_and(|b| b != b'\n') {
+        w.inner.write_all(b"\n")?;
+    }
+    w.inner.flush()?;
     Ok(())
+}
+
+/// A writer that remembers the last byte written through it.
+struct LastByte<W> {
+    inner: W,
+    last: Option<u8>,
+}
+
+impl<W: Write> Write for LastByte<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.inner.write_all(buf)?;
+        if let Some(&b) = buf.last() {
+            self.last = Some(b);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

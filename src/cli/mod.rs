@@ -21,7 +21,7 @@ mod session;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Replays an append-only JSONL working-memory log into the messages of an
 /// LLM request: every record with a string `type` and a number `ts_ms`, in
@@ -173,7 +173,10 @@ enum Command {
 
 /// Runs the command line.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // A negative number is a value (`--tail -1` is then refused by the
+    // flag's own check, naming it), never taken for an unknown flag.
+    let cmd = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
+    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     // A file size limit makes a write fail (EFBIG: the append is rolled
     // back, the index write says why) instead of killing the process with
     // SIGXFSZ and no word.
