@@ -45,8 +45,9 @@ export interface LogOptions {
   /** A log that does not exist rejects with `ENOENT` instead of replaying as an empty log. */
   requireLog?: boolean;
   /**
-   * `false`: no process warning (code `WMREPLAY_SKIPPED_LINES`) when more than half of the
-   * log's lines are not records.
+   * `false`: no process warnings: `WMREPLAY_MISSING_LOG` when the log does not exist (a
+   * `LiveReplay` warns once while it stays missing), `WMREPLAY_SKIPPED_LINES` when more than
+   * half of its lines are not records.
    */
   warn?: boolean;
 }
@@ -117,6 +118,15 @@ export interface RequestOptions extends LogOptions {
   cacheTtl?: '5m' | '1h';
   /** The state store that remembers `trimTo` window starts (default: `<logPath>.wmreplay.db`). */
   state?: string;
+  /**
+   * Recall (`wmreplay respond --recall K`): the K records (1 to 1000) best matching `text`
+   * that the body does not replay, as one `WM_KIND=recall` message just before the request,
+   * found by the search index next to the log (made on first use). A `LiveReplay` renders
+   * such a body from a one-shot replay.
+   */
+  recall?: number;
+  /** The recall index's language: `'english'` (the default), `'none'`, or another Snowball language. */
+  language?: string;
 }
 
 /**
@@ -260,6 +270,11 @@ export interface IndexOptions {
   embedDimensions?: number;
   /** How long a query's own embedding may take, in milliseconds (default 2000). */
   embedTimeout?: number;
+  /**
+   * How much the meaning's ranking counts against the words' (which counts 1) when the two are
+   * fused, 0 to 100 (default 0.2): raise it for a strong embedding model, lower it for a weak one.
+   */
+  embedWeight?: number;
 }
 
 /**

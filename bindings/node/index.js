@@ -49,9 +49,11 @@ function loadNative() {
   }
   const err = new Error(
     `wmreplay: no native binary for this platform (${id}): the package ${pkg} is not installed ` +
-      `and there is no development build at ${local}. Install wmreplay with its optional ` +
-      'dependencies (not --omit=optional) on a platform it ships a binary for, or build it ' +
-      'from source with `npm run build` in bindings/node (needs Rust).',
+      `and there is no development build at ${local}. Installed from a tarball? Install ` +
+      `${pkg}'s tarball too (target/npm/${pkg}-<version>.tgz, beside wmreplay's). From a ` +
+      'registry: install wmreplay with its optional dependencies (not --omit=optional) on a ' +
+      'platform it ships a binary for. Or build it from source with `npm run build` in ' +
+      'bindings/node (needs Rust).',
   );
   err.code = 'ERR_WMREPLAY_NO_BINARY';
   err.platform = id;
@@ -114,6 +116,8 @@ const BODY_OPTIONS = {
   state: STRING,
   requireLog: BOOLEAN,
   warn: BOOLEAN,
+  recall: NUMBER,
+  language: STRING,
 };
 
 function isType(v, type) {
@@ -176,6 +180,18 @@ function warnOf(warning, warn) {
   if (warning && warn !== false) process.emitWarning(warning, { code: 'WMREPLAY_SKIPPED_LINES' });
 }
 
+// A log that does not exist (a mistyped path, most often): a process
+// warning, as `wmreplay respond` warns on stderr, unless the caller passed
+// warn: false; requireLog: true makes it an error instead.
+function warnMissing(logPath, missing, warn) {
+  if (missing && warn !== false) {
+    process.emitWarning(
+      `${logPath} does not exist; replaying it as an empty log (requireLog: true makes this an error, warn: false silences it)`,
+      { code: 'WMREPLAY_MISSING_LOG' },
+    );
+  }
+}
+
 /**
  * The drop-in: `{ messages: [{ role, content: [{ type: "text", text }] }], stats }`
  * exactly as the original TypeScript function returns them (`record: "js"`, the
@@ -194,6 +210,7 @@ async function replayWorkingMemoryLog(arg) {
     rethrow(e);
   }
   warnOf(r.warning, warn);
+  warnMissing(logPath, r.logMissing, warn);
   // The engine hands over the texts laid end to end in a few hundred
   // strings, and where each message's text is: cutting them out here makes
   // each text a slice of its string (V8 copies only texts under 13
@@ -237,6 +254,7 @@ async function buildRequestBody(arg) {
     rethrow(e);
   }
   warnOf(r.warning, checked.warn);
+  warnMissing(o.logPath, r.logMissing, checked.warn);
   return r.body;
 }
 
@@ -247,6 +265,13 @@ const { format: _format, record: _record, ...LIVE_BODY_OPTIONS } = BODY_OPTIONS;
 class LiveReplay {
   #inner;
   #logPath;
+  // Whether the last call found the log missing: warned once, not per call.
+  #missing = false;
+
+  #warnMissing(missing, warn) {
+    if (missing && !this.#missing) warnMissing(this.#logPath, true, warn);
+    this.#missing = missing;
+  }
 
   constructor(logPath, { format, record } = {}) {
     if (typeof logPath !== 'string') throw invalidArg('LiveReplay: logPath must be a string', 'logPath');
@@ -278,6 +303,7 @@ class LiveReplay {
     }
     const { warning, ...refreshed } = r;
     warnOf(warning, warn);
+    this.#warnMissing(refreshed.logMissing, warn);
     return refreshed;
   }
 
@@ -291,6 +317,7 @@ class LiveReplay {
       rethrow(e);
     }
     warnOf(r.warning, checked.warn);
+    this.#warnMissing(r.logMissing, checked.warn);
     return r.body;
   }
 }
@@ -313,7 +340,13 @@ async function append(logPath, records) {
     if (typeof r === 'string') return Buffer.from(r);
     if (r instanceof Uint8Array) return Buffer.from(r.buffer, r.byteOffset, r.byteLength);
     if (r !== null && typeof r === 'object' && !Array.isArray(r)) {
-      const text = JSON.stringify(r);
+      let text;
+      try {
+        text = JSON.stringify(r);
+      } catch (e) {
+        // A BigInt, a cycle, a toJSON that throws: JSON.stringify's own words.
+        throw invalidArg(`append: record ${i} cannot be serialised as JSON: ${e.message}`, 'records');
+      }
       if (text === undefined) throw invalidArg(`append: record ${i} cannot be serialised`, 'records');
       return Buffer.from(text);
     }
@@ -380,6 +413,7 @@ const INDEX_OPTIONS = {
   embedKeyEnv: STRING,
   embedDimensions: NUMBER,
   embedTimeout: NUMBER,
+  embedWeight: NUMBER,
 };
 const SEARCH_CALL_OPTIONS = { ...SEARCH_OPTIONS, ...INDEX_OPTIONS };
 

@@ -56,11 +56,7 @@ fn to_js(e: wmreplay::Error) -> Error {
 }
 
 /// An invalid argument, for `index.js` to throw as a `TypeError` with code
-/// `EINVALIDARG` (the path part holds the option's name).
-fn invalid(message: String) -> Error {
-    invalid_field("", message)
-}
-
+/// `EINVALIDARG` and `field` the option's name (the path part holds it).
 fn invalid_field(field: &str, message: String) -> Error {
     Error::new(
         Status::InvalidArg,
@@ -80,11 +76,17 @@ fn failed(e: Failure) -> Error {
 }
 
 fn record_mode(record: Option<&str>, default: RecordMode) -> Result<RecordMode> {
-    record.map_or(Ok(default), |r| r.parse().map_err(invalid))
+    record.map_or(Ok(default), |r| {
+        r.parse()
+            .map_err(|e: String| invalid_field("record", format!("`record` is invalid: {e}")))
+    })
 }
 
 fn format_of(format: Option<&str>) -> Result<Format> {
-    format.unwrap_or("anthropic").parse().map_err(invalid)
+    format
+        .unwrap_or("anthropic")
+        .parse()
+        .map_err(|e: String| invalid_field("format", format!("`format` is invalid: {e}")))
 }
 
 /// The counts the original function returns.
@@ -411,6 +413,8 @@ pub struct BodyInput {
     pub cache_ttl: Option<String>,
     pub state: Option<String>,
     pub require_log: Option<bool>,
+    pub recall: Option<f64>,
+    pub language: Option<String>,
 }
 
 impl BodyInput {
@@ -447,6 +451,8 @@ impl BodyInput {
             cache_ttl: self.cache_ttl,
             state: self.state.map(PathBuf::from),
             require_log: self.require_log.unwrap_or(false),
+            recall: self.recall,
+            language: self.language,
         };
         (raw, self.text, self.session_id)
     }

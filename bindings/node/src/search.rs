@@ -50,6 +50,7 @@ pub struct IndexInput {
     pub embed_key_env: Option<String>,
     pub embed_dimensions: Option<f64>,
     pub embed_timeout: Option<f64>,
+    pub embed_weight: Option<f64>,
 }
 
 fn open(log_path: String, o: Option<IndexInput>) -> Result<Index> {
@@ -60,6 +61,7 @@ fn open(log_path: String, o: Option<IndexInput>) -> Result<Index> {
         key_env: o.embed_key_env,
         dimensions: o.embed_dimensions,
         timeout_ms: o.embed_timeout,
+        weight: o.embed_weight,
         snake: false,
     };
     shared::open_index(

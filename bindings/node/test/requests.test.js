@@ -58,6 +58,8 @@ function flags(o) {
   if (o.cache) add('cache', o.cache);
   if (o.cacheTtl) add('cache-ttl', o.cacheTtl);
   if (o.state) add('state', o.state);
+  if (o.recall !== undefined) add('recall', o.recall);
+  if (o.language) add('language', o.language);
   return out;
 }
 
@@ -82,6 +84,26 @@ const CASES = [
   { summaries: true, model: 'claude-sonnet-4-5', cache: 'auto', markPending: true },
   { facts: true, format: 'openai' },
 ];
+
+test("recall is the CLI's respond --recall, byte for byte", async () => {
+  const log = turnsLog();
+  const text = 'what was the user refactoring yesterday, the replay module?';
+  for (const c of [{ recall: 2, tail: 5 }, { recall: 3, tail: 5, language: 'none', format: 'openai' }, { recall: 1, kinds: ['wm_event'], model: 'claude-sonnet-4-5' }]) {
+    const o = { text, ...c };
+    const want = respond(log, o);
+    assert.ok(want.includes('WM_KIND=recall'), JSON.stringify(c));
+    assert.ok((await buildRequestBody({ logPath: log, ...o })).equals(want), JSON.stringify(c));
+    const live = new LiveReplay(log, { format: c.format });
+    const { format: _f, ...per } = o;
+    for (let i = 0; i < 2; i++) assert.ok((await live.requestBody(per)).equals(want), `live ${JSON.stringify(c)}`);
+  }
+  for (const bad of [0, 1001, 2.5]) {
+    await assert.rejects(buildRequestBody({ logPath: log, text, recall: bad }),
+      (e) => e instanceof TypeError && e.code === 'EINVALIDARG' && e.field === 'recall' && e.message.includes('`recall` must be a whole number from 1 to 1000'));
+  }
+  await assert.rejects(buildRequestBody({ logPath: log, text, recall: 2, language: 'klingon' }),
+    (e) => e instanceof TypeError && e.field === 'language' && e.message.includes('unknown language'));
+});
 
 test("bodies with a model, windows, selections, cache marks and the pending mark are the CLI's respond, byte for byte", async () => {
   const log = turnsLog();
@@ -178,6 +200,28 @@ test('trimTo remembers the window start in the state store, as respond does', as
   assert.ok(fs.existsSync(state));
   // And the CLI, with the same store, agrees.
   assert.ok(second.equals(respond(log, o)));
+});
+
+test('a bad record mode, format or record is a TypeError with code and field', async () => {
+  const log = write('{"type":"a","ts_ms":1}\n');
+  const isInvalid = (field, says) => (e) => {
+    assert.ok(e instanceof TypeError, String(e));
+    assert.equal(e.code, 'EINVALIDARG');
+    assert.equal(e.field, field);
+    assert.ok(e.message.includes(says), e.message);
+    return true;
+  };
+  await assert.rejects(replayWorkingMemoryLog({ logPath: log, record: 'bogus' }), isInvalid('record', 'bogus'));
+  await assert.rejects(buildRequestBody({ logPath: log, text: 'x', record: 'bogus' }), isInvalid('record', 'bogus'));
+  await assert.rejects(buildRequestBody({ logPath: log, text: 'x', format: 'yaml' }), isInvalid('format', 'yaml'));
+  assert.throws(() => new LiveReplay(log, { format: 'yaml' }), isInvalid('format', 'yaml'));
+  assert.throws(() => new LiveReplay(log, { record: 'bogus' }), isInvalid('record', 'bogus'));
+  const circular = { type: 'a' };
+  circular.self = circular;
+  for (const [record, says] of [[{ type: 'a', n: 1n }, 'BigInt'], [circular, 'circular']]) {
+    await assert.rejects(append(log, record), isInvalid('records', says));
+  }
+  assert.equal(fs.readFileSync(log, 'utf8'), '{"type":"a","ts_ms":1}\n', 'nothing written');
 });
 
 test('append() writes what the server would, and its stamps never go back', async () => {
@@ -370,10 +414,31 @@ test('a missing log: requireLog rejects with ENOENT, refresh() says logMissing',
       return true;
     });
   }
-  // Without requireLog it is an empty replay, and says so where it can.
-  assert.equal((await replayWorkingMemoryLog({ logPath: missing })).messages.length, 0);
-  const live = new LiveReplay(missing);
-  assert.equal((await live.refresh()).logMissing, true);
+  // Without requireLog it is an empty replay, and says so: a process
+  // warning (as the CLI warns on stderr), once per LiveReplay while the log
+  // stays missing; none with warn: false.
+  const warnings = [];
+  const listen = (w) => warnings.push(w);
+  process.on('warning', listen);
+  let live;
+  try {
+    assert.equal((await replayWorkingMemoryLog({ logPath: missing })).messages.length, 0);
+    await buildRequestBody({ logPath: missing, text: 'x' });
+    await replayWorkingMemoryLog({ logPath: missing, warn: false });
+    await buildRequestBody({ logPath: missing, text: 'x', warn: false });
+    await new LiveReplay(missing).refresh({ warn: false });
+    live = new LiveReplay(missing);
+    assert.equal((await live.refresh()).logMissing, true);
+    await live.requestBody({ text: 'x' });
+    await live.refresh();
+    await new Promise((r) => setImmediate(r));
+  } finally {
+    process.off('warning', listen);
+  }
+  assert.deepStrictEqual(warnings.map((w) => w.code), Array(3).fill('WMREPLAY_MISSING_LOG'));
+  for (const w of warnings) {
+    assert.equal(w.message, `${missing} does not exist; replaying it as an empty log (requireLog: true makes this an error, warn: false silences it)`);
+  }
   fs.writeFileSync(missing, '{"type":"a","ts_ms":1}\n');
   const r = await live.refresh();
   assert.equal(r.logMissing, false);

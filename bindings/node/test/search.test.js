@@ -281,13 +281,19 @@ test('hybrid search takes the CLI embed options and gives its hits', async () =>
     const { stdout: out } = await require('util').promisify(require('child_process').execFile)(
       cli(), ['search', p, 'canine', '--format', 'ndjson', '--embed-upstream', api.url, '--embed-model', 'mock-embed'], { encoding: 'utf8', env });
     assert.deepStrictEqual(hits, out.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+    // The fusion's weight, as --embed-weight: the vectors' first hit scores weight/61.
+    const weighted = await search(p, 'canine', { ...opts, embedWeight: 2 });
+    const { stdout: out2 } = await require('util').promisify(require('child_process').execFile)(
+      cli(), ['search', p, 'canine', '--format', 'ndjson', '--embed-upstream', api.url, '--embed-model', 'mock-embed', '--embed-weight', '2'], { encoding: 'utf8', env });
+    assert.deepStrictEqual(weighted, out2.split('\n').filter(Boolean).map((l) => JSON.parse(l)));
+    assert.ok(Math.abs(weighted[0].score - 2 / 61) < 1e-9, String(weighted[0].score));
     const index = new SearchIndex(p, { ...opts, embedTimeout: 5000 });
     const car = Buffer.byteLength(JSON.stringify(lines[0])) + 1;
     assert.deepStrictEqual((await index.search('automobile', { limit: 1 })).map((h) => h.offset), [car]);
     // A model that cannot be reached: the search is by words.
     const byWords = await search(p, 'car', { embedUpstream: 'http://127.0.0.1:9', embedModel: 'mock-embed', embedTimeout: 500 });
     assert.deepStrictEqual(byWords[0].record, lines[1]);
-    for (const [o, field] of [[{ embedUpstream: 'http://x' }, 'embedModel'], [{ embedModel: 'm' }, 'embedUpstream'], [{ embedDimensions: 8 }, 'embedDimensions'], [{ embedUpstream: 'ftp://x', embedModel: 'm' }, 'embedUpstream']]) {
+    for (const [o, field] of [[{ embedUpstream: 'http://x' }, 'embedModel'], [{ embedModel: 'm' }, 'embedUpstream'], [{ embedDimensions: 8 }, 'embedDimensions'], [{ embedWeight: 1 }, 'embedWeight'], [{ embedUpstream: 'http://x', embedModel: 'm', embedWeight: -1 }, 'embedWeight'], [{ embedUpstream: 'http://x', embedModel: 'm', embedWeight: NaN }, 'embedWeight'], [{ embedUpstream: 'ftp://x', embedModel: 'm' }, 'embedUpstream']]) {
       await assert.rejects(search(p, 'car', o), (e) => e instanceof TypeError && e.code === 'EINVALIDARG' && e.field === field);
     }
   } finally {

@@ -42,6 +42,18 @@ pyo3::create_exception!(
      made it. The message names the count and the first skipped line."
 );
 
+pyo3::create_exception!(
+    wmreplay,
+    MissingLogWarning,
+    PyUserWarning,
+    "The log does not exist (a mistyped path, most often): it is replayed as an \
+     empty log. `require_log=True` makes it a FileNotFoundError; `warn=False` or a \
+     warnings filter silences it."
+);
+
+/// The most threads `replay(threads=…)` takes.
+const MAX_THREADS: f64 = 4096.0;
+
 /// How many skipped lines the stats list in detail.
 const MAX_SKIPS: usize = 16;
 
@@ -115,12 +127,64 @@ fn warn_of(py: Python<'_>, warning: Option<String>, warn: bool) -> PyResult<()> 
     PyErr::warn(py, &py.get_type::<SkippedLinesWarning>(), &text, 2)
 }
 
-/// A plain `OSError` (no errno to pick a subclass by) whose `filename` is
-/// still the path, and whose `strerror` (what `str()` shows beside the
-/// path) is the engine's message. (An `OSError(message)` given a `filename`
-/// afterwards prints as "[Errno None] None: 'path'": the message lost.)
+/// Raises a [`MissingLogWarning`] for the log at `path` when it is
+/// `missing` (an error if the warnings filter says so), unless `warn` is
+/// false: the CLI's warning, as a Python warning.
+fn warn_missing(py: Python<'_>, path: &std::path::Path, missing: bool, warn: bool) -> PyResult<()> {
+    if !(missing && warn) {
+        return Ok(());
+    }
+    let w = format!(
+        "{} does not exist; replaying it as an empty log (require_log=True makes this an error, warn=False silences it)",
+        path.display()
+    );
+    let text = std::ffi::CString::new(w.replace('\0', " ")).expect("no NUL left");
+    PyErr::warn(py, &py.get_type::<MissingLogWarning>(), &text, 2)
+}
+
+/// [`FileError`](file_error_type)'s source: an `OSError` whose `str()` is
+/// the engine's message (which names the file), not OSError's
+/// "[Errno None] message: 'path'".
+const FILE_ERROR: &std::ffi::CStr = c"
+class FileError(OSError):
+    \"\"\"An error about a file (the log, its state store, its search index) with
+    no errno: a log that changed while it was read, a damaged store. An OSError
+    whose filename is the file and whose strerror, and str(), is the message.\"\"\"
+
+    __module__ = 'wmreplay'
+
+    def __str__(self):
+        return self.strerror if isinstance(self.strerror, str) else super().__str__()
+";
+
+static FILE_ERROR_TYPE: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> =
+    pyo3::sync::PyOnceLock::new();
+
+/// `wmreplay.FileError`, made once.
+fn file_error_type(py: Python<'_>) -> PyResult<&Bound<'_, pyo3::types::PyType>> {
+    FILE_ERROR_TYPE
+        .get_or_try_init(py, || {
+            let m = PyModule::from_code(
+                py,
+                FILE_ERROR,
+                c"wmreplay/_file_error.py",
+                c"wmreplay._file_error",
+            )?;
+            Ok(m.getattr("FileError")?
+                .cast_into::<pyo3::types::PyType>()?
+                .unbind())
+        })
+        .map(|t| t.bind(py))
+}
+
+/// A `wmreplay.FileError` (an `OSError` without an errno to pick a
+/// subclass by) whose `filename` is the path and whose `strerror`, and
+/// `str()`, is the engine's message.
 fn os_error_without_errno(message: String, filename: String) -> PyErr {
-    PyOSError::new_err((None::<i32>, message, filename))
+    Python::attach(|py| match file_error_type(py) {
+        Ok(t) => PyErr::from_type(t.clone(), (None::<i32>, message, filename)),
+        Err(e) => e,
+    })
 }
 
 fn record_mode(record: &str) -> PyResult<RecordMode> {
@@ -197,6 +261,8 @@ const BODY_OPTIONS: &[(&str, Kind)] = &[
     ("state", Kind::Path),
     ("require_log", Kind::Bool),
     ("warn", Kind::Bool),
+    ("recall", Kind::Number),
+    ("language", Kind::Str),
 ];
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -300,6 +366,8 @@ fn raw_body(
             "tokenizer" => raw.tokenizer = Some(string()?),
             "trim_to" => raw.trim_to = Some(number()?),
             "start_on" => raw.start_on = Some(string()?),
+            "recall" => raw.recall = Some(number()?),
+            "language" => raw.language = Some(string()?),
             "mark_pending" => raw.mark_pending = boolean()?,
             "summaries" => raw.summaries = boolean()?,
             "facts" => raw.facts = boolean()?,
@@ -553,18 +621,24 @@ impl MessageIter {
 /// `JSON.stringify(JSON.parse(line))`). A log most of whose lines are not
 /// records raises a [`SkippedLinesWarning`] (unless `warn=False`).
 #[pyfunction]
-#[pyo3(signature = (path, record="raw", threads=0, *, require_log=false, warn=true))]
+#[pyo3(signature = (path, record="raw", threads=None, *, require_log=false, warn=true))]
 fn replay(
     py: Python<'_>,
     path: PathBuf,
     record: &str,
-    threads: usize,
+    threads: Option<&Bound<'_, PyAny>>,
     require_log: bool,
     warn: bool,
 ) -> PyResult<Replay> {
     let mut options = ReplayOptions::default();
     options.record = record_mode(record)?;
-    options.threads = threads;
+    let n = search::number("replay", "threads", threads, true)?.unwrap_or(0.0);
+    if !(0.0..=MAX_THREADS).contains(&n) {
+        return Err(PyValueError::new_err(format!(
+            "replay(): `threads` must be 0 (as many as the machine has) to {MAX_THREADS}, not {n}"
+        )));
+    }
+    options.threads = n as usize;
     let inner = py
         .detach(|| {
             let log = shared::open_log(&path, require_log)?;
@@ -577,6 +651,7 @@ fn replay(
         .map_err(to_py)?;
     let warning = shared::skipped_warning(&path, inner.borrow_dependent().stats());
     warn_of(py, warning, warn)?;
+    warn_missing(py, &path, inner.borrow_owner().is_missing(), warn)?;
     Ok(Replay { inner, options })
 }
 
@@ -599,6 +674,7 @@ fn request_body<'py>(
         .detach(|| shared::body_of_log(&path, current, &o))
         .map_err(failed)?;
     warn_of(py, body.warning, warn)?;
+    warn_missing(py, &path, body.log_missing, warn)?;
     Ok(PyBytes::new(py, &body.bytes))
 }
 
@@ -714,9 +790,20 @@ fn build_current_user_request_message(text: &str, session_id: Option<&str>) -> S
 struct LiveReplay {
     live: Mutex<shared::Live>,
     path: PathBuf,
+    /// Whether the last call found the log missing: warned once, not per
+    /// call.
+    missing: std::sync::atomic::AtomicBool,
 }
 
 impl LiveReplay {
+    /// Warns of a missing log the first time a call finds it missing.
+    fn warn_missing(&self, py: Python<'_>, missing: bool, warn: bool) -> PyResult<()> {
+        let was = self
+            .missing
+            .swap(missing, std::sync::atomic::Ordering::Relaxed);
+        warn_missing(py, &self.path, missing && !was, warn)
+    }
+
     /// The replay, its lock waited for with the GIL released (another
     /// thread may hold it through a long refresh, with the GIL released).
     fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut shared::Live) -> T + Send) -> T {
@@ -734,6 +821,7 @@ impl LiveReplay {
         Ok(LiveReplay {
             live: Mutex::new(shared::Live::new(path.clone(), format, record)),
             path,
+            missing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -750,6 +838,7 @@ impl LiveReplay {
             .with(py, |live| live.refresh(require_log))
             .map_err(to_py)?;
         warn_of(py, r.warning, warn)?;
+        self.warn_missing(py, r.log_missing, warn)?;
         let d = PyDict::new(py);
         d.set_item("rebuilt", r.refresh.rebuilt)?;
         d.set_item("bytes_read", r.refresh.bytes_read)?;
@@ -825,6 +914,7 @@ impl LiveReplay {
             })
             .map_err(failed)?;
         warn_of(py, body.warning, warn)?;
+        self.warn_missing(py, body.log_missing, warn)?;
         Ok(PyBytes::new(py, &body.bytes))
     }
 }
@@ -839,6 +929,9 @@ fn _wmreplay(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "SkippedLinesWarning",
         m.py().get_type::<SkippedLinesWarning>(),
     )?;
+    m.add("MissingLogWarning", m.py().get_type::<MissingLogWarning>())?;
+    m.add("FileError", file_error_type(m.py())?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<Replay>()?;
     m.add_class::<LiveReplay>()?;
     m.add_class::<MessageIter>()?;

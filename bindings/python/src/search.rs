@@ -93,7 +93,7 @@ fn run<'py>(
 /// `index_path` (default `PATH.wmreplay.idx`), made on first use and brought
 /// up to date before each search. A missing log finds nothing.
 #[pyfunction]
-#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None))]
+#[pyo3(signature = (path, query, *, limit=None, kinds=None, session=None, since=None, until=None, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None, embed_weight=None))]
 #[allow(clippy::too_many_arguments)]
 fn search<'py>(
     py: Python<'py>,
@@ -111,6 +111,7 @@ fn search<'py>(
     embed_key_env: Option<String>,
     embed_dimensions: Option<&Bound<'py, PyAny>>,
     embed_timeout: Option<&Bound<'py, PyAny>>,
+    embed_weight: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = request("search", query, limit, kinds, session, since, until)?;
     let embed = RawEmbed {
@@ -119,6 +120,7 @@ fn search<'py>(
         key_env: embed_key_env,
         dimensions: number("search", "embed_dimensions", embed_dimensions, true)?,
         timeout_ms: number("search", "embed_timeout", embed_timeout, false)?.map(|s| s * 1000.0),
+        weight: number("search", "embed_weight", embed_weight, false)?,
         snake: true,
     };
     let index = Mutex::new(
@@ -140,7 +142,7 @@ struct SearchIndex {
 #[pymethods]
 impl SearchIndex {
     #[new]
-    #[pyo3(signature = (path, *, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None))]
+    #[pyo3(signature = (path, *, index_path=None, language=None, embed_upstream=None, embed_model=None, embed_key_env=None, embed_dimensions=None, embed_timeout=None, embed_weight=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         path: PathBuf,
@@ -151,6 +153,7 @@ impl SearchIndex {
         embed_key_env: Option<String>,
         embed_dimensions: Option<&Bound<'_, PyAny>>,
         embed_timeout: Option<&Bound<'_, PyAny>>,
+        embed_weight: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let embed = RawEmbed {
             upstream: embed_upstream,
@@ -159,6 +162,7 @@ impl SearchIndex {
             dimensions: number("SearchIndex", "embed_dimensions", embed_dimensions, true)?,
             timeout_ms: number("SearchIndex", "embed_timeout", embed_timeout, false)?
                 .map(|s| s * 1000.0),
+            weight: number("SearchIndex", "embed_weight", embed_weight, false)?,
             snake: true,
         };
         let index = shared::open_index(path.clone(), index_path, language.as_deref(), &embed)

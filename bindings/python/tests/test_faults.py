@@ -174,6 +174,10 @@ def test_a_log_changed_after_replay_is_the_changed_error_never_nul_bytes(tmp_pat
             pytest.fail(f"{name} returned {type(out).__name__} ({nuls} NUL bytes)")
         assert e.value.filename == str(p), name
         assert "changed" in str(e.value) and "replay it again" in str(e.value), str(e.value)
+        # No errno to give: a FileError, whose str() is the message alone,
+        # not OSError's "[Errno None] message: 'path'".
+        assert isinstance(e.value, wmreplay.FileError) and e.value.errno is None, name
+        assert str(e.value) == e.value.strerror and "Errno" not in str(e.value), str(e.value)
     # What was computed at replay() still stands, and a new replay reads the
     # file as it is now.
     assert len(r) == n

@@ -103,6 +103,28 @@ def test_bodies_are_the_clis_respond_byte_for_byte(turns_log, case):
         assert live.request_body('what "now"?', session_id, system, **o) == want
 
 
+@pytest.mark.parametrize("case", [dict(recall=2, tail=5), dict(recall=3, tail=5, language="none", format="openai"),
+                                  dict(recall=1, kinds=["wm_event"], model="claude-sonnet-4-5")],
+                         ids=["recall", "recall-none-openai", "recall-kinds"])
+def test_recall_is_the_clis_respond_recall_byte_for_byte(turns_log, case):
+    text = "what was the user refactoring yesterday, the replay module?"
+    want = respond(turns_log, text, case)
+    assert b"WM_KIND=recall" in want
+    o = dict(case)
+    assert wmreplay.request_body(turns_log, text, **o) == want
+    fmt = o.pop("format", "anthropic")
+    assert wmreplay.replay(turns_log).request_body(text, None, fmt, **o) == want
+    live = wmreplay.LiveReplay(turns_log, format=fmt)
+    for _ in range(2):
+        assert live.request_body(text, **o) == want
+    # Out of range: refused before anything is read.
+    for bad in [0, 1001, 2.5]:
+        with pytest.raises(ValueError, match="`recall` must be a whole number from 1 to 1000"):
+            wmreplay.request_body(turns_log, text, recall=bad)
+    with pytest.raises(ValueError, match="`language`: unknown language"):
+        wmreplay.request_body(turns_log, text, recall=2, language="klingon")
+
+
 def test_a_model_brings_its_leading_fields(turns_log):
     body = json.loads(wmreplay.request_body(turns_log, "hi", model="claude-sonnet-4-5"))
     assert list(body) == ["model", "max_tokens", "system", "messages"]
@@ -310,6 +332,20 @@ def test_async_variants_give_what_the_blocking_calls_give(turns_log, tmp_path):
     assert appended["written"] == 1
 
 
+def test_replay_threads_out_of_range_is_a_value_error_naming_it():
+    for bad in [-1, 2**70]:
+        with pytest.raises(ValueError, match="`threads` must be 0"):
+            wmreplay.replay(EXAMPLE, threads=bad)
+    with pytest.raises(TypeError, match="`threads` must be an int"):
+        wmreplay.replay(EXAMPLE, threads="2")
+    assert len(wmreplay.replay(EXAMPLE, threads=2)) == len(wmreplay.replay(EXAMPLE))
+
+
+def test_the_version_is_the_installed_distributions():
+    import importlib.metadata
+    assert wmreplay.__version__ == importlib.metadata.version("wmreplay")
+
+
 def test_the_current_request_builder_and_the_system_rule():
     assert wmreplay.SYSTEM_RULE == oracle.SYSTEM_RULE
     assert wmreplay.build_current_user_request_message("hi", "s-1") == \
@@ -322,7 +358,8 @@ def test_the_current_request_builder_and_the_system_rule():
 
 def test_a_missing_log_is_reported_or_refused(tmp_path):
     missing = tmp_path / "nowhere.log"
-    assert wmreplay.replay(missing).stats["log_missing"] is True
+    with pytest.warns(wmreplay.MissingLogWarning):
+        assert wmreplay.replay(missing).stats["log_missing"] is True
     assert wmreplay.replay(EXAMPLE).stats["log_missing"] is False
     for call in [
         lambda: wmreplay.replay(missing, require_log=True),
@@ -335,11 +372,37 @@ def test_a_missing_log_is_reported_or_refused(tmp_path):
         assert e.value.filename == str(missing)
         assert "does not exist" in str(e.value)
     live = wmreplay.LiveReplay(missing)
-    assert live.refresh()["log_missing"] is True
+    assert live.refresh(warn=False)["log_missing"] is True
     assert live.stats["log_missing"] is True
     missing.write_text('{"type":"a","ts_ms":1}\n')
     r = live.refresh()
     assert r["log_missing"] is False and r["records_added"] == 1
+
+
+def test_a_missing_log_warns_as_the_cli_does_unless_told_not_to(tmp_path):
+    missing = tmp_path / "nowhere.log"
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        wmreplay.replay(missing)
+        wmreplay.request_body(missing, "x")
+        wmreplay.replay(missing, warn=False)
+        wmreplay.request_body(missing, "x", warn=False)
+        wmreplay.LiveReplay(missing).refresh(warn=False)
+        # A LiveReplay warns once while the log stays missing.
+        live = wmreplay.LiveReplay(missing)
+        live.refresh()
+        live.request_body("x")
+        live.refresh()
+    assert [w.category for w in seen] == [wmreplay.MissingLogWarning] * 3, [str(w.message) for w in seen]
+    for w in seen:
+        assert str(w.message) == (f"{missing} does not exist; replaying it as an empty log "
+                                  "(require_log=True makes this an error, warn=False silences it)")
+    # Found again, then gone: warned again.
+    missing.write_text('{"type":"a","ts_ms":1}\n')
+    live.refresh()
+    missing.unlink()
+    with pytest.warns(wmreplay.MissingLogWarning):
+        live.refresh()
 
 
 def test_a_log_of_junk_warns_unless_told_not_to(tmp_path):

@@ -22,6 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
+use wmreplay::search::{Language, MAX_LIMIT, SearchIndex};
 use wmreplay::state::Store;
 use wmreplay::{
     AllocError, CacheMemory, CachePolicy, CacheTtl, CurrentRequest, Error, Format, LiveReplay,
@@ -80,6 +81,10 @@ pub enum Field {
     Cache,
     /// `cacheTtl` / `cache_ttl`.
     CacheTtl,
+    /// `recall`.
+    Recall,
+    /// `language`.
+    Language,
 }
 
 impl Field {
@@ -103,6 +108,8 @@ impl Field {
             Field::StartOn => ("startOn", "start_on"),
             Field::Cache => ("cache", "cache"),
             Field::CacheTtl => ("cacheTtl", "cache_ttl"),
+            Field::Recall => ("recall", "recall"),
+            Field::Language => ("language", "language"),
         };
         match style {
             Style::Camel => camel,
@@ -131,10 +138,12 @@ impl Field {
             Field::StartOn => "--start-on",
             Field::Cache => "--cache",
             Field::CacheTtl => "--cache-ttl",
+            Field::Recall => "--recall",
+            Field::Language => "--language",
         }
     }
 
-    const ALL: [Field; 17] = [
+    const ALL: [Field; 19] = [
         Field::Format,
         Field::Record,
         Field::Model,
@@ -152,6 +161,8 @@ impl Field {
         Field::StartOn,
         Field::Cache,
         Field::CacheTtl,
+        Field::Recall,
+        Field::Language,
     ];
 }
 
@@ -227,6 +238,12 @@ pub struct RawBody {
     pub state: Option<PathBuf>,
     /// A missing log is an error (`ENOENT`), not an empty one.
     pub require_log: bool,
+    /// Recall: the K records best matching the request's text that the
+    /// replay does not hold, as one `WM_KIND=recall` message (`respond
+    /// --recall K`), from the search index next to the log.
+    pub recall: Option<f64>,
+    /// The recall index's language (`respond --language`; default English).
+    pub language: Option<String>,
 }
 
 /// The default answer token limit when `model` is given (`respond
@@ -251,6 +268,8 @@ pub struct BodyOptions {
     selection: Selection,
     cache: Option<CachePolicy>,
     state: Option<PathBuf>,
+    recall: Option<usize>,
+    language: Language,
 }
 
 fn whole(
@@ -428,6 +447,17 @@ impl BodyOptions {
         sel.summaries = raw.summaries;
         sel.facts = raw.facts;
         sel.validate().map_err(|e| translated(&e, style))?;
+        let recall = whole(raw.recall, Field::Recall, style, 1.0, MAX_LIMIT as f64)?;
+        let language = match &raw.language {
+            None => Language::default(),
+            Some(l) => Language::parse(l).map_err(|e| InvalidArg {
+                field: Field::Language.name(style).into(),
+                message: match e {
+                    Error::Query(m) => format!("`{}`: {m}", Field::Language.name(style)),
+                    e => e.to_string(),
+                },
+            })?,
+        };
         Ok(BodyOptions {
             format,
             record,
@@ -439,6 +469,8 @@ impl BodyOptions {
             selection: sel,
             cache,
             state: raw.state,
+            recall: recall.map(|k| k as usize),
+            language,
         })
     }
 
@@ -494,6 +526,34 @@ impl BodyOptions {
             Some(policy) => spec.with_cache(policy),
             None => spec,
         }
+    }
+
+    /// With `recall`: the recall message for `text`, as `respond --recall
+    /// K` makes it: the K records best matching it that `replayed` (the
+    /// body's selection) does not hold, from the search index next to the
+    /// log at `path` (made, or brought up to date, first). `None` without
+    /// `recall`, or when nothing is found.
+    fn recalled(
+        &self,
+        path: &Path,
+        replayed: &Replay<'_>,
+        text: &str,
+    ) -> Result<Option<String>, Error> {
+        let Some(k) = self.recall else {
+            return Ok(None);
+        };
+        let held: std::collections::HashSet<u64> = replayed
+            .records()
+            .iter()
+            .map(|r| replayed.source_offset(r))
+            .collect();
+        let mut index = SearchIndex::in_language(
+            path,
+            SearchIndex::path_for(path),
+            &replay_options(self.record),
+            self.language,
+        );
+        index.recall(text, k, &|o| held.contains(&o))
     }
 }
 
@@ -647,7 +707,8 @@ pub fn body_of_log(
     let mut replayed = wmreplay::try_replay(log.bytes(), &replay_options(o.record)).map_err(oom)?;
     let warning = skipped_warning(path, replayed.stats());
     select(&mut replayed, &log, &sel, o.state.as_deref())?;
-    let body = replayed.try_render_request_with(&o.spec(current));
+    let recalled = o.recalled(path, &replayed, current.text)?;
+    let body = replayed.try_render_request_with(&o.spec(current).with_recall(recalled.as_deref()));
     drop(replayed);
     // Checked before the body is handed out: bytes rendered from a map of
     // a file truncated meanwhile are the guard's zero pages.
@@ -673,13 +734,14 @@ pub fn body_of_replay(
 ) -> Result<Vec<u8>, Failure> {
     let sel = o.selection(current.session_id)?;
     let oom = |e: AllocError| e.for_log(log.path());
-    let spec = o.spec(current);
     let body = if sel.is_everything() {
-        replayed.try_render_request_with(&spec)
+        let recalled = o.recalled(log.path(), replayed, current.text)?;
+        replayed.try_render_request_with(&o.spec(current).with_recall(recalled.as_deref()))
     } else {
         let mut again = wmreplay::try_replay(log.bytes(), options).map_err(oom)?;
         select(&mut again, log, &sel, o.state.as_deref())?;
-        again.try_render_request_with(&spec)
+        let recalled = o.recalled(log.path(), &again, current.text)?;
+        again.try_render_request_with(&o.spec(current).with_recall(recalled.as_deref()))
     };
     log.verify()?;
     Ok(body.map_err(oom)?)
@@ -798,60 +860,63 @@ impl Live {
         // The live state counts an XML window's tokens on the elements, not
         // on the texts a one-shot replay counts: that body replays the log's
         // committed bytes again.
-        let bytes = if self.format == Format::Xml && sel.max_tokens.is_some() {
-            self.body_replayed(&sel, &spec, o)?
-        } else if !sel.has_window()
-            && !sel.mark_pending
-            && !sel.summaries
-            && !sel.facts
-            && o.cache.is_none()
-        {
-            // Every record held (the filters were applied as they arrived):
-            // the chunks as they are, no selection pass.
-            let (head, tail) =
-                wmreplay::request_envelope(self.format, &o.fields, &o.system, &current);
-            let chunks = self.inner.chunks();
-            let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
-            let mut body = Vec::new();
-            body.try_reserve_exact(len)
-                .map_err(|_| AllocError { bytes: len as u64 }.for_log(&self.path))?;
-            body.extend_from_slice(&head);
-            for c in &chunks {
-                body.extend_from_slice(c);
-            }
-            body.extend_from_slice(&tail);
-            body
-        } else {
-            let store = if sel.trim_to.is_some() {
-                let store_path = o
-                    .state
-                    .clone()
-                    .unwrap_or_else(|| Store::path_for(&self.path));
-                if refreshed.log_missing {
-                    Store::open_existing(store_path)?
-                } else {
-                    Some(Store::open(store_path)?)
-                }
-            } else {
-                None
-            };
-            let key = sel.window_key();
-            let prev = match &store {
-                Some(s) => s.window_start(&self.path, &key)?,
-                None => None,
-            };
-            // A fresh cache memory per body: the marks a one-shot replay
-            // (and `wmreplay respond --cache auto`) places.
-            let (body, report) =
-                self.inner
-                    .request_body_with(&spec, &sel, prev, &mut CacheMemory::default())?;
-            if let Some(s) = &store
-                && report.window_start != prev
+        // Recall leaves out what the body replays: a one-shot replay of the
+        // same bytes says which records those are.
+        let bytes =
+            if (self.format == Format::Xml && sel.max_tokens.is_some()) || o.recall.is_some() {
+                self.body_replayed(&sel, current, o)?
+            } else if !sel.has_window()
+                && !sel.mark_pending
+                && !sel.summaries
+                && !sel.facts
+                && o.cache.is_none()
             {
-                s.set_window_start(&self.path, &key, report.window_start)?;
-            }
-            body
-        };
+                // Every record held (the filters were applied as they arrived):
+                // the chunks as they are, no selection pass.
+                let (head, tail) =
+                    wmreplay::request_envelope(self.format, &o.fields, &o.system, &current);
+                let chunks = self.inner.chunks();
+                let len = head.len() + tail.len() + chunks.iter().map(|c| c.len()).sum::<usize>();
+                let mut body = Vec::new();
+                body.try_reserve_exact(len)
+                    .map_err(|_| AllocError { bytes: len as u64 }.for_log(&self.path))?;
+                body.extend_from_slice(&head);
+                for c in &chunks {
+                    body.extend_from_slice(c);
+                }
+                body.extend_from_slice(&tail);
+                body
+            } else {
+                let store = if sel.trim_to.is_some() {
+                    let store_path = o
+                        .state
+                        .clone()
+                        .unwrap_or_else(|| Store::path_for(&self.path));
+                    if refreshed.log_missing {
+                        Store::open_existing(store_path)?
+                    } else {
+                        Some(Store::open(store_path)?)
+                    }
+                } else {
+                    None
+                };
+                let key = sel.window_key();
+                let prev = match &store {
+                    Some(s) => s.window_start(&self.path, &key)?,
+                    None => None,
+                };
+                // A fresh cache memory per body: the marks a one-shot replay
+                // (and `wmreplay respond --cache auto`) places.
+                let (body, report) =
+                    self.inner
+                        .request_body_with(&spec, &sel, prev, &mut CacheMemory::default())?;
+                if let Some(s) = &store
+                    && report.window_start != prev
+                {
+                    s.set_window_start(&self.path, &key, report.window_start)?;
+                }
+                body
+            };
         Ok(Body {
             bytes,
             warning: refreshed.warning,
@@ -864,7 +929,7 @@ impl Live {
     fn body_replayed(
         &self,
         sel: &Selection,
-        spec: &RequestSpec<'_>,
+        current: CurrentRequest<'_>,
         o: &BodyOptions,
     ) -> Result<Vec<u8>, Failure> {
         let log = LogBytes::open(&self.path, ReadMode::Auto)?;
@@ -873,7 +938,9 @@ impl Live {
         let mut replayed =
             wmreplay::try_replay(&log.bytes()[..committed], &self.options).map_err(oom)?;
         select(&mut replayed, &log, sel, o.state.as_deref())?;
-        let body = replayed.try_render_request_with(spec);
+        let recalled = o.recalled(&self.path, &replayed, current.text)?;
+        let body =
+            replayed.try_render_request_with(&o.spec(current).with_recall(recalled.as_deref()));
         drop(replayed);
         log.verify()?;
         Ok(body.map_err(oom)?)

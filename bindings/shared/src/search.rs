@@ -116,7 +116,8 @@ fn query_error(e: Error) -> InvalidArg {
 
 /// Hybrid search's options as a package received them: `wmreplay search
 /// --embed-upstream`, `--embed-model`, `--embed-key-env`,
-/// `--embed-dimensions`, `--embed-timeout` (milliseconds here).
+/// `--embed-dimensions`, `--embed-timeout` (milliseconds here),
+/// `--embed-weight`.
 #[derive(Debug, Clone, Default)]
 pub struct RawEmbed {
     pub upstream: Option<String>,
@@ -124,6 +125,8 @@ pub struct RawEmbed {
     pub key_env: Option<String>,
     pub dimensions: Option<f64>,
     pub timeout_ms: Option<f64>,
+    /// How much the vectors' ranking counts against the words' (0 to 100).
+    pub weight: Option<f64>,
     /// Python's names (`embed_model`) in errors, not JavaScript's.
     pub snake: bool,
 }
@@ -163,6 +166,7 @@ fn embedder(raw: &RawEmbed) -> Result<Option<(HttpEmbedder, HybridOptions)>, Inv
                 (raw.key_env.is_some(), "embedKeyEnv"),
                 (raw.dimensions.is_some(), "embedDimensions"),
                 (raw.timeout_ms.is_some(), "embedTimeout"),
+                (raw.weight.is_some(), "embedWeight"),
             ] {
                 if set {
                     let (n, u, m) = (
@@ -225,6 +229,16 @@ fn embedder(raw: &RawEmbed) -> Result<Option<(HttpEmbedder, HybridOptions)>, Inv
             return Err(raw.refused("embedTimeout", m));
         }
         cfg.hybrid.query_timeout = std::time::Duration::from_millis(ms as u64);
+    }
+    if let Some(w) = raw.weight {
+        if !(0.0..=100.0).contains(&w) {
+            let n = raw.name("embedWeight");
+            return Err(raw.refused(
+                "embedWeight",
+                format!("{n} must be a number from 0 to 100, not {w}"),
+            ));
+        }
+        cfg.hybrid.vector_weight = w;
     }
     // As the command line: each search waits until the records are
     // embedded, or their embedding failed.

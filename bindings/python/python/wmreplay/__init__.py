@@ -11,11 +11,13 @@ of an LLM request, in process, with the Rust engine.
     >>> wmreplay.append("working_memory.log", {"type": "wm_event", "event": "scene_change"})
     >>> wmreplay.search("working_memory.log", "scene change", limit=5)[0]["record"]
 
-A missing log is an empty replay (``stats["log_missing"]``; ``require_log=True``
-raises ``FileNotFoundError``); lines that are not records are skipped and
+A missing log is an empty replay (``stats["log_missing"]``), with a
+``MissingLogWarning`` (``warn=False`` silences it; ``require_log=True`` raises
+``FileNotFoundError`` instead); lines that are not records are skipped and
 counted in ``stats``, never fatal (a log most of whose lines are not records
 raises a ``SkippedLinesWarning``). An unreadable log raises ``OSError`` whose
-``filename`` is the path. ``LiveReplay`` keeps a replay across calls and parses
+``filename`` is the path (``FileError``, an ``OSError``, when there is no errno:
+a log that changed while it was read, a damaged state store or index). ``LiveReplay`` keeps a replay across calls and parses
 only what was appended. ``search`` finds the records best matching a query
 through an index kept next to the log; ``SearchIndex`` keeps it open.
 ``records`` lists a log's records (filtered, in replay or log order).
@@ -34,11 +36,14 @@ import functools
 from . import sessions, types
 from ._wmreplay import (
     SYSTEM_RULE,
+    FileError,
     LiveReplay,
     MessageIter,
     Replay,
     SearchIndex,
+    MissingLogWarning,
     SkippedLinesWarning,
+    __version__,
     append,
     build_current_user_request_message,
     records,
@@ -65,6 +70,9 @@ __all__ = [
     "MessageIter",
     "SYSTEM_RULE",
     "SkippedLinesWarning",
+    "MissingLogWarning",
+    "FileError",
+    "__version__",
     "types",
     "sessions",
 ]

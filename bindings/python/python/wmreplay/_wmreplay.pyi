@@ -31,7 +31,13 @@ __all__ = [
     "MessageIter",
     "SYSTEM_RULE",
     "SkippedLinesWarning",
+    "MissingLogWarning",
+    "FileError",
+    "__version__",
 ]
+
+__version__: str
+"""The package's version (``importlib.metadata.version("wmreplay")``)."""
 
 _Format = Literal["anthropic", "openai", "ndjson", "xml"]
 _Record = Literal["raw", "js"]
@@ -44,6 +50,17 @@ class SkippedLinesWarning(UserWarning):
     working-memory log (a wrong path, a pretty-printed JSON file) or a broken
     writer made it. The message names the count and the first skipped line.
     ``warn=False`` on the call, or a warnings filter, silences it."""
+
+class MissingLogWarning(UserWarning):
+    """The log does not exist (a mistyped path, most often): it is replayed as an
+    empty log, as ``wmreplay respond`` does with a warning. ``require_log=True``
+    makes it a ``FileNotFoundError``; ``warn=False`` on the call, or a warnings
+    filter, silences it. A ``LiveReplay`` warns once while the log stays missing."""
+
+class FileError(OSError):
+    """An error about a file (the log, its state store, its search index) that has
+    no errno: a log that changed while it was read, a damaged store. ``filename``
+    is the file; ``strerror``, and ``str()``, the message."""
 
 @final
 class Replay:
@@ -102,6 +119,8 @@ class Replay:
         cache: Literal["auto", "none"] = "none",
         cache_ttl: Literal["5m", "1h"] = "5m",
         state: Optional[_Path] = None,
+    recall: Optional[int] = None,
+    language: Optional[str] = None,
     ) -> bytes:
         """The request body, byte for byte what ``wmreplay respond`` writes for
         the same options (the options are ``wmreplay.request_body``'s; the
@@ -178,6 +197,8 @@ def request_body(
     cache: Literal["auto", "none"] = "none",
     cache_ttl: Literal["5m", "1h"] = "5m",
     state: Optional[_Path] = None,
+    recall: Optional[int] = None,
+    language: Optional[str] = None,
     require_log: bool = False,
     warn: bool = True,
 ) -> bytes:
@@ -199,6 +220,10 @@ def request_body(
       ``wm_fact`` records as one ``wm_facts`` message).
     - ``cache="auto"``: Anthropic prompt-cache breakpoints (``cache_ttl``
       ``"5m"`` or ``"1h"``); format ``"anthropic"`` only.
+    - ``recall=K`` (1 to 1000; ``respond --recall K``): the K records best
+      matching ``text`` that the body does not replay, as one
+      ``WM_KIND=recall`` message just before the request, found by the search
+      index next to the log (``language``: its analysis, default ``"english"``).
     - ``record`` defaults to ``"raw"`` (the line as written: byte-stable, so a
       provider's prompt cache keeps hitting).
 
@@ -269,6 +294,8 @@ class LiveReplay:
         cache: Literal["auto", "none"] = "none",
         cache_ttl: Literal["5m", "1h"] = "5m",
         state: Optional[_Path] = None,
+    recall: Optional[int] = None,
+    language: Optional[str] = None,
         require_log: bool = False,
         warn: bool = True,
     ) -> bytes:
@@ -296,6 +323,7 @@ def search(
     embed_key_env: Optional[str] = None,
     embed_dimensions: Optional[int] = None,
     embed_timeout: Optional[float] = None,
+    embed_weight: Optional[float] = None,
 ) -> List[Hit]:
     """The records of the log at ``path`` best matching ``query``, best first
     (BM25), GIL released: what ``wmreplay search`` prints, as
@@ -370,6 +398,7 @@ class SearchIndex:
         embed_key_env: Optional[str] = None,
         embed_dimensions: Optional[int] = None,
         embed_timeout: Optional[float] = None,
+        embed_weight: Optional[float] = None,
     ) -> "SearchIndex": ...
     @property
     def path(self) -> PathLike[str]:
