@@ -25,7 +25,7 @@ step() { echo "== node-package: $* ($((SECONDS - START)) s)"; }
 
 WMREPLAY_BIN=${WMREPLAY_BIN:-$ROOT/target/debug/wmreplay}
 if [[ ! -x $WMREPLAY_BIN ]]; then
-  step "cargo build --bin wmreplay (the CLI the tests compare with)"
+  step "cargo build --bin wmreplay (the CLI the tests compare with; set WMREPLAY_BIN to use another)"
   cargo build --bin wmreplay
 fi
 
@@ -33,8 +33,20 @@ step "npm ci in bindings/node (@napi-rs/cli)"
 (cd "$NODE_DIR" && npm ci --no-audit --no-fund)
 NAPI=$NODE_DIR/node_modules/.bin/napi
 
-step "napi build --release --platform"
-(cd "$NODE_DIR" && npm run build)
+# Linked by zig against glibc 2.17 (cargo-zigbuild and zig from PyPI, as the
+# Python wheel is), so that the binary loads on any Linux with glibc 2.17 or
+# later, not only on one as new as this machine's; built in the repository's
+# one target directory, which the CLI and the Python package share.
+ZIG_VENV=$ROOT/target/zig-venv
+if [[ ! -x $ZIG_VENV/bin/cargo-zigbuild ]]; then
+  step "cargo-zigbuild and zig from PyPI (into target/zig-venv)"
+  python3 -m venv "$ZIG_VENV"
+  "$ZIG_VENV/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild
+fi
+step "napi build --release --platform -x --target x86_64-unknown-linux-gnu.2.17"
+(cd "$NODE_DIR" && PATH=$ZIG_VENV/bin:$PATH CARGO_TARGET_DIR=$ROOT/target \
+  npm run build -- -x --target x86_64-unknown-linux-gnu.2.17)
+bash "$ROOT/.ci/glibc-floor.sh" "$NODE_DIR"/wmreplay.*.node
 
 # The napi commands rewrite package.json and write binaries beside it, so they
 # run on a copy of the package's files, never on the checkout.

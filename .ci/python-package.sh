@@ -60,7 +60,7 @@ if [ -n "${WMREPLAY_BIN:-}" ]; then
   BIN=$WMREPLAY_BIN
 else
   BIN=$ROOT/target/debug/wmreplay
-  [ -x "$BIN" ] || { step "cargo build (the CLI the tests compare with)"; cargo build --bin wmreplay; }
+  [ -x "$BIN" ] || { step "cargo build (the CLI the tests compare with; set WMREPLAY_BIN to use another)"; cargo build --bin wmreplay; }
 fi
 
 step "wheel (release, --zig --compatibility $COMPAT) and sdist -> target/wheels/"
@@ -69,7 +69,9 @@ rm -f "$OUT"/wmreplay-*.whl "$OUT"/wmreplay-*.tar.gz
 (
   cd bindings/python
   # maturin finds zig through the build virtualenv's python.
-  export PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD"
+  # The repository's one target directory, shared with the CLI and the Node
+  # package: what they have compiled alike is not compiled again.
+  export PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD" CARGO_TARGET_DIR="$ROOT/target"
   maturin build --release --locked --zig --compatibility "$COMPAT" --out "$OUT"
   maturin sdist --out "$OUT"
 )
@@ -79,6 +81,7 @@ case "$(basename "$WHEEL")" in
   *-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ;;
   *) echo "unexpected wheel tag: $WHEEL" >&2; exit 1 ;;
 esac
+bash "$ROOT/.ci/glibc-floor.sh" "$WHEEL"
 
 step "what the artifacts carry"
 "$BUILD/bin/python" - "$WHEEL" "$SDIST" <<'EOF'
@@ -124,7 +127,7 @@ mkdir "$WORK/from-sdist"
 # In the wheel's target directory: the crates from the registry compiled for
 # the wheel are reused (only the sdist's own crates, at their unpacked paths,
 # are compiled again), instead of a second full build.
-(cd "$WORK" && CARGO_TARGET_DIR="$ROOT/bindings/python/target" "$BUILD/bin/python" -m pip wheel \
+(cd "$WORK" && CARGO_TARGET_DIR="$ROOT/target" "$BUILD/bin/python" -m pip wheel \
   "${pip_quiet[@]}" --no-cache-dir --no-deps -w "$WORK/from-sdist" "$SDIST")
 "$BUILD/bin/python" - "$WHEEL" "$WORK"/from-sdist/wmreplay-*.whl <<'EOF'
 import sys, zipfile

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The command line on other Linux platforms, built here and run: aarch64 with
+# glibc 2.17 (cross-built with cargo-zigbuild, from PyPI, and run under
+# qemu-user, from Debian's packages) and x86-64 musl (statically linked, run
+# natively). Each runs the same commands as this machine's build: `gen` (the
+# same bytes), `respond` with windows, tokenizers, formats and cache marks,
+# `replay`, `stats` and `search`, on the example log and on a generated one, and
+# every output must equal the host's byte for byte (the scanner's SIMD paths
+# differ between x86-64 and aarch64). Then the aarch64 binary's glibc floor is
+# checked (`.ci/glibc-floor.sh`: nothing above GLIBC_2.17).
+#
+# The builds use the `platform-check` profile (unoptimised: they are run once,
+# on small logs) and target/'s shared cache. macOS is built and tested by the
+# release workflow only (.github/workflows/release.yml); Windows not at all yet
+# (the engine's file locking, maps and signals are Unix-only).
+#
+#   bash .ci/platforms.sh              # needs Rust (rustup), gcc, Python 3; root
+#                                      # or sudo to install qemu-user if missing
+#   HOST_BIN=target/release/wmreplay bash .ci/platforms.sh
+#
+# Exits non-zero on any failure, naming the platform and the command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+START=$SECONDS
+step() { echo "== platforms: $* ($((SECONDS - START)) s)"; }
+
+HOST_BIN=${HOST_BIN:-$ROOT/target/debug/wmreplay}
+if [[ ! -x $HOST_BIN ]]; then
+  step "cargo build --bin wmreplay (the host's output is the reference)"
+  cargo build --bin wmreplay
+fi
+HOST_BIN=$(realpath "$HOST_BIN")
+
+ZIG_VENV=$ROOT/target/zig-venv
+if [[ ! -x $ZIG_VENV/bin/cargo-zigbuild ]]; then
+  step "cargo-zigbuild and zig from PyPI (into target/zig-venv)"
+  python3 -m venv "$ZIG_VENV"
+  "$ZIG_VENV/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild
+fi
+export PATH=$ZIG_VENV/bin:$PATH
+
+step "rustup target add aarch64-unknown-linux-gnu x86_64-unknown-linux-musl"
+rustup target add aarch64-unknown-linux-gnu x86_64-unknown-linux-musl
+
+if ! command -v qemu-aarch64 >/dev/null || [[ ! -e /usr/aarch64-linux-gnu/lib/libc.so.6 ]]; then
+  step "apt-get install qemu-user libc6-arm64-cross"
+  SUDO=
+  if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    qemu-user libc6-arm64-cross >/dev/null
+fi
+
+declare -A RUN
+for target in aarch64-unknown-linux-gnu.2.17 x86_64-unknown-linux-musl; do
+  step "cargo zigbuild --profile platform-check --bin wmreplay --target $target"
+  cargo zigbuild --profile platform-check --bin wmreplay --target "$target"
+done
+A64=$ROOT/target/aarch64-unknown-linux-gnu/platform-check/wmreplay
+MUSL=$ROOT/target/x86_64-unknown-linux-musl/platform-check/wmreplay
+RUN[aarch64-gnu]="qemu-aarch64 -L /usr/aarch64-linux-gnu $A64"
+RUN[x86_64-musl]="$MUSL"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/wmreplay-platforms-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+EXAMPLE=$ROOT/examples/working_memory.log
+
+# One command, run by the host's binary and each platform's, in directories
+# of their own: the outputs must be equal. `{LOG}`, `{GEN}` and `{DIR}` stand
+# for the run's copy of the example, its generated log and its directory.
+checks=0
+same() {
+  local name=$1
+  shift
+  mkdir -p "$WORK/host"
+  (cd "$WORK/host" && expand "$WORK/host" "$@" | run_args "$HOST_BIN") >"$WORK/want" || {
+    echo "platforms: the host's binary failed: $name" >&2
+    exit 1
+  }
+  for platform in "${!RUN[@]}"; do
+    mkdir -p "$WORK/$platform"
+    # shellcheck disable=SC2086 # RUN's words: the emulator and the binary
+    (cd "$WORK/$platform" && expand "$WORK/$platform" "$@" | run_args ${RUN[$platform]}) >"$WORK/got" || {
+      echo "platforms: $platform failed: $name" >&2
+      exit 1
+    }
+    if ! cmp -s "$WORK/want" "$WORK/got"; then
+      echo "platforms: $platform differs from the host: $name" >&2
+      cmp "$WORK/want" "$WORK/got" >&2 || true
+      diff <(fold -w 200 "$WORK/want") <(fold -w 200 "$WORK/got") | head -20 >&2
+      exit 1
+    fi
+  done
+  checks=$((checks + 1))
+}
+# The arguments, one a line, with the placeholders filled in.
+expand() {
+  local dir=$1
+  shift
+  for a in "$@"; do
+    a=${a//\{LOG\}/$dir/example.log}
+    a=${a//\{GEN\}/$dir/gen.log}
+    a=${a//\{DIR\}/$dir}
+    printf '%s\n' "$a"
+  done
+}
+# Runs the command (its words first) with the arguments read from stdin.
+run_args() {
+  local args=()
+  while IFS= read -r a; do args+=("$a"); done
+  "$@" "${args[@]}"
+}
+
+step "the same outputs on x86-64 glibc (host), ${!RUN[*]}"
+# `gen` writes the same bytes everywhere; its log is then an input below,
+# with a copy of the example (each platform's search indexes sit next to
+# its own logs).
+for platform in host "${!RUN[@]}"; do
+  mkdir -p "$WORK/$platform"
+  cp "$EXAMPLE" "$WORK/$platform/example.log"
+  if [[ $platform == host ]]; then bin=$HOST_BIN; else bin=${RUN[$platform]}; fi
+  $bin gen "$WORK/$platform/gen.log" --size 1MiB --seed 7
+done
+for platform in "${!RUN[@]}"; do
+  cmp "$WORK/host/gen.log" "$WORK/$platform/gen.log" || {
+    echo "platforms: $platform: gen wrote other bytes" >&2
+    exit 1
+  }
+done
+checks=$((checks + 1))
+
+for log in '{LOG}' '{GEN}'; do
+  same "respond $log" respond "$log" --text 'What next?'
+  same "respond $log --tail 5 --session" respond "$log" --text hi --tail 5 --session s-42
+  same "respond $log --max-tokens o200k" respond "$log" --text hi --max-tokens 2000 --start-on text_input
+  same "respond $log --max-tokens cl100k" respond "$log" --text hi --max-tokens 1500 --tokenizer cl100k_base
+  same "respond $log --model --cache auto" respond "$log" --text hi --model claude-sonnet-4-5 --cache auto --tail 80 --mark-pending
+  same "respond $log --format openai --record js" respond "$log" --text hi --format openai --record js --tail 50
+  same "replay $log ndjson" replay "$log" --format ndjson --tail 100
+  same "replay $log xml" replay "$log" --format xml --max-tokens 3000
+  same "stats $log" stats "$log" --skips 5
+  same "search $log" search "$log" 'invoice lisbon deploy' --limit 5 --index '{DIR}/idx'
+  same "respond $log --recall" respond "$log" --text 'what about the invoice?' --recall 3 --tail 10
+done
+echo "platforms: $checks commands gave the host's bytes on ${!RUN[*]}"
+
+step "glibc floor of the aarch64 binary"
+bash "$ROOT/.ci/glibc-floor.sh" "$A64" "$MUSL"
+step "done"
