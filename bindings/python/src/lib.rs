@@ -124,7 +124,7 @@ fn warn_of(py: Python<'_>, warning: Option<String>, warn: bool) -> PyResult<()> 
         return Ok(());
     };
     let text = std::ffi::CString::new(w.replace('\0', " ")).expect("no NUL left");
-    PyErr::warn(py, &py.get_type::<SkippedLinesWarning>(), &text, 2)
+    PyErr::warn(py, &py.get_type::<SkippedLinesWarning>(), &text, 1)
 }
 
 /// Raises a [`MissingLogWarning`] for the log at `path` when it is
@@ -139,7 +139,7 @@ fn warn_missing(py: Python<'_>, path: &std::path::Path, missing: bool, warn: boo
         path.display()
     );
     let text = std::ffi::CString::new(w.replace('\0', " ")).expect("no NUL left");
-    PyErr::warn(py, &py.get_type::<MissingLogWarning>(), &text, 2)
+    PyErr::warn(py, &py.get_type::<MissingLogWarning>(), &text, 1)
 }
 
 /// [`FileError`](file_error_type)'s source: an `OSError` whose `str()` is

@@ -161,7 +161,10 @@ def test_messages_are_what_the_request_body_holds_ready_to_send():
 
 
 def test_a_missing_log_is_an_empty_replay(tmp_path):
-    r = wmreplay.replay(tmp_path / "none.log")
+    with pytest.warns(wmreplay.MissingLogWarning) as seen:
+        r = wmreplay.replay(tmp_path / "none.log")
+    # The warning points at the line that called replay().
+    assert seen[0].filename == __file__, seen[0].filename
     assert r.messages() == []
     assert list(r.iter_messages()) == []
     assert r.stats["total_lines"] == 0
