@@ -379,20 +379,27 @@ def test_a_missing_log_is_reported_or_refused(tmp_path):
     assert r["log_missing"] is False and r["records_added"] == 1
 
 
-def test_a_missing_log_warns_as_the_cli_does_unless_told_not_to(tmp_path):
-    missing = tmp_path / "nowhere.log"
+def warnings_of_each_call(path):
+    """The warnings of replay() and request_body() with and without warn, and
+    of one LiveReplay called three times (another, with warn=False, once)."""
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        wmreplay.replay(missing)
-        wmreplay.request_body(missing, "x")
-        wmreplay.replay(missing, warn=False)
-        wmreplay.request_body(missing, "x", warn=False)
-        wmreplay.LiveReplay(missing).refresh(warn=False)
-        # A LiveReplay warns once while the log stays missing.
-        live = wmreplay.LiveReplay(missing)
+        wmreplay.replay(path)
+        wmreplay.request_body(path, "x")
+        wmreplay.replay(path, warn=False)
+        wmreplay.request_body(path, "x", warn=False)
+        wmreplay.LiveReplay(path).refresh(warn=False)
+        live = wmreplay.LiveReplay(path)
         live.refresh()
         live.request_body("x")
-        live.refresh()
+        live.request_body("x")
+    return seen, live
+
+
+def test_a_missing_log_warns_as_the_cli_does_unless_told_not_to(tmp_path):
+    missing = tmp_path / "nowhere.log"
+    # Once per call, and once per LiveReplay while the log stays missing.
+    seen, live = warnings_of_each_call(missing)
     assert [w.category for w in seen] == [wmreplay.MissingLogWarning] * 3, [str(w.message) for w in seen]
     for w in seen:
         assert str(w.message) == (f"{missing} does not exist; replaying it as an empty log "
@@ -408,25 +415,20 @@ def test_a_missing_log_warns_as_the_cli_does_unless_told_not_to(tmp_path):
 def test_a_log_of_junk_warns_unless_told_not_to(tmp_path):
     junk = tmp_path / "junk.log"
     junk.write_text('{"a": 1}\nnot json\n{"type":"ok","ts_ms":1}\n')
-    fine = tmp_path / "fine.log"
-    fine.write_text('{"type":"a","ts_ms":1}\n{"type":"b","ts_ms":2}\nbad\n')
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        wmreplay.replay(junk)
-        wmreplay.request_body(junk, "x")
-        wmreplay.replay(junk, warn=False)
-        wmreplay.request_body(junk, "x", warn=False)
-        live = wmreplay.LiveReplay(junk)
-        live.request_body("x")
-        live.request_body("x")
-        live.refresh()
-        wmreplay.request_body(fine, "x")
+    seen, _ = warnings_of_each_call(junk)
     assert len(seen) == 3, [str(w.message) for w in seen]
     for w in seen:
         assert issubclass(w.category, wmreplay.SkippedLinesWarning)
         assert str(w.message).startswith(
             f'{junk}: 2 of its 3 lines are not valid records; the first skipped is line 1 '
             '(byte 0): no "type" member'), str(w.message)
+    # A log with few bad lines replays silently.
+    fine = tmp_path / "fine.log"
+    fine.write_text('{"type":"a","ts_ms":1}\n{"type":"b","ts_ms":2}\nbad\n')
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        wmreplay.request_body(fine, "x")
+    assert seen == []
     # A warnings filter turns it into an error, as for any warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error", wmreplay.SkippedLinesWarning)
