@@ -124,11 +124,16 @@ EOF
 
 step "a wheel built by pip from the sdist alone (Rust allowed here)"
 mkdir "$WORK/from-sdist"
-# In the wheel's target directory: the crates from the registry compiled for
-# the wheel are reused (only the sdist's own crates, at their unpacked paths,
-# are compiled again), instead of a second full build.
-(cd "$WORK" && CARGO_TARGET_DIR="$ROOT/target" "$BUILD/bin/python" -m pip wheel \
-  "${pip_quiet[@]}" --no-cache-dir --no-deps -w "$WORK/from-sdist" "$SDIST")
+# With the wheel's own build settings (zig, manylinux2014: maturin's PEP 517
+# backend reads MATURIN_PEP517_ARGS) and the build virtualenv's maturin, in the
+# same target directory: the crates from the registry compiled for the wheel
+# are reused, and only the sdist's own crates, at their unpacked paths, are
+# compiled again, instead of a second full build. What this proves is the
+# sdist's contents: a user's pip builds it the same way, in an isolated
+# environment with maturin from PyPI.
+(cd "$WORK" && PATH="$BUILD/bin:$PATH" CARGO_TARGET_DIR="$ROOT/target" \
+  MATURIN_PEP517_ARGS="--zig --compatibility $COMPAT" "$BUILD/bin/python" -m pip wheel \
+  "${pip_quiet[@]}" --no-build-isolation --no-cache-dir --no-deps -w "$WORK/from-sdist" "$SDIST")
 "$BUILD/bin/python" - "$WHEEL" "$WORK"/from-sdist/wmreplay-*.whl <<'EOF'
 import sys, zipfile
 from email.parser import Parser

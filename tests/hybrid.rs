@@ -611,6 +611,31 @@ async fn the_cli_post_search_recall_search_memory_and_mcp_give_the_same_hits() {
     srv.stop().await;
 }
 
+/// A server over `log` whose searches also ask the mock model at `url`,
+/// with the embedding settings `tune` sets.
+async fn hybrid_server(
+    log: &Path,
+    url: &str,
+    tune: impl FnOnce(&mut EmbedConfig),
+) -> mock::Running {
+    let mut e = EmbedConfig::new(url, "mock-embed");
+    tune(&mut e);
+    let mut cfg = mock::config(log, None, Provider::Anthropic);
+    cfg.embed = Some(e);
+    mock::start(cfg).await
+}
+
+/// The hits of `POST /v1/search` for `q` (5 at most) on the server at `url`.
+async fn post_search(url: &str, q: &str) -> Value {
+    let (s, b) = mock::post(
+        &format!("{url}/v1/search"),
+        json!({"query": q, "limit": 5}).to_string(),
+    )
+    .await;
+    assert_eq!(s, 200, "{b}");
+    serde_json::from_str::<Value>(&b).unwrap()["hits"].clone()
+}
+
 /// A server's searches with the model failing, slow, then back: each
 /// answers by words at once, and the records (appended ones too) are
 /// embedded in the background once the model answers.
@@ -620,25 +645,20 @@ async fn the_server_searches_by_words_while_the_model_fails_and_embeds_in_the_ba
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("wm.log");
     let p = write_log(&log);
-    let mut e = EmbedConfig::new(&url, "mock-embed");
-    e.retries = 1;
-    e.retry_min_delay = Duration::from_millis(10);
-    e.hybrid.query_timeout = Duration::from_millis(300);
-    e.hybrid.batch_timeout = Duration::from_millis(500);
-    e.hybrid.retry_pause = Duration::from_millis(50);
-    let mut cfg = mock::config(&log, None, Provider::Anthropic);
-    cfg.embed = Some(e);
-    let srv = mock::start(cfg).await;
+    let srv = hybrid_server(&log, &url, |e| {
+        e.retries = 1;
+        e.retry_min_delay = Duration::from_millis(10);
+        e.hybrid.query_timeout = Duration::from_millis(300);
+        e.hybrid.batch_timeout = Duration::from_millis(500);
+        e.hybrid.retry_pause = Duration::from_millis(50);
+    })
+    .await;
     let search = |q: &'static str| {
-        let url = format!("{}/v1/search", srv.url);
+        let url = srv.url.clone();
         async move {
             let t = Instant::now();
-            let (s, b) = mock::post(&url, json!({"query": q, "limit": 5}).to_string()).await;
-            assert_eq!(s, 200, "{b}");
-            (
-                serde_json::from_str::<Value>(&b).unwrap()["hits"].clone(),
-                t.elapsed(),
-            )
+            let hits = post_search(&url, q).await;
+            (hits, t.elapsed())
         }
     };
     let lexical = |q: &str| -> Value {
@@ -709,18 +729,13 @@ async fn a_slow_query_embedding_does_not_hold_up_other_searches_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("wm.log");
     let p = write_log(&log);
-    let mut e = EmbedConfig::new(&url, "mock-embed");
-    e.hybrid.query_timeout = Duration::from_secs(10);
-    let mut cfg = mock::config(&log, None, Provider::Anthropic);
-    cfg.embed = Some(e);
-    let srv = mock::start(cfg).await;
+    let srv = hybrid_server(&log, &url, |e| {
+        e.hybrid.query_timeout = Duration::from_secs(10);
+    })
+    .await;
     let search = |q: &'static str| {
-        let url = format!("{}/v1/search", srv.url);
-        async move {
-            let (s, b) = mock::post(&url, json!({"query": q, "limit": 5}).to_string()).await;
-            assert_eq!(s, 200, "{b}");
-            serde_json::from_str::<Value>(&b).unwrap()["hits"].clone()
-        }
+        let url = srv.url.clone();
+        async move { post_search(&url, q).await }
     };
     // Every record embedded.
     let t = Instant::now();
