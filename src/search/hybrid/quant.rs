@@ -44,13 +44,16 @@ pub(crate) fn dot(a: &[i8], b: &[i8]) -> i32 {
             lanes[k] += i32::from(x[k]) * i32::from(y[k]);
         }
     }
-    let rest: i32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
+    lanes.iter().sum::<i32>() + dot_plain(ca.remainder(), cb.remainder())
+}
+
+/// The dot product one pair at a time: the tails the lanes leave.
+#[inline]
+fn dot_plain(a: &[i8], b: &[i8]) -> i32 {
+    a.iter()
+        .zip(b)
         .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum();
-    lanes.iter().sum::<i32>() + rest
+        .sum()
 }
 
 /// The `m` best of `count` vectors of `dims` values in `data` for `query`
@@ -130,13 +133,7 @@ mod avx2 {
             acc = _mm256_add_epi32(acc, p);
         }
         let lanes: [i32; 8] = bytemuck::cast(acc);
-        let rest: i32 = ca
-            .remainder()
-            .iter()
-            .zip(cb.remainder())
-            .map(|(x, y)| i32::from(*x) * i32::from(*y))
-            .sum();
-        lanes.iter().sum::<i32>() + rest
+        lanes.iter().sum::<i32>() + super::dot_plain(ca.remainder(), cb.remainder())
     }
 }
 
