@@ -254,7 +254,7 @@ async function buildRequestBody(arg) {
     rethrow(e);
   }
   warnOf(r.warning, checked.warn);
-  warnMissing(o.logPath, r.logMissing, checked.warn);
+  warnMissing(o.logPath, r.warnMissing, checked.warn);
   return r.body;
 }
 
@@ -265,13 +265,6 @@ const { format: _format, record: _record, ...LIVE_BODY_OPTIONS } = BODY_OPTIONS;
 class LiveReplay {
   #inner;
   #logPath;
-  // Whether the last call found the log missing: warned once, not per call.
-  #missing = false;
-
-  #warnMissing(missing, warn) {
-    if (missing && !this.#missing) warnMissing(this.#logPath, true, warn);
-    this.#missing = missing;
-  }
 
   constructor(logPath, { format, record } = {}) {
     if (typeof logPath !== 'string') throw invalidArg('LiveReplay: logPath must be a string', 'logPath');
@@ -301,9 +294,10 @@ class LiveReplay {
     } catch (e) {
       rethrow(e);
     }
-    const { warning, ...refreshed } = r;
+    const { warning, warnMissing: missing, ...refreshed } = r;
     warnOf(warning, warn);
-    this.#warnMissing(refreshed.logMissing, warn);
+    // The engine says when: the first refresh that finds it missing.
+    warnMissing(this.#logPath, missing, warn);
     return refreshed;
   }
 
@@ -317,7 +311,7 @@ class LiveReplay {
       rethrow(e);
     }
     warnOf(r.warning, checked.warn);
-    this.#warnMissing(r.logMissing, checked.warn);
+    warnMissing(this.#logPath, r.warnMissing, checked.warn);
     return r.body;
   }
 }

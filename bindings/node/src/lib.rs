@@ -464,6 +464,8 @@ pub struct BodyOutput {
     pub body: Buffer,
     pub warning: Option<String>,
     pub log_missing: bool,
+    /// Warn that the log is missing (a live replay: once while it is).
+    pub warn_missing: bool,
 }
 
 impl From<shared::Body> for BodyOutput {
@@ -472,6 +474,7 @@ impl From<shared::Body> for BodyOutput {
             body: b.bytes.into(),
             warning: b.warning,
             log_missing: b.log_missing,
+            warn_missing: b.warn_missing,
         }
     }
 }
@@ -529,6 +532,8 @@ pub struct Refreshed {
     pub late_records: i64,
     pub log_missing: bool,
     pub warning: Option<String>,
+    /// Warn that the log is missing: the first refresh that finds it so.
+    pub warn_missing: bool,
 }
 
 /// A replay kept across calls: each parses only what was appended.
@@ -602,6 +607,7 @@ impl Task for RefreshTask {
             late_records: r.refresh.late_records as i64,
             log_missing: r.log_missing,
             warning: r.warning,
+            warn_missing: r.warn_missing,
         })
     }
 

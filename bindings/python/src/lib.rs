@@ -674,7 +674,7 @@ fn request_body<'py>(
         .detach(|| shared::body_of_log(&path, current, &o))
         .map_err(failed)?;
     warn_of(py, body.warning, warn)?;
-    warn_missing(py, &path, body.log_missing, warn)?;
+    warn_missing(py, &path, body.warn_missing, warn)?;
     Ok(PyBytes::new(py, &body.bytes))
 }
 
@@ -790,20 +790,9 @@ fn build_current_user_request_message(text: &str, session_id: Option<&str>) -> S
 struct LiveReplay {
     live: Mutex<shared::Live>,
     path: PathBuf,
-    /// Whether the last call found the log missing: warned once, not per
-    /// call.
-    missing: std::sync::atomic::AtomicBool,
 }
 
 impl LiveReplay {
-    /// Warns of a missing log the first time a call finds it missing.
-    fn warn_missing(&self, py: Python<'_>, missing: bool, warn: bool) -> PyResult<()> {
-        let was = self
-            .missing
-            .swap(missing, std::sync::atomic::Ordering::Relaxed);
-        warn_missing(py, &self.path, missing && !was, warn)
-    }
-
     /// The replay, its lock waited for with the GIL released (another
     /// thread may hold it through a long refresh, with the GIL released).
     fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut shared::Live) -> T + Send) -> T {
@@ -821,7 +810,6 @@ impl LiveReplay {
         Ok(LiveReplay {
             live: Mutex::new(shared::Live::new(path.clone(), format, record)),
             path,
-            missing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -838,7 +826,8 @@ impl LiveReplay {
             .with(py, |live| live.refresh(require_log))
             .map_err(to_py)?;
         warn_of(py, r.warning, warn)?;
-        self.warn_missing(py, r.log_missing, warn)?;
+        // The engine says when: the first refresh that finds it missing.
+        warn_missing(py, &self.path, r.warn_missing, warn)?;
         let d = PyDict::new(py);
         d.set_item("rebuilt", r.refresh.rebuilt)?;
         d.set_item("bytes_read", r.refresh.bytes_read)?;
@@ -914,7 +903,7 @@ impl LiveReplay {
             })
             .map_err(failed)?;
         warn_of(py, body.warning, warn)?;
-        self.warn_missing(py, body.log_missing, warn)?;
+        warn_missing(py, &self.path, body.warn_missing, warn)?;
         Ok(PyBytes::new(py, &body.bytes))
     }
 }

@@ -114,19 +114,34 @@ fn search<'py>(
     embed_weight: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let request = request("search", query, limit, kinds, session, since, until)?;
-    let embed = RawEmbed {
-        upstream: embed_upstream,
-        model: embed_model,
-        key_env: embed_key_env,
-        dimensions: number("search", "embed_dimensions", embed_dimensions, true)?,
-        timeout_ms: number("search", "embed_timeout", embed_timeout, false)?.map(|s| s * 1000.0),
-        weight: number("search", "embed_weight", embed_weight, false)?,
-        snake: true,
-    };
+    let embed = raw_embed(
+        "search",
+        [embed_upstream, embed_model, embed_key_env],
+        [embed_dimensions, embed_timeout, embed_weight],
+    )?;
     let index = Mutex::new(
         shared::open_index(path, index_path, language.as_deref(), &embed).map_err(refused)?,
     );
     run(py, &index, &request)
+}
+
+/// The embedding options of `what` (`search`, `SearchIndex`): the
+/// upstream, model and key variable; the dimensions, the timeout in
+/// seconds and the fusion weight, each checked for its type.
+fn raw_embed(
+    what: &str,
+    [upstream, model, key_env]: [Option<String>; 3],
+    [dimensions, timeout, weight]: [Option<&Bound<'_, PyAny>>; 3],
+) -> PyResult<RawEmbed> {
+    Ok(RawEmbed {
+        upstream,
+        model,
+        key_env,
+        dimensions: number(what, "embed_dimensions", dimensions, true)?,
+        timeout_ms: number(what, "embed_timeout", timeout, false)?.map(|s| s * 1000.0),
+        weight: number(what, "embed_weight", weight, false)?,
+        snake: true,
+    })
 }
 
 /// A log's search index kept open across searches: each brings it up to
@@ -155,16 +170,11 @@ impl SearchIndex {
         embed_timeout: Option<&Bound<'_, PyAny>>,
         embed_weight: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let embed = RawEmbed {
-            upstream: embed_upstream,
-            model: embed_model,
-            key_env: embed_key_env,
-            dimensions: number("SearchIndex", "embed_dimensions", embed_dimensions, true)?,
-            timeout_ms: number("SearchIndex", "embed_timeout", embed_timeout, false)?
-                .map(|s| s * 1000.0),
-            weight: number("SearchIndex", "embed_weight", embed_weight, false)?,
-            snake: true,
-        };
+        let embed = raw_embed(
+            "SearchIndex",
+            [embed_upstream, embed_model, embed_key_env],
+            [embed_dimensions, embed_timeout, embed_weight],
+        )?;
         let index = shared::open_index(path.clone(), index_path, language.as_deref(), &embed)
             .map_err(refused)?;
         Ok(SearchIndex {

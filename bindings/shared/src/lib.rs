@@ -575,6 +575,9 @@ pub struct Body {
     pub warning: Option<String>,
     /// Whether the log does not exist (then an empty replay).
     pub log_missing: bool,
+    /// Whether to warn that it does not exist: always for a one-shot body;
+    /// for a [`Live`] one, the first time it is found missing.
+    pub warn_missing: bool,
 }
 
 /// A failure: the engine's, or an option that does not fit the call.
@@ -717,6 +720,7 @@ pub fn body_of_log(
         bytes: body.map_err(oom)?,
         warning,
         log_missing: log.is_missing(),
+        warn_missing: log.is_missing(),
     })
 }
 
@@ -757,6 +761,9 @@ pub struct Refreshed {
     /// [`skipped_warning`], the first time the replay deserves it (again
     /// after a rebuild).
     pub warning: Option<String>,
+    /// Whether to warn that the log is missing: the first refresh that
+    /// finds it so (again after it was found).
+    pub warn_missing: bool,
 }
 
 /// A replay kept across calls (the engine's [`LiveReplay`]) with the
@@ -771,6 +778,9 @@ pub struct Live {
     options: ReplayOptions,
     filters: Selection,
     warned: bool,
+    /// Whether the last refresh found the log missing (warned about once
+    /// while it stays so).
+    missing: bool,
 }
 
 impl Live {
@@ -784,6 +794,7 @@ impl Live {
             options,
             filters: Selection::default(),
             warned: false,
+            missing: false,
         }
     }
 
@@ -826,10 +837,13 @@ impl Live {
             skipped_warning(&self.path, self.inner.stats())
         };
         self.warned |= warning.is_some();
+        let warn_missing = missing && !self.missing;
+        self.missing = missing;
         Ok(Refreshed {
             refresh,
             log_missing: missing,
             warning,
+            warn_missing,
         })
     }
 
@@ -921,6 +935,7 @@ impl Live {
             bytes,
             warning: refreshed.warning,
             log_missing: refreshed.log_missing,
+            warn_missing: refreshed.warn_missing,
         })
     }
 
