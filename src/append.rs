@@ -150,7 +150,7 @@ pub(crate) fn append_guarded<R: AsRef<[u8]>>(
     let io = |op: &'static str| move |e: std::io::Error| Error::io(path, op, e);
     // Blocks while another writer holds the lock; released when `file` is
     // dropped (closed), whatever happens below.
-    file.lock().map_err(io("cannot lock"))?;
+    crate::os::lock_log(&file).map_err(io("cannot lock"))?;
     let written = write_locked(&file, path, &checked, guard)?;
     if written.is_ok() {
         file.sync_data().map_err(io("cannot sync"))?;
@@ -239,14 +239,8 @@ pub(crate) fn compact(raw: &[u8]) -> Vec<u8> {
 fn open_for_append(path: &Path) -> Result<File, Error> {
     let mut options = OpenOptions::new();
     options.read(true).append(true).create(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.custom_flags(libc::O_NONBLOCK);
-    }
     let existed = path.exists();
-    let file = options
-        .open(path)
+    let file = crate::os::open(&mut options, path, false, true)
         .map_err(|e| Error::io(path, "cannot open for appending", e))?;
     let meta = file
         .metadata()
@@ -264,9 +258,7 @@ fn open_for_append(path: &Path) -> Result<File, Error> {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        let _ = crate::os::sync_dir(dir);
     }
     Ok(file)
 }
@@ -417,24 +409,10 @@ pub(crate) fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
     Ok((read_at(file, &mut b, offset)? == 1).then_some(b[0]))
 }
 
-/// Reads at `offset` without moving the file's position; as many bytes as
-/// the file has there, up to `buf.len()`.
+/// Reads at `offset`: as many bytes as the file has there, up to
+/// `buf.len()`.
 fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        #[cfg(unix)]
-        let n = std::os::unix::fs::FileExt::read_at(file, &mut buf[done..], offset + done as u64);
-        #[cfg(windows)]
-        let n =
-            std::os::windows::fs::FileExt::seek_read(file, &mut buf[done..], offset + done as u64);
-        match n {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
+    crate::os::read_at(file, buf, offset)
 }
 
 /// The `ts_ms` of the last record in the first `len` bytes of `file`: the

@@ -68,6 +68,7 @@ mod escape;
 mod input;
 mod live;
 mod order;
+mod os;
 mod parse;
 mod render;
 mod replay;

@@ -84,25 +84,7 @@ pub fn fingerprinted_bytes() -> u64 {
 
 /// Fills `buf` from `offset`; false if the file ends first.
 fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<bool> {
-    let mut done = 0;
-    while done < buf.len() {
-        #[cfg(unix)]
-        let n = std::os::unix::fs::FileExt::read_at(file, &mut buf[done..], offset + done as u64);
-        #[cfg(not(unix))]
-        let n = {
-            use std::io::Seek;
-            let mut f = file;
-            f.seek(std::io::SeekFrom::Start(offset + done as u64))
-                .and_then(|_| f.read(&mut buf[done..]))
-        };
-        match n {
-            Ok(0) => return Ok(false),
-            Ok(k) => done += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
+    Ok(crate::os::read_at(file, buf, offset)? == buf.len())
 }
 
 /// Reads `len` bytes at `offset` (fewer if the file is shorter by then).
@@ -162,6 +144,7 @@ mod tests {
             assert_eq!(fingerprint_file(&f, len as u64).unwrap(), Some(want));
         }
         assert_eq!(fingerprint_file(&f, 300_001).unwrap(), None);
+        drop(f);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

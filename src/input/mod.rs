@@ -313,15 +313,12 @@ fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
 /// (the file is then refused as not regular); `O_NONBLOCK` changes nothing
 /// for regular files.
 fn open_nonblocking(path: &Path, refuse_links: bool) -> std::io::Result<File> {
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        let nofollow = if refuse_links { libc::O_NOFOLLOW } else { 0 };
-        o.custom_flags(libc::O_NONBLOCK | nofollow);
-    }
-    o.open(path)
+    crate::os::open(
+        std::fs::OpenOptions::new().read(true),
+        path,
+        refuse_links,
+        true,
+    )
 }
 
 /// Opens a log for reading: `None` if it does not exist, an error naming
@@ -413,16 +410,9 @@ pub(crate) struct Stamp {
 
 impl Stamp {
     pub(crate) fn of(meta: &std::fs::Metadata) -> Stamp {
-        #[cfg(unix)]
-        let changed = {
-            use std::os::unix::fs::MetadataExt;
-            Some((meta.ctime(), meta.ctime_nsec()))
-        };
-        #[cfg(not(unix))]
-        let changed = None;
         Stamp {
             modified: meta.modified().ok(),
-            changed,
+            changed: crate::os::changed(meta),
         }
     }
 }
@@ -435,21 +425,11 @@ impl FileIdentity {
     }
 }
 
-#[cfg(unix)]
 pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
-    use std::os::unix::fs::MetadataExt;
+    let (dev, inode) = crate::os::file_id(meta);
     FileIdentity {
-        dev: meta.dev(),
-        inode: meta.ino(),
-        len: meta.len(),
-    }
-}
-
-#[cfg(not(unix))]
-pub(crate) fn identity_of(meta: &std::fs::Metadata) -> FileIdentity {
-    FileIdentity {
-        dev: 0,
-        inode: 0,
+        dev,
+        inode,
         len: meta.len(),
     }
 }

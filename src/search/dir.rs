@@ -176,8 +176,8 @@ pub(crate) fn sync_all(root: &Path) -> io::Result<()> {
     for entry in std::fs::read_dir(root)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
-            std::fs::File::open(entry.path())?.sync_all()?;
+            crate::os::sync_file(&entry.path())?;
         }
     }
-    std::fs::File::open(root)?.sync_all()
+    crate::os::sync_dir(root)
 }

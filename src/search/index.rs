@@ -68,13 +68,12 @@ struct FileStamp {
 }
 
 fn stamp_of(path: &Path) -> Option<FileStamp> {
-    use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(path).ok()?;
     Some(FileStamp {
         len: m.len(),
-        modified: (m.mtime(), m.mtime_nsec()),
-        changed: (m.ctime(), m.ctime_nsec()),
-        inode: m.ino(),
+        modified: crate::os::modified(&m),
+        changed: crate::os::changed(&m).unwrap_or_default(),
+        inode: crate::os::file_id(&m).1,
     })
 }
 
@@ -138,8 +137,7 @@ fn dir_identity(path: &Path) -> Option<(u64, u64)> {
     if !m.is_dir() {
         return None;
     }
-    let id = crate::input::identity_of(&m);
-    Some((id.dev, id.inode))
+    crate::os::path_id(path, true).ok()
 }
 
 fn payload(index: &Tantivy) -> Option<Meta> {

@@ -26,7 +26,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the file's layout, or what a record's text is, changes.
@@ -144,12 +143,11 @@ struct FileStamp {
 }
 
 fn stamp_of(m: &std::fs::Metadata) -> FileStamp {
-    use std::os::unix::fs::MetadataExt;
     FileStamp {
         len: m.len(),
-        modified: (m.mtime(), m.mtime_nsec()),
-        changed: (m.ctime(), m.ctime_nsec()),
-        inode: m.ino(),
+        modified: crate::os::modified(m),
+        changed: crate::os::changed(m).unwrap_or_default(),
+        inode: crate::os::file_id(m).1,
     }
 }
 
@@ -246,16 +244,12 @@ impl Store {
     }
 
     fn open(&self, write: bool) -> io::Result<File> {
-        use std::os::unix::fs::OpenOptionsExt;
         let mut o = std::fs::OpenOptions::new();
         o.read(true);
         if write {
-            o.write(true).create(true).mode(0o644);
+            crate::os::create_mode(o.write(true).create(true), 0o644);
         }
-        if self.refuse_links {
-            o.custom_flags(libc::O_NOFOLLOW);
-        }
-        o.open(&self.path)
+        crate::os::open(&mut o, &self.path, self.refuse_links, false)
     }
 
     /// Brings the memory up to date with the file when another process
@@ -278,7 +272,7 @@ impl Store {
         }
         let file = match self.open(false) {
             Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            Err(e) if crate::os::is_link_refused(&e) => {
                 self.start_over();
                 return Ok(());
             }
@@ -405,9 +399,9 @@ impl Store {
             let sum = xxhash_rust::xxh3::xxh3_64(&bytes[start..]) as u32;
             bytes.extend_from_slice(&sum.to_le_bytes());
         }
-        file.write_all_at(&bytes, at)?;
+        crate::os::write_all_at(&file, &bytes, at)?;
         file.sync_data()?;
-        file.write_all_at(&head.encode(), 0)?;
+        crate::os::write_all_at(&file, &head.encode(), 0)?;
         self.stamp = Some(stamp_of(&file.metadata()?));
         drop(file);
         self.head = head;
@@ -435,14 +429,8 @@ impl Store {
 /// The file's header, if it has a whole one.
 fn read_head(file: &File) -> io::Result<Option<Head>> {
     let mut b = vec![0u8; HEADER as usize];
-    let mut done = 0;
-    while done < b.len() {
-        match file.read_at(&mut b[done..], done as u64) {
-            Ok(0) => return Ok(None),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+    if crate::os::read_at(file, &mut b, 0)? < b.len() {
+        return Ok(None);
     }
     Ok(Head::decode(&b))
 }
@@ -471,7 +459,7 @@ fn read_entries(
     while i < head.count {
         let n = (head.count - i).min(READ_PIECE as u64) as usize;
         buf.resize(n * size, 0);
-        file.read_exact_at(&mut buf, HEADER + i * head.entry_len())?;
+        crate::os::read_exact_at(file, &mut buf, HEADER + i * head.entry_len())?;
         for e in buf.chunks_exact(size) {
             let sum = u32::from_le_bytes(e[size - 4..].try_into().expect("4 bytes"));
             if xxhash_rust::xxh3::xxh3_64(&e[..size - 4]) as u32 != sum {

@@ -118,6 +118,7 @@ pub(crate) const FDS_PER_LOG: u64 = 8;
 
 /// Raises the soft limit on open files to the hard one, and returns the
 /// limit then in force.
+#[cfg(unix)]
 pub(crate) fn raise_fd_limit() -> u64 {
     let mut l = libc::rlimit {
         rlim_cur: 0,
@@ -139,6 +140,13 @@ pub(crate) fn raise_fd_limit() -> u64 {
         }
     }
     l.rlim_cur
+}
+
+/// Windows has no open-files limit of this kind (handles run to millions):
+/// the figure used is the one a raised Unix limit commonly gives.
+#[cfg(windows)]
+pub(crate) fn raise_fd_limit() -> u64 {
+    65_536
 }
 
 /// How many logs may be open at once under an open-files limit of `limit`,

@@ -319,7 +319,7 @@ impl AppState {
                 e.to_string(),
             );
         }
-        if e.raw_os_error() == Some(libc::ELOOP) {
+        if crate::os::is_link_refused(e) {
             return ApiError::new(
                 StatusCode::FORBIDDEN,
                 "log_is_a_link",

@@ -93,7 +93,7 @@ pub(crate) fn snapshot_of(
 
 pub(crate) fn replay_failed(e: crate::Error) -> ApiError {
     if let crate::Error::Io { source, .. } = &e
-        && source.raw_os_error() == Some(libc::ELOOP)
+        && crate::os::is_link_refused(source)
     {
         // Under --log-dir, a log swapped for a link after the request's check.
         return ApiError::new(

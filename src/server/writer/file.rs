@@ -2,23 +2,16 @@
 //! regular file only), its identity, the advisory lock, one byte read.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub(super) fn identity(m: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino())
+    crate::os::file_id(m)
 }
 
-/// Options that read a file, and refuse it (`ELOOP`) if it is a symbolic
-/// link unless `follow`.
-pub(super) fn options(follow: bool) -> OpenOptions {
-    let mut options = OpenOptions::new();
-    options.read(true);
-    if !follow {
-        options.custom_flags(libc::O_NOFOLLOW);
-    }
-    options
+/// Opens a file for reading, refused (`ELOOP`) if it is a symbolic link
+/// unless `follow`.
+pub(super) fn open_read(path: &Path, follow: bool) -> std::io::Result<File> {
+    crate::os::open(OpenOptions::new().read(true), path, !follow, false)
 }
 
 /// Opens (creating if needed) the log for appending. A log that is there
@@ -43,7 +36,12 @@ pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Re
     };
     // A link swapped in after the check above is refused here (ELOOP), so
     // no write ever lands outside.
-    let file = options(follow).create(true).append(true).open(path)?;
+    let file = crate::os::open(
+        OpenOptions::new().read(true).create(true).append(true),
+        path,
+        !follow,
+        false,
+    )?;
     if !existed && sync_dir {
         // The new file's directory entry is on disk before any append is
         // acknowledged.
@@ -53,9 +51,7 @@ pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Re
             } else {
                 dir
             };
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
+            let _ = crate::os::sync_dir(dir);
         }
     }
     Ok(file)
@@ -64,21 +60,24 @@ pub(super) fn open_log(path: &Path, sync_dir: bool, follow: bool) -> std::io::Re
 /// Whether `path` no longer names the open `file` (rotated, replaced or
 /// removed).
 pub(super) fn moved(file: &File, path: &Path) -> bool {
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => identity(&a) != identity(&b),
+    match (
+        crate::os::open_file_id(file),
+        crate::os::path_id(path, false),
+    ) {
+        (Ok(a), Ok(b)) => a != b,
         _ => true,
     }
 }
 
-/// The advisory lock on the log (`File::lock`: `flock(LOCK_EX)` on Linux,
-/// the lock `wmreplay::append` and other cooperating writers take),
-/// released when dropped.
+/// The append lock on the log (`os::lock_log`: `flock(LOCK_EX)` on Unix, a
+/// byte past any end on Windows; the lock `wmreplay::append` and other
+/// cooperating writers take), released when dropped.
 pub(super) struct Locked<'f>(&'f File);
 
 impl<'f> Locked<'f> {
     pub(super) fn take(file: &'f File) -> std::io::Result<Locked<'f>> {
         loop {
-            match file.lock() {
+            match crate::os::lock_log(file) {
                 Ok(()) => return Ok(Locked(file)),
                 // A signal arrived while waiting: wait again.
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -90,7 +89,7 @@ impl<'f> Locked<'f> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        let _ = self.0.unlock();
+        let _ = crate::os::unlock_log(self.0);
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::file::{identity, options};
+use super::file::{identity, open_read};
 use super::local::{Appender, Job, Spec};
 use super::pool::{CloseOnDrop, Closer, Msg, pool};
 use super::{Appended, BatchKey, Durable, Guard, GuardBroken, Line, LogIdentity, LogWriter};
@@ -212,9 +212,9 @@ impl LogWriter for Writer {
     }
 
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        let file = options(self.follow).open(&self.path)?;
+        let file = open_read(&self.path, self.follow)?;
         let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut buf, offset)?;
+        crate::os::read_exact_at(&file, &mut buf, offset)?;
         Ok(buf)
     }
 

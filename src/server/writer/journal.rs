@@ -45,7 +45,7 @@ fn find(file: &File, batch: &PendingBatch) -> std::io::Result<Found> {
             break;
         }
         buf.resize(l.len as usize, 0);
-        std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, at)?;
+        crate::os::read_exact_at(file, &mut buf, at)?;
         if xxhash_rust::xxh3::xxh3_64(&buf) != l.hash {
             return Ok(Found::Overwritten);
         }
@@ -58,7 +58,7 @@ fn find(file: &File, batch: &PendingBatch) -> std::io::Result<Found> {
     // What follows the whole lines is the batch's torn line if it holds no
     // line end of its own.
     let mut rest = vec![0u8; (len - at) as usize];
-    std::os::unix::fs::FileExt::read_exact_at(file, &mut rest, at)?;
+    crate::os::read_exact_at(file, &mut rest, at)?;
     Ok(if memchr::memchr(b'\n', &rest).is_none() {
         Found::Part
     } else {

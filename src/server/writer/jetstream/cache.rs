@@ -7,7 +7,6 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::super::Appended;
@@ -75,7 +74,7 @@ impl Cache {
 
     fn entry_sum(&self, i: u64) -> io::Result<(u64, u64, u64)> {
         let mut b = [0u8; ENTRY as usize];
-        self.index.read_exact_at(&mut b, i * ENTRY)?;
+        crate::os::read_exact_at(&self.index, &mut b, i * ENTRY)?;
         let n = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
         Ok((n(0..8), n(8..16), n(16..24)))
     }
@@ -93,7 +92,7 @@ impl Cache {
                 self.len
             };
             buf.resize(end.saturating_sub(off) as usize, 0);
-            self.file.read_exact_at(&mut buf, off)?;
+            crate::os::read_exact_at(&self.file, &mut buf, off)?;
             if xxhash_rust::xxh3::xxh3_64(&buf) != sum {
                 return Ok(Some(seq));
             }
@@ -114,7 +113,7 @@ impl Cache {
                     self.len
                 };
                 let mut buf = vec![0u8; (end - off) as usize];
-                self.file.read_exact_at(&mut buf, off)?;
+                crate::os::read_exact_at(&self.file, &mut buf, off)?;
                 return Ok(Some((off, buf)));
             }
             if s < seq {
@@ -176,13 +175,16 @@ impl Cache {
                 "a log without a JetStream sidecar was moved aside; the stream is the log now"
             );
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)?;
+        let file = crate::os::open(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            path,
+            true,
+            false,
+        )?;
         let on_disk = file.metadata()?.len();
         // A sidecar of another format (an index without checksums): the
         // cache is rebuilt from the stream.
@@ -200,13 +202,16 @@ impl Cache {
         if on_disk != len {
             file.set_len(len)?;
         }
-        let index = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(beside(path, ".jsidx"))?;
+        let index = crate::os::open(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &beside(path, ".jsidx"),
+            true,
+            false,
+        )?;
         let last_ts = crate::append::last_ts_ms(&file, len)?
             .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
         let entries = index.metadata()?.len() / ENTRY;
@@ -244,12 +249,15 @@ impl Cache {
     fn save_seq(&self) -> io::Result<()> {
         // One short write of a fixed width: never torn.
         let text = format!("{:>20} {:>20} {FORMAT}\n", self.seq, self.len);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(self.seq_path())?;
+        let mut f = crate::os::open(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false),
+            &self.seq_path(),
+            true,
+            false,
+        )?;
         f.write_all(text.as_bytes())
     }
 
@@ -267,12 +275,12 @@ impl Cache {
             v.push(b'\n');
             payload = bytes::Bytes::from(v);
         }
-        self.file.write_all_at(&payload, offset)?;
+        crate::os::write_all_at(&self.file, &payload, offset)?;
         let mut entry = [0u8; ENTRY as usize];
         entry[..8].copy_from_slice(&sequence.to_le_bytes());
         entry[8..16].copy_from_slice(&offset.to_le_bytes());
         entry[16..].copy_from_slice(&xxhash_rust::xxh3::xxh3_64(&payload).to_le_bytes());
-        self.index.write_all_at(&entry, self.entries * ENTRY)?;
+        crate::os::write_all_at(&self.index, &entry, self.entries * ENTRY)?;
         self.entries += 1;
         self.len += payload.len() as u64;
         self.seq = sequence;

@@ -32,7 +32,6 @@ mod cache;
 mod fleet;
 
 use std::io;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -433,22 +432,21 @@ impl LogWriter for JetStreamWriter {
     }
 
     fn read_back(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)?;
+        let file = crate::os::open(
+            std::fs::OpenOptions::new().read(true),
+            &self.path,
+            true,
+            false,
+        )?;
         let mut buf = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
-        file.read_exact_at(&mut buf, offset)?;
+        crate::os::read_exact_at(&file, &mut buf, offset)?;
         Ok(buf)
     }
 
     fn identity(&self) -> io::Result<LogIdentity> {
-        use std::os::unix::fs::MetadataExt;
         let meta = std::fs::symlink_metadata(&self.path)?;
-        Ok(LogIdentity {
-            dev: meta.dev(),
-            inode: meta.ino(),
-        })
+        let (dev, inode) = crate::os::file_id(&meta);
+        Ok(LogIdentity { dev, inode })
     }
 
     fn catch_up(&self) -> BoxFuture<'_, io::Result<()>> {
