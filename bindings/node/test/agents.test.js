@@ -182,10 +182,11 @@ sdkTest('the types of wmreplay/agents fit the SDK: a Session for run()', (t) => 
   }
   const project = fs.mkdtempSync(path.join(tmp, 'types-'));
   fs.mkdirSync(path.join(project, 'node_modules'));
-  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'));
+  // 'junction': a directory link Windows makes without extra rights; ignored elsewhere.
+  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'), 'junction');
   // The SDK as this test resolves it (its own dependencies beside it).
-  fs.symlinkSync(path.dirname(packageDir('@openai/agents')), path.join(project, 'node_modules', '@openai'));
-  fs.symlinkSync(packageDir('zod'), path.join(project, 'node_modules', 'zod'));
+  fs.symlinkSync(path.dirname(packageDir('@openai/agents')), path.join(project, 'node_modules', '@openai'), 'junction');
+  fs.symlinkSync(packageDir('zod'), path.join(project, 'node_modules', 'zod'), 'junction');
   fs.writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify({
     compilerOptions: {
       noEmit: true, strict: true, module: 'node16', moduleResolution: 'node16', target: 'es2022',

@@ -363,7 +363,8 @@ test('the ES module exports the same functions as the CommonJS one', () => {
   // the `import` condition of its exports.
   const project = fs.mkdtempSync(path.join(tmp, 'esm-'));
   fs.mkdirSync(path.join(project, 'node_modules'));
-  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'));
+  // 'junction': a directory link Windows makes without extra rights; ignored elsewhere.
+  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'), 'junction');
   fs.writeFileSync(path.join(project, 'main.mjs'), `
     import wm, { buildRequestBody, append, LiveReplay, SYSTEM_RULE, buildCurrentUserRequestMessage, replayWorkingMemoryLog, search, SearchIndex } from 'wmreplay';
     import { createRequire } from 'node:module';
@@ -391,7 +392,7 @@ test('the TypeScript types check for import and require', (t) => {
   }
   const project = fs.mkdtempSync(path.join(tmp, 'types-'));
   fs.mkdirSync(path.join(project, 'node_modules'));
-  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'));
+  fs.symlinkSync(PACKAGE_DIR, path.join(project, 'node_modules', 'wmreplay'), 'junction');
   for (const f of fs.readdirSync(path.join(__dirname, 'types'))) {
     fs.copyFileSync(path.join(__dirname, 'types', f), path.join(project, f));
   }
