@@ -186,9 +186,15 @@ step "the library's unit tests on Windows, under Wine"
 # Built as the CLI was (zig, windows-gnu); the tests that need Unix are left
 # out by cfg, the rest (file locks, positional I/O, the writer's journal,
 # search) run as they do here.
-tests=$(cargo-zigbuild test --no-run --profile platform-check --lib --no-default-features \
-  --features cli --target x86_64-pc-windows-gnu 2>&1 | tee /dev/stderr |
-  sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))$/\1/p')
+# (The build's output goes to a file, then stderr: `tee /dev/stderr` would
+# reopen, and truncate, a log file that stderr is redirected to.)
+cargo-zigbuild test --no-run --profile platform-check --lib --no-default-features \
+  --features cli --target x86_64-pc-windows-gnu >"$WORK/lib-tests.log" 2>&1 || {
+  cat "$WORK/lib-tests.log" >&2
+  exit 1
+}
+tail -n 2 "$WORK/lib-tests.log"
+tests=$(sed -n 's/.*Executable unittests src\/lib.rs (\(.*\))$/\1/p' "$WORK/lib-tests.log")
 cp "$WIN_DIR/bcryptprimitives.dll" "$(dirname "$ROOT/$tests")/"
 (cd "$WORK" && $WINE "$ROOT/$tests" -q)
 

@@ -279,6 +279,7 @@ pub(crate) mod tests {
         }
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn smaps_field(probe: usize, field: &str) -> Option<String> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
         let mut inside = false;
@@ -298,6 +299,7 @@ pub(crate) mod tests {
         value
     }
 
+    #[cfg(target_os = "linux")]
     pub(crate) fn assert_huge_advised(probe: usize) {
         let flags =
             smaps_field(probe, "VmFlags").expect("the buffer's mapping in /proc/self/smaps");
