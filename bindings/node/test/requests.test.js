@@ -105,6 +105,23 @@ test("recall is the CLI's respond --recall, byte for byte", async () => {
     (e) => e instanceof TypeError && e.field === 'language' && e.message.includes('unknown language'));
 });
 
+test('a LiveReplay recalls what was appended since, from the index it keeps open', async () => {
+  const log = turnsLog();
+  const text = 'what was the user refactoring yesterday, the replay module?';
+  const c = { recall: 2, tail: 5 };
+  const live = new LiveReplay(log);
+  assert.ok((await live.requestBody({ text, ...c })).equals(respond(log, { text, ...c })));
+  // Older than the window's records: only recall can bring it.
+  fs.appendFileSync(log, '{"type":"wm_insight","ts_ms":1763700000500,"text":"yesterday the user was '
+    + 'refactoring the replay module, its chunk splitter"}\n');
+  const want = respond(log, { text, ...c });
+  assert.ok(want.includes('its chunk splitter'));
+  assert.ok((await live.requestBody({ text, ...c })).equals(want));
+  const other = { text, ...c, language: 'none' };
+  assert.ok((await live.requestBody(other)).equals(respond(log, other)));
+  assert.ok((await live.requestBody({ text, ...c })).equals(want));
+});
+
 test("bodies with a model, windows, selections, cache marks and the pending mark are the CLI's respond, byte for byte", async () => {
   const log = turnsLog();
   for (const c of CASES) {

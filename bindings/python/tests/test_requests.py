@@ -125,6 +125,26 @@ def test_recall_is_the_clis_respond_recall_byte_for_byte(turns_log, case):
         wmreplay.request_body(turns_log, text, recall=2, language="klingon")
 
 
+def test_a_live_replay_recalls_what_was_appended_since(turns_log):
+    """A LiveReplay keeps the recall index open between bodies: what is
+    appended since is found in it (brought up to date first), and a body in
+    another language reads that language's index."""
+    text = "what was the user refactoring yesterday, the replay module?"
+    case = dict(recall=2, tail=5)
+    live = wmreplay.LiveReplay(turns_log)
+    assert live.request_body(text, **case) == respond(turns_log, text, case)
+    # Older than the window's records: only recall can bring it.
+    with open(turns_log, "a") as f:
+        f.write('{"type":"wm_insight","ts_ms":1763700000500,"text":"yesterday the user was '
+                'refactoring the replay module, its chunk splitter"}\n')
+    want = respond(turns_log, text, case)
+    assert b"its chunk splitter" in want
+    assert live.request_body(text, **case) == want
+    other = dict(case, language="none")
+    assert live.request_body(text, **other) == respond(turns_log, text, other)
+    assert live.request_body(text, **case) == want
+
+
 def test_a_model_brings_its_leading_fields(turns_log):
     body = json.loads(wmreplay.request_body(turns_log, "hi", model="claude-sonnet-4-5"))
     assert list(body) == ["model", "max_tokens", "system", "messages"]

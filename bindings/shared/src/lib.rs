@@ -539,6 +539,31 @@ impl BodyOptions {
         replayed: &Replay<'_>,
         text: &str,
     ) -> Result<Option<String>, Error> {
+        if self.recall.is_none() {
+            return Ok(None);
+        }
+        self.recalled_from(&mut self.recall_index(path), replayed, text)
+    }
+
+    /// The search index recall reads for the log at `path`, in this body's
+    /// record mode and language (nothing is read yet).
+    fn recall_index(&self, path: &Path) -> SearchIndex {
+        SearchIndex::in_language(
+            path,
+            SearchIndex::path_for(path),
+            &replay_options(self.record),
+            self.language,
+        )
+    }
+
+    /// As [`recalled`](Self::recalled), from an `index` already opened (it
+    /// is brought up to date first).
+    fn recalled_from(
+        &self,
+        index: &mut SearchIndex,
+        replayed: &Replay<'_>,
+        text: &str,
+    ) -> Result<Option<String>, Error> {
         let Some(k) = self.recall else {
             return Ok(None);
         };
@@ -547,12 +572,6 @@ impl BodyOptions {
             .iter()
             .map(|r| replayed.source_offset(r))
             .collect();
-        let mut index = SearchIndex::in_language(
-            path,
-            SearchIndex::path_for(path),
-            &replay_options(self.record),
-            self.language,
-        );
         index.recall(text, k, &|o| held.contains(&o))
     }
 }
@@ -781,6 +800,10 @@ pub struct Live {
     /// Whether the last refresh found the log missing (warned about once
     /// while it stays so).
     missing: bool,
+    /// The search index bodies with `recall` read, kept open between them
+    /// (it is brought up to date with the log before each recall), with
+    /// the record mode and language it was opened in.
+    recall_index: Option<(RecordMode, Language, SearchIndex)>,
 }
 
 impl Live {
@@ -795,6 +818,7 @@ impl Live {
             filters: Selection::default(),
             warned: false,
             missing: false,
+            recall_index: None,
         }
     }
 
@@ -942,7 +966,7 @@ impl Live {
     /// The body of a one-shot replay of the log's committed bytes (what
     /// the live state holds), for what the live state cannot render.
     fn body_replayed(
-        &self,
+        &mut self,
         sel: &Selection,
         current: CurrentRequest<'_>,
         o: &BodyOptions,
@@ -953,7 +977,17 @@ impl Live {
         let mut replayed =
             wmreplay::try_replay(&log.bytes()[..committed], &self.options).map_err(oom)?;
         select(&mut replayed, &log, sel, o.state.as_deref())?;
-        let recalled = o.recalled(&self.path, &replayed, current.text)?;
+        let recalled = if o.recall.is_some() {
+            let reuse = matches!(&self.recall_index,
+                Some((r, l, _)) if *r == o.record && *l == o.language);
+            if !reuse {
+                self.recall_index = Some((o.record, o.language, o.recall_index(&self.path)));
+            }
+            let (_, _, index) = self.recall_index.as_mut().expect("set above");
+            o.recalled_from(index, &replayed, current.text)?
+        } else {
+            None
+        };
         let body =
             replayed.try_render_request_with(&o.spec(current).with_recall(recalled.as_deref()));
         drop(replayed);
