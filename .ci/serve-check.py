@@ -1,13 +1,15 @@
 """One short session with `wmreplay serve`, for .ci/platforms.sh: start the
 server (COMMAND... serve --log LOG --addr 127.0.0.1:PORT), wait for /healthz,
 append records through POST /v1/records, then print what the server answers
-to POST /v1/search and POST /v1/context, and the log's bytes. Run with each
+to POST /v1/search, /v1/context and /v1/stats, and the log's bytes; then stop
+it with SIGINT, which must end it with status 0. Run with each
 platform's binary, the printouts must be equal.
 
     python3 .ci/serve-check.py PORT LOG COMMAND...
 """
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -54,10 +56,22 @@ def main():
         out.append(call(port, "/v1/stats"))
         with open(log, encoding="utf-8") as f:
             out.append(f.read())
+        # Ctrl-C (under Wine, SIGINT becomes the console's CTRL_C_EVENT):
+        # a graceful stop, status 0.
+        server.send_signal(signal.SIGINT)
+        try:
+            code = server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            sys.exit("serve-check: the server did not stop within 30 s of SIGINT")
+        stderr = server.stderr.read().decode()
+        if code != 0 or "stopped" not in stderr:
+            sys.exit(f"serve-check: the server's stop: status {code}\n{stderr}")
+        out.append("stopped on SIGINT, status 0")
         print("\n".join(out))
     finally:
-        server.kill()
-        server.wait()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 main()

@@ -502,7 +502,8 @@ impl<W: Write> Write for LastByte<W> {
     }
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM; on Windows on Ctrl-C, Ctrl-Break,
+/// the console closing or the system shutting down.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -516,8 +517,21 @@ pub async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
+    // Windows: Ctrl-Break, the console closed, or the system shutting down.
+    #[cfg(windows)]
+    let term = async {
+        use tokio::signal::windows::{ctrl_break, ctrl_close, ctrl_shutdown};
+        match (ctrl_break(), ctrl_close(), ctrl_shutdown()) {
+            (Ok(mut b), Ok(mut c), Ok(mut s)) => {
+                tokio::select! {
+                    _ = b.recv() => {}
+                    _ = c.recv() => {}
+                    _ = s.recv() => {}
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
