@@ -164,7 +164,7 @@ pub(crate) fn guard_broken(file: &File, len: u64, guard: &Guard) -> std::io::Res
         return Ok(None);
     }
     let mut buf = vec![0u8; (len - guard.since) as usize];
-    let n = read_at(file, &mut buf, guard.since)?;
+    let n = crate::os::read_at(file, &mut buf, guard.since)?;
     buf.truncate(n);
     Ok(guard.broken_by(&buf))
 }
@@ -406,13 +406,7 @@ pub(crate) fn now_ms() -> u64 {
 /// The byte at `offset`, if the file has one there.
 pub(crate) fn byte_at(file: &File, offset: u64) -> std::io::Result<Option<u8>> {
     let mut b = [0u8; 1];
-    Ok((read_at(file, &mut b, offset)? == 1).then_some(b[0]))
-}
-
-/// Reads at `offset`: as many bytes as the file has there, up to
-/// `buf.len()`.
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
-    crate::os::read_at(file, buf, offset)
+    Ok((crate::os::read_at(file, &mut b, offset)? == 1).then_some(b[0]))
 }
 
 /// The `ts_ms` of the last record in the first `len` bytes of `file`: the
@@ -425,7 +419,7 @@ pub(crate) fn last_ts_ms(file: &File, len: u64) -> std::io::Result<Option<f64>> 
     loop {
         let from = len.saturating_sub(window);
         let mut buf = vec![0u8; (len - from) as usize];
-        let n = read_at(file, &mut buf, from)?;
+        let n = crate::os::read_at(file, &mut buf, from)?;
         buf.truncate(n);
         // The first line of the window is whole only if the window starts
         // the file.

@@ -329,8 +329,29 @@ mod windows_id {
     }
 }
 
+/// What identifies a file's bytes short of reading them: a change to them
+/// changes its length, its times or (on Unix) its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    len: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+    inode: u64,
+}
+
+impl FileStamp {
+    pub(crate) fn of(meta: &Metadata) -> FileStamp {
+        FileStamp {
+            len: meta.len(),
+            modified: modified(meta),
+            changed: changed(meta).unwrap_or_default(),
+            inode: file_id(meta).1,
+        }
+    }
+}
+
 /// The modification time as seconds and nanoseconds.
-pub(crate) fn modified(meta: &Metadata) -> (i64, i64) {
+fn modified(meta: &Metadata) -> (i64, i64) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

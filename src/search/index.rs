@@ -15,6 +15,7 @@
 //! a directory of its own and renamed into place, so a reader never sees
 //! half of one.
 
+use crate::os::FileStamp;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -57,24 +58,10 @@ struct Open {
     stamps: Vec<(PathBuf, FileStamp)>,
 }
 
-/// What identifies a file's bytes short of reading them: a change to them
-/// changes its length, its times or its inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    len: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
-    inode: u64,
-}
-
 fn stamp_of(path: &Path) -> Option<FileStamp> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    Some(FileStamp {
-        len: m.len(),
-        modified: crate::os::modified(&m),
-        changed: crate::os::changed(&m).unwrap_or_default(),
-        inode: crate::os::file_id(&m).1,
-    })
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| FileStamp::of(&m))
 }
 
 /// Why a search found the index unfit: a file changed under the reader, a

@@ -24,6 +24,7 @@
 //! rewritten before `covered` make the file start over (a reset: a new
 //! generation, no entries).
 
+use crate::os::FileStamp;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -131,24 +132,6 @@ fn new_generation() -> u64 {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     xxhash_rust::xxh3::xxh3_64(seed.as_bytes())
-}
-
-/// What identifies a file's bytes short of reading them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    len: u64,
-    modified: (i64, i64),
-    changed: (i64, i64),
-    inode: u64,
-}
-
-fn stamp_of(m: &std::fs::Metadata) -> FileStamp {
-    FileStamp {
-        len: m.len(),
-        modified: crate::os::modified(m),
-        changed: crate::os::changed(m).unwrap_or_default(),
-        inode: crate::os::file_id(m).1,
-    }
 }
 
 /// Vectors to add, made from the log's state `base` was taken at.
@@ -267,7 +250,7 @@ impl Store {
             }
             Err(e) => return Err(e),
         };
-        if self.stamp == Some(stamp_of(&meta)) {
+        if self.stamp == Some(FileStamp::of(&meta)) {
             return Ok(());
         }
         let file = match self.open(false) {
@@ -279,7 +262,7 @@ impl Store {
             Err(e) => return Err(e),
         };
         file.lock_shared()?;
-        let stamp = stamp_of(&file.metadata()?);
+        let stamp = FileStamp::of(&file.metadata()?);
         let head = read_head(&file)?;
         let usable = head
             .as_ref()
@@ -402,7 +385,7 @@ impl Store {
         crate::os::write_all_at(&file, &bytes, at)?;
         file.sync_data()?;
         crate::os::write_all_at(&file, &head.encode(), 0)?;
-        self.stamp = Some(stamp_of(&file.metadata()?));
+        self.stamp = Some(FileStamp::of(&file.metadata()?));
         drop(file);
         self.head = head;
         self.fresh = false;

@@ -18,6 +18,21 @@ fn beside(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Opens (creating if needed) one of the cache's files to read and write in
+/// place; a symbolic link there is refused.
+fn open_rw(path: &Path) -> io::Result<std::fs::File> {
+    crate::os::open(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+        path,
+        true,
+        false,
+    )
+}
+
 /// Message ids of the newest messages applied, with where each went.
 const REMEMBERED: usize = 4096;
 
@@ -175,16 +190,7 @@ impl Cache {
                 "a log without a JetStream sidecar was moved aside; the stream is the log now"
             );
         }
-        let file = crate::os::open(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false),
-            path,
-            true,
-            false,
-        )?;
+        let file = open_rw(path)?;
         let on_disk = file.metadata()?.len();
         // A sidecar of another format (an index without checksums): the
         // cache is rebuilt from the stream.
@@ -202,16 +208,7 @@ impl Cache {
         if on_disk != len {
             file.set_len(len)?;
         }
-        let index = crate::os::open(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false),
-            &beside(path, ".jsidx"),
-            true,
-            false,
-        )?;
+        let index = open_rw(&beside(path, ".jsidx"))?;
         let last_ts = crate::append::last_ts_ms(&file, len)?
             .map_or(0, |t| t.ceil().min(u64::MAX as f64) as u64);
         let entries = index.metadata()?.len() / ENTRY;
