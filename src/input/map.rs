@@ -70,7 +70,7 @@ impl FileMap {
         // read as plain bytes; a truncation under it is caught by the
         // guard, a rewrite in place only changes what is read, which the
         // caller checks (the index verifies what it finds).
-        let map = unsafe { memmap2::Mmap::map(file)? };
+        let map = unsafe { map_len(file, meta.len())? };
         Ok(FileMap(Guarded::new(map, super::Stamp::of(&meta))))
     }
 
@@ -100,8 +100,25 @@ impl std::ops::Deref for SharedFileMap {
 #[cfg(feature = "search")]
 unsafe impl stable_deref_trait::StableDeref for SharedFileMap {}
 
-/// Maps `file` read-only, with the kernel told how it will be read.
-pub(super) fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
+/// Maps the first `len` bytes of `file`.
+///
+/// The length is the one its caller's stamp was taken with (one `fstat`):
+/// mapping the length at the time of the map instead (memmap2's own
+/// `fstat`) would take in bytes an append wrote between the two, with the
+/// stamp from before it, and the append would look like a rewrite.
+///
+/// # Safety
+/// As [`map`]'s: the caller only reads the bytes, as plain bytes.
+unsafe fn map_len(file: &File, len: u64) -> std::io::Result<memmap2::Mmap> {
+    let len = usize::try_from(len)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::OutOfMemory, "too long to map"))?;
+    // SAFETY: the caller's contract.
+    unsafe { memmap2::MmapOptions::new().len(len).map(file) }
+}
+
+/// Maps the first `len` bytes of `file` (its length when its stamp was
+/// taken) read-only, with the kernel told how it will be read.
+pub(super) fn map(file: &File, len: u64) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private to this value. What can go
     // wrong is outside the process: if another process truncates the file
     // while it is mapped, touching the pages past the new end raises
@@ -112,7 +129,7 @@ pub(super) fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
     // the length at open time). The engine only reads the bytes, as
     // plain bytes with no invariants, so a change cannot break memory
     // safety, only the meaning of the result.
-    let map = unsafe { memmap2::Mmap::map(file)? };
+    let map = unsafe { map_len(file, len)? };
     #[cfg(unix)]
     {
         // Replay reads the log front to back; tell the kernel to read ahead.

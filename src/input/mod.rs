@@ -129,7 +129,7 @@ impl LogBytes {
         };
         let identity = Some(identity_of(&meta));
         let bytes = if mode == ReadMode::Auto && meta.len() > 0 {
-            match map::map(&file) {
+            match map::map(&file, meta.len()) {
                 Ok(m) => Bytes::Mapped(map::Guarded::new(m, Stamp::of(&meta))),
                 Err(_) => Bytes::Read(ReadFile::read(file, path, &meta)?),
             }
@@ -278,7 +278,7 @@ impl ReadFile {
         }
         // The length it had when opened, but modified: not an append. (A
         // read that took appended bytes too is checked by content below.)
-        if now.len() == id.len && Stamp::of(&now) != self.stamp {
+        if now.len() == id.len && Stamp::of(&now) != self.stamp && !grows(path, now.len()) {
             return Some("it was rewritten");
         }
         // Truncated and written again while it was read (or since): the
@@ -292,6 +292,28 @@ impl ReadFile {
     }
 }
 
+/// Whether the file at `path`, seen `len` bytes long with a new
+/// modification time, is being appended to: it grows within about 0.1 s.
+///
+/// A write stamps the file's times before it extends it (Linux updates
+/// them, then copies the bytes and moves the end), so an append under way
+/// shows its old length with its new time for a moment, which alone would
+/// read as a rewrite of the same length. Asked only when a file kept its
+/// length under a new time, which an append-only log sees only in that
+/// moment; a file rewritten in place keeps its length and pays the wait.
+fn grows(path: &Path, len: u64) -> bool {
+    for wait_ms in [0, 1, 2, 4, 8, 16, 32, 64] {
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() > len => return true,
+            Ok(m) if m.len() < len => return false,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 /// What changed in the mapped file at `path` since it was mapped, if
 /// anything.
 fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
@@ -300,8 +322,12 @@ fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
     }
     match std::fs::metadata(path) {
         Ok(now) if now.len() < m.map.len() as u64 => Some("it is now shorter"),
-        // Same length but modified: not an append, so a rewrite.
-        Ok(now) if now.len() == m.map.len() as u64 && Stamp::of(&now) != m.stamp => {
+        // Same length but modified, and not an append under way: a rewrite.
+        Ok(now)
+            if now.len() == m.map.len() as u64
+                && Stamp::of(&now) != m.stamp
+                && !grows(path, now.len()) =>
+        {
             Some("it was rewritten")
         }
         Ok(_) => None,
@@ -574,6 +600,49 @@ mod tests {
                 }
                 (got, _) => panic!("{what}: {got:?}"),
             }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Appends while logs are opened and verified: an append is never a
+    /// change, however the open and the verify fall between its steps.
+    #[test]
+    fn appends_under_an_open_log_are_never_a_change() {
+        let dir = std::env::temp_dir().join(format!("wmreplay-append-race-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("log.jsonl");
+        for mode in [ReadMode::Auto, ReadMode::Read] {
+            std::fs::write(&path, "{\"type\":\"k\",\"ts_ms\":1}\n").unwrap();
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // A bounded writer (4 MB at most): the readers run while it does.
+            let writer = {
+                let (path, done) = (path.clone(), done.clone());
+                std::thread::spawn(move || {
+                    let mut f = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&path)
+                        .unwrap();
+                    for _ in 0..200_000 {
+                        f.write_all(b"{\"type\":\"k\",\"ts_ms\":2}\n").unwrap();
+                    }
+                    done.store(true, std::sync::atomic::Ordering::Relaxed);
+                })
+            };
+            let (mut opened, mut changed) = (0, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let log = LogBytes::open(&path, mode).unwrap();
+                opened += 1;
+                if let Err(e) = log.verify() {
+                    changed.push(e.to_string());
+                }
+            }
+            writer.join().unwrap();
+            assert!(
+                changed.is_empty(),
+                "{mode:?}: {} of {opened}: {:?}",
+                changed.len(),
+                &changed[..changed.len().min(3)]
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -420,7 +420,21 @@ impl LiveReplay {
     /// bytes (up to their last `\n`). The server uses it to replay the log
     /// exactly as it stood before a turn's own line, whatever was appended
     /// after it. A state already committed past `limit` stays as it is.
+    ///
+    /// A file rewritten or truncated while it is read
+    /// ([`Error::Changed`]) is read again as it is then, up to
+    /// three times in all, before the error is returned.
     pub fn refresh_to(&mut self, limit: u64) -> Result<Refresh, Error> {
+        let mut tries = 1;
+        loop {
+            match self.refresh_once(limit) {
+                Err(Error::Changed { .. }) if tries < 3 => tries += 1,
+                r => return r,
+            }
+        }
+    }
+
+    fn refresh_once(&mut self, limit: u64) -> Result<Refresh, Error> {
         let mut report = Refresh::default();
         let Some((file, meta)) = crate::input::open_regular(&self.path, self.options.refuse_links)?
         else {
