@@ -5,14 +5,15 @@
 #   bash .ci/python-package.sh        # from the repository root
 #
 # 1. A build virtualenv gets maturin and zig (the ziglang package) from PyPI.
-# 2. maturin builds, into target/wheels/:
-#    - the abi3 wheel (release), linked by zig against glibc 2.17 so that it is
-#      an honest manylinux2014 wheel (maturin's auditwheel check refuses the
-#      tag if the extension needs newer symbols; linked against this machine's
-#      glibc it would be manylinux_2_34);
-#    - the sdist, which carries the engine crate it depends on (../..).
-# 3. pip builds a wheel from the sdist alone, in a temporary folder, as a user
-#    without the repository would (proves the sdist is complete).
+# 2. maturin makes the sdist, which carries the engine crate it depends on
+#    (../..), into target/wheels/.
+# 3. pip builds the wheel from the sdist alone, as a user without the
+#    repository would (proving the sdist complete), through maturin's PEP 517
+#    backend: abi3, release, linked by zig against glibc 2.17 so that it is an
+#    honest manylinux2014 wheel (maturin's auditwheel check refuses the tag if
+#    the extension needs newer symbols; linked against this machine's glibc it
+#    would be manylinux_2_34). That wheel is the one tested: one build, not
+#    one from the repository and another from the sdist.
 # 4. A fresh virtualenv, with cargo and rustc taken off PATH, installs the
 #    wheel (binary only) with its extras `agents` and `langchain` (the agent
 #    frameworks, at the versions in bindings/python/tests/requirements-frameworks.txt)
@@ -63,20 +64,22 @@ else
   [ -x "$BIN" ] || { step "cargo build (the CLI the tests compare with; set WMREPLAY_BIN to use another)"; cargo build --bin wmreplay; }
 fi
 
-step "wheel (release, --zig --compatibility $COMPAT) and sdist -> target/wheels/"
+step "sdist -> target/wheels/"
 mkdir -p "$OUT"
 rm -f "$OUT"/wmreplay-*.whl "$OUT"/wmreplay-*.tar.gz
-(
-  cd bindings/python
-  # maturin finds zig through the build virtualenv's python.
-  # The repository's one target directory, shared with the CLI and the Node
-  # package: what they have compiled alike is not compiled again.
-  export PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD" CARGO_TARGET_DIR="$ROOT/target"
-  maturin build --release --locked --zig --compatibility "$COMPAT" --out "$OUT"
-  maturin sdist --out "$OUT"
-)
-WHEEL=$(ls "$OUT"/wmreplay-*.whl)
+(cd bindings/python && PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD" maturin sdist --out "$OUT")
 SDIST=$(ls "$OUT"/wmreplay-*.tar.gz)
+
+step "the wheel, built by pip from the sdist alone (release, zig, $COMPAT) -> target/wheels/"
+# maturin's PEP 517 backend takes the wheel's build settings from
+# MATURIN_PEP517_ARGS; maturin and zig come from the build virtualenv (no
+# build isolation), and the repository's one target directory keeps what the
+# registry's crates compiled to for the next run. A user's pip builds the
+# sdist the same way, in an isolated environment with maturin from PyPI.
+(cd "$WORK" && PATH="$BUILD/bin:$PATH" CARGO_TARGET_DIR="$ROOT/target" \
+  MATURIN_PEP517_ARGS="--locked --zig --compatibility $COMPAT" "$BUILD/bin/python" -m pip wheel \
+  -v --disable-pip-version-check --no-build-isolation --no-cache-dir --no-deps -w "$OUT" "$SDIST")
+WHEEL=$(ls "$OUT"/wmreplay-*.whl)
 case "$(basename "$WHEEL")" in
   *-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ;;
   *) echo "unexpected wheel tag: $WHEEL" >&2; exit 1 ;;
@@ -120,35 +123,6 @@ need = ["PKG-INFO", "pyproject.toml", "README.md", "LICENSE-MIT", "LICENSE-APACH
 missing = [n for n in need if root + n not in members]
 assert not missing, f"the sdist lacks {missing}"
 print("sdist:", len(members), "files, the engine crate included")
-EOF
-
-step "a wheel built by pip from the sdist alone (Rust allowed here)"
-mkdir "$WORK/from-sdist"
-# With the wheel's own build settings (zig, manylinux2014: maturin's PEP 517
-# backend reads MATURIN_PEP517_ARGS) and the build virtualenv's maturin, in the
-# same target directory: the crates from the registry compiled for the wheel
-# are reused, and only the sdist's own crates, at their unpacked paths, are
-# compiled again, instead of a second full build. What this proves is the
-# sdist's contents: a user's pip builds it the same way, in an isolated
-# environment with maturin from PyPI.
-(cd "$WORK" && PATH="$BUILD/bin:$PATH" CARGO_TARGET_DIR="$ROOT/target" \
-  MATURIN_PEP517_ARGS="--zig --compatibility $COMPAT" "$BUILD/bin/python" -m pip wheel \
-  "${pip_quiet[@]}" --no-build-isolation --no-cache-dir --no-deps -w "$WORK/from-sdist" "$SDIST")
-"$BUILD/bin/python" - "$WHEEL" "$WORK"/from-sdist/wmreplay-*.whl <<'EOF'
-import sys, zipfile
-from email.parser import Parser
-
-def files(wheel):
-    return {n for n in zipfile.ZipFile(wheel).namelist() if not n.endswith("RECORD")}
-
-def readme(wheel):
-    z = zipfile.ZipFile(wheel)
-    return Parser().parsestr(z.read("wmreplay-0.1.0.dist-info/METADATA").decode()).get_payload()
-
-ours, rebuilt = sys.argv[1:]
-assert files(ours) == files(rebuilt), files(ours) ^ files(rebuilt)
-assert readme(ours) == readme(rebuilt), "the sdist's wheel has another README"
-print("built from the sdist:", rebuilt.rsplit("/", 1)[1], "- same files, same README")
 EOF
 
 step "fresh virtualenv without cargo or rustc: install the wheel[agents,langchain] and pytest"

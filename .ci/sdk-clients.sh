@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The providers' official SDKs, from their registries, for the tests that
 # use them as clients of the provider-compatible endpoints
-# (tests/sdk_clients.rs): the Python `anthropic` and `openai` packages in
+# (tests/service/sdk_clients.rs): the Python `anthropic` and `openai` packages in
 # target/sdk-clients/venv (with the MCP client, `mcp`, for the test of both
 # writing one log), the TypeScript `@anthropic-ai/sdk` and `openai`
 # in target/sdk-clients/node.

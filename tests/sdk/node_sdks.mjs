@@ -1,7 +1,7 @@
 // The official TypeScript SDKs (`@anthropic-ai/sdk`, `openai`, from npm)
 // pointed at `wmreplay serve`, which calls the test's mock model: the same
 // steps as python_sdks.py, in the SDKs' JavaScript; the Rust test that runs
-// this script (tests/sdk_clients.rs) checks the log and what the model was
+// this script (tests/service/sdk_clients.rs) checks the log and what the model was
 // sent.
 //
 // Usage: node node_sdks.mjs anthropic|openai ROOT_URL NODE_MODULES_PARENT

@@ -1,7 +1,7 @@
 """The official Python SDKs (`anthropic`, `openai`, from PyPI) pointed at
 `wmreplay serve`, which calls the test's mock model: each step uses the SDK
 as its users do and checks what the SDK gives back; the Rust test that runs
-this script (tests/sdk_clients.rs) then checks the log and what the model
+this script (tests/service/sdk_clients.rs) then checks the log and what the model
 was sent.
 
 Usage: python python_sdks.py anthropic|openai ROOT_URL

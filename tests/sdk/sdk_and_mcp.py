@@ -2,7 +2,7 @@
 SDK (turns through the provider-compatible endpoint) and the official MCP
 client (`mcp`, from PyPI; `append_record` and `set_fact` over streamable
 HTTP), all concurrently against one `wmreplay serve --mcp`. The Rust test
-that runs this script (tests/sdk_clients.rs) then checks that the log holds
+that runs this script (tests/service/sdk_clients.rs) then checks that the log holds
 every write, whole.
 
 Usage: python sdk_and_mcp.py ROOT_URL TURNS WRITES

@@ -6,9 +6,9 @@
 //! it as its users do, then checks the log and what the model was sent.
 //!
 //! Ignored without the SDKs: `bash .ci/sdk-clients.sh`, then
-//! `cargo test --test sdk_clients -- --ignored` (CI does both).
+//! `cargo test --test service -- --ignored sdk_clients::` (CI does both).
 
-mod mock;
+use crate::mock;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

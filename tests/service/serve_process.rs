@@ -2,7 +2,7 @@
 //! fails part-way (a file size limit), and what its logs show (no colour
 //! codes off a terminal, JSON lines on request, never the API key).
 
-mod mock;
+use crate::mock;
 
 use std::time::Duration;
 

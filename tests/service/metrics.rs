@@ -4,7 +4,7 @@
 use serde_json::json;
 use wmreplay::server::{ApiKey, Provider};
 
-mod mock;
+use crate::mock;
 
 /// The value of the first sample of `name` whose labels hold every one of
 /// `labels` (`k="v"`), if there is one.

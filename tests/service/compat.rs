@@ -2,9 +2,9 @@
 //! `/openai/v1/chat/completions`) at the HTTP level: what the log keeps of
 //! a client's messages, the events relayed, refusals in the provider's
 //! shape before anything is written, keys, auth, and a client gone
-//! mid-stream. The official SDKs as clients: tests/sdk_clients.rs.
+//! mid-stream. The official SDKs as clients: tests/service/sdk_clients.rs.
 
-mod mock;
+use crate::mock;
 
 use std::path::Path;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! mock upstream answers a summary request with every `FACT-<n>` in its
 //! input, so a summary that forgets a fact is seen at once.
 
-mod mock;
+use crate::mock;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use wmreplay::server::Provider;
 
-mod mock;
+use crate::mock;
 
 /// A log whose oldest record holds the invoice number, followed by 20
 /// ordinary records (a `--tail` window never reaches it).

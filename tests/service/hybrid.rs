@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use wmreplay::search::{HybridOptions, SearchIndex, SearchOptions};
 use wmreplay::server::{EmbedConfig, Provider};
 
-mod mock;
+use crate::mock;
 
 use mock::embed::{self, Answer};
 

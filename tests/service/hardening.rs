@@ -1,7 +1,7 @@
 //! Regression tests for what an adversarial run of the server found (each
 //! named after what broke), beyond the respond path's own rules.
 
-mod mock;
+use crate::mock;
 
 use serde_json::Value;
 use wmreplay::server::Provider;

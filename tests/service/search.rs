@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use wmreplay::search::{SearchIndex, SearchOptions};
 use wmreplay::server::Provider;
 
-mod mock;
+use crate::mock;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wmreplay"))

@@ -19,7 +19,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use wmreplay::server::Provider;
 
-mod mock;
+use crate::mock;
 
 /// The records of `log` from line `from` on.
 fn records_from(log: &Path, from: usize) -> Vec<Value> {

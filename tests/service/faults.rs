@@ -6,7 +6,7 @@
 //! call. Process-level faults (signals, stderr, limits) are in
 //! `faults_process.rs`.
 
-mod mock;
+use crate::mock;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

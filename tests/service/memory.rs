@@ -288,7 +288,7 @@ fn the_facts_message_comes_just_before_the_current_request_and_default_bodies_ar
     }
 }
 
-mod mock;
+use crate::mock;
 
 async fn call(method: reqwest::Method, url: String, body: Option<&str>) -> (u16, Value) {
     let mut r = mock::client().request(method, url);

@@ -3,7 +3,7 @@
 //! never double a turn, the providers' protocols are spoken in full, and a
 //! client that leaves does not cut the answer.
 
-mod mock;
+use crate::mock;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wmreplay::server::{JetStreamConfig, Provider};
 
-mod mock;
+use crate::mock;
 
 use mock::nats::Nats;
 

@@ -5,7 +5,7 @@
 //! providers' SDKs decide them, extra headers, and every example of the
 //! documentation and `serve --help` run against it.
 
-mod mock;
+use crate::mock;
 
 use std::time::Duration;
 

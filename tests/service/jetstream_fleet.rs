@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use wmreplay::server::Provider;
 
-mod mock;
+use crate::mock;
 
 use mock::nats::Nats;
 use mock::process::Serving;

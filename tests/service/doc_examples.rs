@@ -4,7 +4,7 @@
 //! provider's request (`--model`) must be one that provider accepts, as
 //! the strict mock upstream judges it (`tests/mock/strict.rs`).
 
-mod mock;
+use crate::mock;
 
 use std::path::Path;
 use std::process::Command;
@@ -107,7 +107,7 @@ fn every_documented_command_line_runs_on_the_example_log() {
         .unwrap();
         let w = words(example);
         if w.iter().any(|a| a == "--embed-upstream") {
-            // Needs an embedding model; tests/hybrid.rs runs these flags
+            // Needs an embedding model; tests/service/hybrid.rs runs these flags
             // against one.
             continue;
         }

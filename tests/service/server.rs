@@ -2,8 +2,8 @@
 //! and the upstream is a real local HTTP server (axum) speaking each
 //! provider's protocol, streaming and not, started by each test.
 
-mod common;
-mod mock;
+use crate::common;
+use crate::mock;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
