@@ -10,9 +10,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { execFileSync, spawn, spawnSync } = require('child_process');
+const { execFileSync, spawnSync } = require('child_process');
 
-const { PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch } = require('./support');
+const { PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch, serve, stop } = require('./support');
 const wm = require(PACKAGE);
 const { replayWorkingMemoryLog, buildRequestBody, LiveReplay, append } = wm;
 const { tmp, write } = scratch('wmreplay-node-requests-');
@@ -281,27 +281,6 @@ test('append() writes what the server would, and its stamps never go back', asyn
   assert.equal(stats.skipped_invalid_json, 1);
 });
 
-// Starts `wmreplay serve --log LOG`; resolves to { url, child } once it listens.
-function serve(log) {
-  const child = spawn(cli(), ['serve', '--log', log, '--addr', '127.0.0.1:0', '--no-fsync'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, RUST_LOG: 'info' },
-  });
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${seen}`)), 20000);
-    child.stderr.on('data', (d) => {
-      seen += d;
-      const m = /(127\.0\.0\.1:\d+)/.exec(seen);
-      if (m && seen.includes('listening')) {
-        clearTimeout(timer);
-        resolve({ url: `http://${m[1]}`, child });
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${seen}`)));
-  });
-}
-
 test('append() interleaved with `wmreplay serve` writing the same log loses and tears nothing', async () => {
   const log = path.join(tmp, 'served.log');
   fs.writeFileSync(log, '{"type":"wm_event","ts_ms":1}\n');
@@ -341,7 +320,7 @@ test('append() interleaved with `wmreplay serve` writing the same log loses and 
       if (records[i].k === 0) assert.equal(`${records[i + 1].who}/${records[i + 1].n}/${records[i + 1].k}`, `${records[i].who}/${records[i].n}/1`);
     }
   } finally {
-    child.kill('SIGTERM');
+    await stop(child);
   }
 });
 

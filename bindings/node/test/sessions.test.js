@@ -10,7 +10,7 @@ const path = require('path');
 const { spawn, spawnSync } = require('child_process');
 const { pathToFileURL } = require('url');
 
-const { INSTALLED, PACKAGE, cli, scratch } = require('./support');
+const { INSTALLED, PACKAGE, scratch, serve, stop } = require('./support');
 const { records, append, replayWorkingMemoryLog } = require(PACKAGE);
 const { WmreplaySession, SESSION_RECORD_TYPES } = require(`${PACKAGE}/agents`);
 const { tmp, write } = scratch('wmreplay-sessions-');
@@ -180,27 +180,6 @@ test('the pops of one process take turns: each item is popped once', async () =>
   assert.equal(new Set(lines(log).filter((r) => r.type === 'session_pop').map((r) => r.popped.offset)).size, 10);
 });
 
-// Starts `wmreplay serve --log LOG`; resolves to { url, child } once it listens.
-function serve(log) {
-  const child = spawn(cli(), ['serve', '--log', log, '--addr', '127.0.0.1:0', '--no-fsync'], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, RUST_LOG: 'info' },
-  });
-  return new Promise((resolve, reject) => {
-    let seen = '';
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${seen}`)), 20000);
-    child.stderr.on('data', (d) => {
-      seen += d;
-      const m = /(127\.0\.0\.1:\d+)/.exec(seen);
-      if (m && seen.includes('listening')) {
-        clearTimeout(timer);
-        resolve({ url: `http://${m[1]}`, child });
-      }
-    });
-    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${seen}`)));
-  });
-}
-
 test('sessions in several processes, append() and `wmreplay serve` on one log never tear or interleave', async () => {
   const log = fresh();
   fs.writeFileSync(log, '{"type":"wm_event","ts_ms":1}\n');
@@ -236,7 +215,7 @@ test('sessions in several processes, append() and `wmreplay serve` on one log ne
     })();
     await Promise.all([...procs, ...inProcess, server, appender]);
   } finally {
-    child.kill('SIGTERM');
+    await stop(child);
   }
   const text = fs.readFileSync(log, 'utf8');
   assert.ok(text.endsWith('\n'));

@@ -7,6 +7,8 @@
 // a path, or a package name resolved from this file (an installed copy, as
 // .ci/node-package.sh runs these tests in a fresh npm project). WMREPLAY_REPO
 // is the repository when these files are not in it; WMREPLAY_BIN the CLI.
+const assert = require('node:assert/strict');
+const { spawn } = require('child_process');
 const test = require('node:test');
 const fs = require('fs');
 const os = require('os');
@@ -41,4 +43,39 @@ function scratch(prefix) {
   return { tmp, write };
 }
 
-module.exports = { INSTALLED, PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch };
+// Starts `wmreplay serve --log LOG`; resolves to { url, child } once it
+// listens. `child.log()` is what it has written to stderr so far.
+function serve(log) {
+  const child = spawn(cli(), ['serve', '--log', log, '--addr', '127.0.0.1:0', '--no-fsync'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, RUST_LOG: 'info' },
+  });
+  let seen = '';
+  child.log = () => seen;
+  child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${seen}`)), 20000);
+    child.stderr.on('data', (d) => {
+      seen += d;
+      const m = /(127\.0\.0\.1:\d+)/.exec(seen);
+      if (m && seen.includes('listening')) {
+        clearTimeout(timer);
+        resolve({ url: `http://${m[1]}`, child });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`serve exited ${code}: ${seen}`)));
+  });
+}
+
+// Stops a server from serve(): it must still be running (a server that
+// exited mid-test explains its clients' errors), and must stop cleanly.
+async function stop(child) {
+  const running = child.exitCode === null && child.signalCode === null;
+  child.kill('SIGTERM');
+  const { code, signal } = await child.exited;
+  const tail = child.log().split('\n').slice(-20).join('\n');
+  assert.ok(running, `serve exited during the test (${code ?? signal}):\n${tail}`);
+  assert.equal(code, 0, `serve stopped with ${code ?? signal}:\n${tail}`);
+}
+
+module.exports = { INSTALLED, PACKAGE, PACKAGE_DIR, ROOT, oracle, EXAMPLE, cli, scratch, serve, stop };

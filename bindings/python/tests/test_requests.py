@@ -257,19 +257,31 @@ def test_append_writes_what_the_server_would(tmp_path):
 
 
 def serve(log):
-    """``wmreplay serve --log LOG`` on an ephemeral port: (process, url)."""
+    """``wmreplay serve --log LOG`` on an ephemeral port: (process, url).
+    ``process.seen`` holds what it has written to stderr."""
     proc = subprocess.Popen([cli(), "serve", "--log", str(log), "--addr", "127.0.0.1:0",
                              "--no-fsync"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             env={**os.environ, "RUST_LOG": "info"}, text=True)
-    seen = ""
+    proc.seen = []
     for line in proc.stderr:
-        seen += line
+        proc.seen.append(line)
         m = re.search(r"(127\.0\.0\.1:\d+)", line)
         if m and "listening" in line:
             # Keep reading stderr so the server never blocks on it.
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
+            threading.Thread(target=lambda: proc.seen.extend(proc.stderr), daemon=True).start()
             return proc, f"http://{m.group(1)}"
-    raise AssertionError(f"serve did not start: {seen}")
+    raise AssertionError(f"serve did not start: {''.join(proc.seen)}")
+
+
+def stop(proc):
+    """Stops a server from serve(): it must still be running (a server that
+    exited mid-test explains its clients' errors), and must stop cleanly."""
+    running = proc.poll() is None
+    proc.terminate()
+    code = proc.wait(20)
+    tail = "".join(proc.seen[-20:])
+    assert running, f"serve exited during the test ({code}):\n{tail}"
+    assert code == 0, f"serve stopped with {code}:\n{tail}"
 
 
 def test_append_interleaved_with_serve_loses_and_tears_nothing(tmp_path):
@@ -313,8 +325,7 @@ def test_append_interleaved_with_serve_loses_and_tears_nothing(tmp_path):
         for t in threads:
             t.join()
     finally:
-        proc.terminate()
-        proc.wait(20)
+        stop(proc)
     assert not errors, errors
     text = log.read_text()
     assert text.endswith("\n")

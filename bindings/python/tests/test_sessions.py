@@ -23,7 +23,7 @@ from wmreplay.sessions import (
     SessionRecordWarning,
     WmreplaySession,
 )
-from test_requests import serve
+from test_requests import serve, stop
 
 
 def lines(log):
@@ -314,8 +314,7 @@ def test_sessions_append_and_the_server_never_tear_or_interleave(tmp_path):
         for x in procs + threads:
             x.join()
     finally:
-        proc.terminate()
-        proc.wait(20)
+        stop(proc)
     assert not errors, errors
     assert all(p.exitcode == 0 for p in procs)
     text = log.read_text()
