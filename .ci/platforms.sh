@@ -66,6 +66,17 @@ if ! command -v qemu-aarch64 >/dev/null || [[ ! -e /usr/aarch64-linux-gnu/lib/li
     qemu-user libc6-arm64-cross wine64 >/dev/null
 fi
 
+# The Wine shim is built meanwhile: zig compiles MinGW's C runtime for it
+# the first time (about a minute, mostly on one core).
+PRNG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/wmreplay-prng-XXXXXX")
+PRNG_LOG=$PRNG_DIR/build.log
+trap 'rm -rf "$PRNG_DIR"' EXIT
+step "ProcessPrng for Wine (.ci/wine/bcryptprimitives.c, built with zig), in the background"
+python-zig cc -target x86_64-windows-gnu -shared -O2 -o "$PRNG_DIR/bcryptprimitives.dll" \
+  "$ROOT/.ci/wine/bcryptprimitives.c" "$ROOT/.ci/wine/bcryptprimitives.def" -ladvapi32 \
+  >"$PRNG_LOG" 2>&1 &
+PRNG_PID=$!
+
 declare -A RUN
 for target in "${TARGETS[@]}"; do
   # The command line without the JetStream client, which nothing below runs.
@@ -76,13 +87,18 @@ A64=$ROOT/target/aarch64-unknown-linux-gnu/platform-check/wmreplay
 RUN[aarch64-gnu]="qemu-aarch64 -L /usr/aarch64-linux-gnu $A64"
 if [[ -n $MUSL ]]; then RUN[x86_64-musl]="$MUSL"; fi
 WIN_DIR=$ROOT/target/x86_64-pc-windows-gnu/platform-check
-step "ProcessPrng for Wine (.ci/wine/bcryptprimitives.c, built with zig)"
-python-zig cc -target x86_64-windows-gnu -shared -O2 -o "$WIN_DIR/bcryptprimitives.dll" \
-  "$ROOT/.ci/wine/bcryptprimitives.c" "$ROOT/.ci/wine/bcryptprimitives.def" -ladvapi32
+step "ProcessPrng for Wine (.ci/wine/bcryptprimitives.c, built with zig) joined"
+if ! wait "$PRNG_PID"; then
+  cat "$PRNG_LOG"
+  echo "platforms: bcryptprimitives.dll could not be built" >&2
+  exit 1
+fi
+mkdir -p "$WIN_DIR"
+cp "$PRNG_DIR/bcryptprimitives.dll" "$WIN_DIR/"
 RUN[x86_64-windows]="$WINE $WIN_DIR/wmreplay.exe"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/wmreplay-platforms-XXXXXX")
-trap '/usr/lib/wine/wineserver -k 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap '/usr/lib/wine/wineserver -k 2>/dev/null || true; rm -rf "$WORK" "$PRNG_DIR"' EXIT
 # A Wine prefix of the run's own, made without the Mono and Gecko installers
 # (seconds instead of a minute), and quiet.
 export WINEPREFIX=$WORK/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
