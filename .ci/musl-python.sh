@@ -100,7 +100,8 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   SUDO=
   if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=600 "${missing[@]}" >/dev/null
 fi
 
 if works; then

@@ -23,6 +23,7 @@
 #                                      # if missing
 #   HOST_BIN=target/release/wmreplay bash .ci/platforms.sh
 #   WMREPLAY_PLATFORMS_MUSL=1 bash .ci/platforms.sh   # and x86-64 musl
+#   bash .ci/platforms.sh --install    # only install qemu-user and Wine
 #
 # Exits non-zero on any failure, naming the platform and the command.
 set -euo pipefail
@@ -30,6 +31,26 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 START=$SECONDS
 step() { echo "== platforms: $* ($((SECONDS - START)) s)"; }
+
+WINE=/usr/lib/wine/wine64
+# qemu-user and Wine from Debian's packages, if missing (`--install`: only
+# that, which CI does in the background while it compiles).
+install_emulators() {
+  if ! command -v qemu-aarch64 >/dev/null || [[ ! -e /usr/aarch64-linux-gnu/lib/libc.so.6 ]] ||
+    [[ ! -x $WINE ]]; then
+    step "apt-get install qemu-user libc6-arm64-cross wine64"
+    SUDO=
+    if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+      -o DPkg::Lock::Timeout=600 qemu-user libc6-arm64-cross wine64 >/dev/null
+  fi
+}
+if [[ ${1:-} == --install ]]; then
+  install_emulators
+  step "installed"
+  exit 0
+fi
 
 HOST_BIN=${HOST_BIN:-$ROOT/target/debug/wmreplay}
 if [[ ! -x $HOST_BIN ]]; then
@@ -55,16 +76,7 @@ fi
 step "rustup target add ${TARGETS[*]%.2.17}"
 rustup target add "${TARGETS[@]%.2.17}"
 
-WINE=/usr/lib/wine/wine64
-if ! command -v qemu-aarch64 >/dev/null || [[ ! -e /usr/aarch64-linux-gnu/lib/libc.so.6 ]] ||
-  [[ ! -x $WINE ]]; then
-  step "apt-get install qemu-user libc6-arm64-cross wine64"
-  SUDO=
-  if [[ $(id -u) != 0 ]]; then SUDO=sudo; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    qemu-user libc6-arm64-cross wine64 >/dev/null
-fi
+install_emulators
 
 # The Wine shim is built meanwhile: zig compiles MinGW's C runtime for it
 # the first time (about a minute, mostly on one core).
