@@ -278,7 +278,7 @@ impl ReadFile {
         }
         // The length it had when opened, but modified: not an append. (A
         // read that took appended bytes too is checked by content below.)
-        if now.len() == id.len && Stamp::of(&now) != self.stamp && !grows(path, now.len()) {
+        if rewritten_in_place(path, &now, id.len, &self.stamp) {
             return Some("it was rewritten");
         }
         // Truncated and written again while it was read (or since): the
@@ -290,6 +290,13 @@ impl ReadFile {
             Err(_) => Some("it can no longer be read"),
         }
     }
+}
+
+/// Whether the file at `path`, found as `now`, was rewritten in place since
+/// it was `len` bytes long with `stamp`: the same length under a new time,
+/// and not an append under way.
+fn rewritten_in_place(path: &Path, now: &std::fs::Metadata, len: u64, stamp: &Stamp) -> bool {
+    now.len() == len && Stamp::of(now) != *stamp && !grows(path, len)
 }
 
 /// Whether the file at `path`, seen `len` bytes long with a new
@@ -322,12 +329,7 @@ fn map_changed(m: &map::Guarded, path: &Path) -> Option<&'static str> {
     }
     match std::fs::metadata(path) {
         Ok(now) if now.len() < m.map.len() as u64 => Some("it is now shorter"),
-        // Same length but modified, and not an append under way: a rewrite.
-        Ok(now)
-            if now.len() == m.map.len() as u64
-                && Stamp::of(&now) != m.stamp
-                && !grows(path, now.len()) =>
-        {
+        Ok(now) if rewritten_in_place(path, &now, m.map.len() as u64, &m.stamp) => {
             Some("it was rewritten")
         }
         Ok(_) => None,
