@@ -537,3 +537,27 @@ pub async fn shutdown_signal() {
         () = term => {}
     }
 }
+
+/// An `--allowed-origin`: `*`, or `http(s)://host[:port]` as a browser
+/// sends it in `Origin` (no path, query or user).
+pub fn parse_origin(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s == "*" {
+        return Ok(s.to_string());
+    }
+    let bad = || {
+        format!(
+            "{s:?} is not an origin: write scheme://host[:port], e.g. http://localhost:3000 \
+             (no path), or * for any"
+        )
+    };
+    let rest = s
+        .strip_prefix("http://")
+        .or_else(|| s.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+        return Err(bad());
+    }
+    Ok(s.strip_suffix('/').unwrap_or(s).to_string())
+}

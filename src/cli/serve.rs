@@ -63,6 +63,28 @@ pub struct ServeArgs {
     /// can reach the port can then read and append to the logs).
     #[arg(long, env = "WMREPLAY_ALLOW_UNAUTHENTICATED")]
     allow_unauthenticated: bool,
+    /// A Host name the server answers besides this machine's own
+    /// (repeatable, or comma-separated in the variable), e.g. the name a
+    /// reverse proxy passes on: --allowed-host memory.example.com. On a
+    /// loopback --addr only localhost and loopback addresses are answered
+    /// otherwise (a web page that rebinds its own name to 127.0.0.1 is
+    /// refused); elsewhere any name is, unless this is given. '*' answers
+    /// every name.
+    #[arg(
+        long = "allowed-host",
+        env = "WMREPLAY_ALLOWED_HOSTS",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    allowed_hosts: Vec<String>,
+    /// The origin of a web page allowed to send requests (repeatable, or
+    /// comma-separated in the variable), as scheme://host[:port]:
+    /// --allowed-origin http://localhost:3000. A request from any other
+    /// page (its Origin header, or Sec-Fetch-Site: cross-site) that is not
+    /// a GET is refused with 403, and a text/plain or multipart body with
+    /// 415, so that no web page can write into the log or spend the API key.
+    #[arg(long = "allowed-origin", env = "WMREPLAY_ALLOWED_ORIGINS", value_name = "ORIGIN", value_delimiter = ',', value_parser = parse_origin)]
+    allowed_origins: Vec<String>,
     /// Address to listen on: HOST:PORT, where HOST is an IP address or a
     /// name (localhost:8787).
     #[arg(
@@ -358,6 +380,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.idle_timeout = args.idle_timeout;
     cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
     cfg.auth_token = auth_token;
+    cfg.browser = server::BrowserRules::new(&args.allowed_hosts, &args.allowed_origins);
     cfg.upstream = args.upstream;
     cfg.provider = provider;
     cfg.model = args.model.filter(|m| !m.trim().is_empty());

@@ -145,6 +145,11 @@ pub struct Config {
     /// with the key the client sends (`--forward-client-key`). Default the
     /// server's.
     pub forward_client_key: bool,
+    /// The `Host` names and page origins the server answers besides its
+    /// own (`--allowed-host`, `--allowed-origin`); see `browser.rs`.
+    /// Default none: on loopback, only this machine's names, and no page
+    /// of another origin.
+    pub browser: super::browser::BrowserRules,
 }
 
 /// The tools a turn offers the model; the server runs each call itself
@@ -287,6 +292,7 @@ impl Config {
             jetstream: None,
             mcp: false,
             forward_client_key: false,
+            browser: super::browser::BrowserRules::default(),
         }
     }
 }

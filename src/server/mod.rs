@@ -46,6 +46,7 @@
 
 mod app;
 mod auth;
+mod browser;
 mod compact;
 mod compat;
 mod config;
@@ -70,6 +71,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+pub use browser::BrowserRules;
 pub use compact::{CompactError, CompactReport, compact_once};
 pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};

@@ -373,3 +373,42 @@ def test_stdio_and_serve_write_one_log_without_interleaving(log: Path):
         assert status == 200 and sent.count(b"WM_KIND=from_mcp") == n
     finally:
         server.stop()
+
+
+def test_memory_edits_from_two_processes_are_never_lost(log: Path):
+    """Finding "memory edits lost across processes": `serve --mcp` and
+    `wmreplay mcp` on one log, each inserting lines into one memory file at
+    once, each insert acknowledged. Every acknowledged line is in the file
+    afterwards (the adversarial run lost 7 of 30): a command appends only
+    if the log did not change since it read the files, and runs again on
+    the files as they then stand otherwise."""
+    server = Serve("--log", str(log))
+    n = 15
+    path = "/memories/shared.md"
+    try:
+
+        async def main():
+            async with Client(server.base + "/mcp") as over_http, Client(stdio_params(log)) as over_stdio:
+                r = await over_http.call_tool("memory", {"command": "create", "path": path, "file_text": "start\n"})
+                assert not r.is_error, text(r)
+
+                async def insert(c, who, i):
+                    args = {"command": "insert", "path": path, "insert_line": 0, "insert_text": f"{who}-{i}\n"}
+                    r = await c.call_tool("memory", args)
+                    assert not r.is_error, text(r)
+
+                await asyncio.gather(
+                    *(insert(over_http, "http", i) for i in range(n)),
+                    *(insert(over_stdio, "stdio", i) for i in range(n)),
+                )
+                for c in (over_http, over_stdio):
+                    r = await c.call_tool("memory", {"command": "view", "path": path})
+                    shown = text(r)
+                    missing = [
+                        f"{who}-{i}" for who in ("http", "stdio") for i in range(n) if f"{who}-{i}" not in shown
+                    ]
+                    assert not missing, (missing, shown)
+
+        asyncio.run(main())
+    finally:
+        server.stop()

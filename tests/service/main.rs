@@ -20,6 +20,7 @@ mod compaction;
 mod compat;
 mod doc_examples;
 mod faults;
+mod front_doors;
 mod hardening;
 mod hybrid;
 mod jetstream;

@@ -23,8 +23,17 @@ pub(crate) fn fact_record(key: &str, value: &str) -> Vec<u8> {
 /// The current facts object, `{…}` as JSON text: the latest value of every
 /// live key, from the log's live state (brought up to date; no replay).
 pub(crate) async fn current(state: &Arc<AppState>) -> Result<String, ApiError> {
-    let text = with_live(state, |_, live| Ok(live.current_facts())).await?;
-    Ok(match text.as_deref() {
+    Ok(current_at(state).await?.0)
+}
+
+/// [`current`], and the log's length they were read at (its committed
+/// bytes: what a compare-and-append checks the log against).
+pub(crate) async fn current_at(state: &Arc<AppState>) -> Result<(String, u64), ApiError> {
+    let (text, at) = with_live(state, |_, live| {
+        Ok((live.current_facts(), live.info().committed_bytes))
+    })
+    .await?;
+    let facts = match text.as_deref() {
         None => "{}".to_string(),
         Some(text) => {
             // `…WM_JSON: {"type":"wm_facts","ts_ms":T,"facts":{…}}`
@@ -32,7 +41,8 @@ pub(crate) async fn current(state: &Arc<AppState>) -> Result<String, ApiError> {
             let start = doc.find("\"facts\":").map_or(0, |i| i + "\"facts\":".len());
             doc[start..doc.len().saturating_sub(1)].to_string()
         }
-    })
+    };
+    Ok((facts, at))
 }
 
 /// The newest `ts_ms` among the latest facts of `keys`: a fact written for

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::AppState;
-use super::facts::{current, fact_record, newest_ts};
+use super::facts::{current_at, fact_record, newest_ts};
 use crate::server::errors::ApiError;
 use crate::server::upstream::tools::ToolResult;
 use crate::server::writer::Line;
@@ -37,22 +37,15 @@ pub(crate) struct MemoryCommands;
 
 /// One command's outcome: the answer, and the `wm_fact` lines to append
 /// (in one batch with whatever else the caller records).
-pub(crate) struct Edit {
-    pub(crate) result: ToolResult,
-    pub(crate) lines: Vec<Line>,
+struct Edit {
+    result: ToolResult,
+    lines: Vec<Line>,
 }
 
-/// Runs a memory-tool command (`args`: the call's input) on the files as
-/// they stand. Hold [`AppState::memory`] from before this call until the
-/// lines are appended, so that two commands never edit the same version.
-/// A write whose record would pass `--max-record-bytes` makes the command
-/// an error result, and nothing is written. An error only when the log
-/// cannot be read.
-pub(crate) async fn edit(
-    state: &Arc<AppState>,
-    args: &Map<String, Value>,
-) -> Result<Edit, ApiError> {
-    let facts = current(state).await?;
+/// Runs a memory-tool command on the files as they stand; and where the
+/// log ended when they were read.
+async fn edit(state: &Arc<AppState>, args: &Map<String, Value>) -> Result<(Edit, u64), ApiError> {
+    let (facts, since) = current_at(state).await?;
     let facts: Map<String, Value> = serde_json::from_str(&facts).unwrap_or_default();
     let max = state.cfg.max_record_bytes;
     let (result, writes) = MemoryCommands.apply(&facts, args, max);
@@ -64,17 +57,20 @@ pub(crate) async fn edit(
         };
         let record = fact_record(path, &value);
         if record.len() > max {
-            return Ok(Edit {
-                result: ToolResult {
-                    content: format!(
-                        "Error: File {path} is too large to keep: its record would be {} bytes, \
-                         more than the limit of {max}.",
-                        record.len()
-                    ),
-                    is_error: true,
+            return Ok((
+                Edit {
+                    result: ToolResult {
+                        content: format!(
+                            "Error: File {path} is too large to keep: its record would be {} \
+                             bytes, more than the limit of {max}.",
+                            record.len()
+                        ),
+                        is_error: true,
+                    },
+                    lines: Vec::new(),
                 },
-                lines: Vec::new(),
-            });
+                since,
+            ));
         }
         records.push(record);
     }
@@ -91,5 +87,66 @@ pub(crate) async fn edit(
         .iter()
         .map(|r| Line::stamped_object(r).at_least(floor))
         .collect();
-    Ok(Edit { result, lines })
+    Ok((Edit { result, lines }, since))
+}
+
+/// Times a command is run again on the files as they then stand when the
+/// log changed between its read and its append.
+const MAX_ATTEMPTS: usize = 32;
+
+/// Runs a memory-tool command (`args`: the call's input) on the files as
+/// the log holds them and appends its writes in one batch with what `wrap`
+/// adds around them (a turn's `tool_call` and `tool_result`), **only if
+/// nothing was appended to the log since the files were read**: otherwise
+/// (another process wrote, a `wmreplay mcp` beside `serve --mcp`) the
+/// command runs again on the files as they now stand. So two commands,
+/// from any processes, never edit the same version. Hold
+/// [`AppState::memory`] around it, which keeps this process's own commands
+/// from racing each other. A write whose record would pass
+/// `--max-record-bytes` makes the command an error result, and nothing of
+/// it is written.
+pub(crate) async fn edit_and_append(
+    state: &Arc<AppState>,
+    args: &Map<String, Value>,
+    wrap: impl Fn(&ToolResult, Vec<Line>) -> Vec<Line>,
+) -> Result<ToolResult, ApiError> {
+    for attempt in 0..MAX_ATTEMPTS {
+        let (edit, since) = edit(state, args).await?;
+        let writes = !edit.lines.is_empty();
+        let lines = wrap(&edit.result, edit.lines);
+        if lines.is_empty() {
+            return Ok(edit.result);
+        }
+        let w = state.writer().map_err(|e| state.append_failed(&e))?;
+        if !writes {
+            w.append(lines).await.map_err(|e| state.append_failed(&e))?;
+            return Ok(edit.result);
+        }
+        // Any record since `since` breaks it: `below` is past every key.
+        let guard = crate::server::writer::Guard {
+            since,
+            below: u64::MAX,
+        };
+        match w.append_guarded(lines, guard).await {
+            Ok(Ok(_)) => return Ok(edit.result),
+            Ok(Err(at)) => {
+                tracing::debug!(
+                    attempt,
+                    at,
+                    "the log changed under a memory command; running it again"
+                );
+                // A moment for the other writer's burst, growing, jittered.
+                let ms = 1 + (attempt as u64).min(20) + u64::from(std::process::id() % 3);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            Err(e) => return Err(state.append_failed(&e)),
+        }
+    }
+    let mut e = ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "log_busy",
+        "the log kept changing while the memory command ran; nothing was written, try again",
+    );
+    e.retry_after = Some(std::time::Duration::from_secs(1));
+    Err(e)
 }

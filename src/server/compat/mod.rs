@@ -167,6 +167,10 @@ async fn serve(
             after: plan.after,
             key: forwarded,
             hash,
+            wants_usage: asked.params.iter().any(|(k, v)| {
+                k == "stream_options"
+                    && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
+            }),
         }),
     };
     turn::respond(state, input).await

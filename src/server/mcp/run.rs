@@ -140,18 +140,11 @@ async fn search(state: &Arc<AppState>, args: &Map<String, Value>) -> Ran {
 async fn memory(state: &Arc<AppState>, args: &Map<String, Value>) -> Ran {
     let _permit = state.permit().map_err(|e| failed(&e))?;
     let _one = state.memory.lock().await;
-    let edit = memory_edit::edit(state, args)
+    let result = memory_edit::edit_and_append(state, args, |_, writes| writes)
         .await
         .map_err(|e| failed(&e))?;
-    if !edit.lines.is_empty() {
-        let written = match state.writer() {
-            Ok(w) => w.append(edit.lines).await,
-            Err(e) => Err(e),
-        };
-        written.map_err(|e| failed(&state.append_failed(&e)))?;
-        compact_soon(state);
-    }
-    Ok(edit.result)
+    compact_soon(state);
+    Ok(result)
 }
 
 /// `get_facts`: `{"facts":{…}}`, as `GET /v1/facts`.

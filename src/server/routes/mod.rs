@@ -5,7 +5,9 @@
 //! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`), `logs.rs`
 //! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
 //! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
-//! the bearer-token check in front of every route but `/healthz`.
+//! the bearer-token check in front of every route but `/healthz`, and
+//! before it the refusal of what a web page can make a browser send
+//! (`server/browser.rs`).
 
 mod compat;
 mod facts;
@@ -157,6 +159,19 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         )),
         None => routes,
     };
+    // Before the token: what a web page can make a browser send is refused
+    // whatever it carries (`browser.rs`).
+    let rules = Arc::new(server.shared.cfg.browser.clone());
+    let routes = routes.route_layer(axum::middleware::from_fn(
+        move |req: Request, next: axum::middleware::Next| {
+            let rules = rules.clone();
+            let listening = req
+                .extensions()
+                .get::<crate::server::mcp::Listening>()
+                .and_then(|l| l.0);
+            async move { crate::server::browser::guard(rules, listening, req, next).await }
+        },
+    ));
     // The recorder is installed before the first request, so that the
     // first scrape sees everything counted since the start.
     crate::server::metrics::install();

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::input::Input;
+use super::input::{Compat, Input};
 use super::run::{append_close, continued, error_event, exchange, fail, mark_room};
 use super::tools::bounded_input;
 use crate::server::app::compact::compact_soon;
@@ -25,7 +25,7 @@ use crate::server::app::{AppState, Outcome};
 use crate::server::errors::{ApiError, json_response};
 use crate::server::sse::{sse_headers, stream_body};
 use crate::server::upstream::relay::Relay;
-use crate::server::upstream::{Provider, shapes};
+use crate::server::upstream::shapes;
 use crate::server::writer::Line;
 
 /// Calls the upstream once and records its answer; the outcome is the
@@ -89,7 +89,15 @@ pub(super) async fn run_compat(
         Some(Ok(v)) => v,
         _ => shapes::message(provider, &c.model, &answer),
     };
-    match append_close(state, input, lines, &out).await {
+    let recorded = append_close(state, input, lines, &out).await;
+    // The answer's last events, held until now: a client that sends its
+    // next request on them finds this answer in the log.
+    if recorded.is_ok()
+        && let Some(tx) = relay.as_mut()
+    {
+        tx.release();
+    }
+    match recorded {
         Ok(None) => {}
         Ok(Some(first)) => {
             tracing::warn!("another replica answered this turn first; answering with its record");
@@ -119,12 +127,13 @@ pub(super) async fn run_compat(
 }
 
 /// A finished turn's answer (`v`, in the provider's shape) as its client
-/// reads it: the JSON, or the events that stream it.
-pub(super) fn answered(p: Provider, v: Value, stream: bool, repeated: bool) -> Response {
+/// `c` reads it: the JSON, or the events that stream it.
+pub(super) fn answered(c: &Compat, v: Value, stream: bool, repeated: bool) -> Response {
+    let p = c.provider;
     let mut v = v;
     let repeated = super::run::take_replayed(&mut v) || repeated;
     let mut r = if stream {
-        let mut r = Response::new(stream_body(shapes::events(p, &v)));
+        let mut r = Response::new(stream_body(shapes::events(p, &v, c.wants_usage)));
         sse_headers(&mut r);
         r
     } else {

@@ -54,6 +54,9 @@ pub(crate) struct Compat {
     pub key: Option<crate::server::upstream::ApiKey>,
     /// The request's hash (its key's request, for telling a repeat).
     pub hash: String,
+    /// The client asked for a stream's usage chunk
+    /// (`stream_options.include_usage`), which the server asks for anyway.
+    pub wants_usage: bool,
 }
 
 impl Input {

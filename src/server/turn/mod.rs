@@ -107,7 +107,7 @@ impl Input {
     pub(crate) fn answered(&self, v: Value, repeated: bool) -> Response {
         match &self.compat {
             None => answered(v, self.stream, repeated),
-            Some(c) => compat::answered(c.provider, v, self.stream, repeated),
+            Some(c) => compat::answered(c, v, self.stream, repeated),
         }
     }
 }
@@ -194,6 +194,7 @@ async fn run_owned(
         true => {
             let (mut r, b) = relay(RELAY_LIMIT);
             r.raw = input.compat.as_ref().map(|c| c.provider);
+            r.drop_usage_chunk = input.compat.as_ref().is_some_and(|c| !c.wants_usage);
             (Some(r), Some(b))
         }
         false => (None, None),

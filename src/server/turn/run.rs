@@ -409,7 +409,12 @@ pub(super) async fn close_turn(state: &Arc<AppState>, input: &Input) -> Outcome 
         "",
         Some(INTERRUPTED),
     );
-    let out = answer_json(&answer, Value::Null);
+    // In the shape its door answers: a client of a provider's API retrying
+    // after a crash reads a message (or a completion) as its SDK parses it.
+    let out = match &input.compat {
+        Some(c) => crate::server::upstream::shapes::message(c.provider, &c.model, &answer),
+        None => answer_json(&answer, Value::Null),
+    };
     if let Some(v) = append_close(state, input, vec![line], &out)
         .await
         .map_err(|e| state.append_failed(&e))?

@@ -56,10 +56,13 @@ pub(crate) async fn run_calls(
                 }
                 MEMORY if state.cfg.tools.memory => {
                     let held = state.memory.lock().await;
-                    let ran = run_memory(state, &args).await?;
-                    let r = append(state, session, call, ran).await;
+                    let max = state.cfg.max_record_bytes;
+                    let result = memory_edit::edit_and_append(state, &args, |result, writes| {
+                        records(max, session, call, result, writes)
+                    })
+                    .await;
                     drop(held);
-                    results.push(r?);
+                    results.push(ran(call, result?));
                     continue;
                 }
                 other => Ran::plain(error(format!(
@@ -142,7 +145,31 @@ async fn append(
     call: &ToolCall,
     ran: Ran,
 ) -> Result<ToolResult, ApiError> {
-    let room = state.cfg.max_record_bytes.saturating_sub(
+    let lines = records(
+        state.cfg.max_record_bytes,
+        session,
+        call,
+        &ran.result,
+        ran.writes,
+    );
+    let written = match state.writer() {
+        Ok(w) => w.append(lines).await,
+        Err(e) => Err(e),
+    };
+    written.map_err(|e| state.append_failed(&e))?;
+    Ok(self::ran(call, ran.result))
+}
+
+/// A call's records: its `tool_call`, the records it writes (`writes`),
+/// and its `tool_result`, each within a record's limit (`max_record`).
+fn records(
+    max_record: usize,
+    session: Option<&str>,
+    call: &ToolCall,
+    result: &ToolResult,
+    writes: Vec<Line>,
+) -> Vec<Line> {
+    let room = max_record.saturating_sub(
         RECORD_FRAME + session.map_or(0, json_len) + json_len(&call.id) + json_len(&call.name),
     );
     let input = serde_json::from_str::<Value>(&call.input)
@@ -157,27 +184,27 @@ async fn append(
     let mut called = head.clone();
     called.insert("input".into(), bounded_input(input, room));
     head.insert("type".into(), json!("tool_result"));
-    let content = fit_json(&ran.result.content, room);
+    let content = fit_json(&result.content, room);
     head.insert("content".into(), json!(content));
-    if content.len() < ran.result.content.len() {
+    if content.len() < result.content.len() {
         head.insert(
             "content_cut".into(),
-            json!({ "bytes": ran.result.content.len() }),
+            json!({ "bytes": result.content.len() }),
         );
     }
-    head.insert("is_error".into(), json!(ran.result.is_error));
+    head.insert("is_error".into(), json!(result.is_error));
     let mut lines = vec![Line::stamped_object(
         Value::Object(called).to_string().as_bytes(),
     )];
-    lines.extend(ran.writes);
+    lines.extend(writes);
     lines.push(Line::stamped_object(
         Value::Object(head).to_string().as_bytes(),
     ));
-    let written = match state.writer() {
-        Ok(w) => w.append(lines).await,
-        Err(e) => Err(e),
-    };
-    written.map_err(|e| state.append_failed(&e))?;
+    lines
+}
+
+/// A call recorded: counted and logged; its result.
+fn ran(call: &ToolCall, result: ToolResult) -> ToolResult {
     metrics::counter!(
         "wmreplay_tool_calls_total",
         // Only the server's own names: a label the model chose could be
@@ -187,15 +214,15 @@ async fn append(
             MEMORY => MEMORY,
             _ => "other",
         },
-        "outcome" => if ran.result.is_error { "error" } else { "ok" }
+        "outcome" => if result.is_error { "error" } else { "ok" }
     )
     .increment(1);
     tracing::info!(
         tool = %call.name,
-        is_error = ran.result.is_error,
+        is_error = result.is_error,
         "a tool call was run"
     );
-    Ok(ran.result)
+    result
 }
 
 /// `search_memory`: the best records for `query` that the request does not
@@ -249,14 +276,4 @@ impl Commands for MemoryCommands {
         let applied = memory::run(&memory::files_of(facts), args, max_file);
         (applied.result, applied.writes)
     }
-}
-
-/// A memory-tool command on the files as they stand (hold
-/// [`AppState::memory`]): its result, and its writes as `wm_fact` records.
-async fn run_memory(state: &Arc<AppState>, args: &Map<String, Value>) -> Result<Ran, ApiError> {
-    let edit = memory_edit::edit(state, args).await?;
-    Ok(Ran {
-        result: edit.result,
-        writes: edit.lines,
-    })
 }

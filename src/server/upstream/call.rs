@@ -347,12 +347,18 @@ impl Upstream {
             };
             let step = decoder.event(&event.event, &event.data);
             // A client of the provider's own format gets the upstream's
-            // events as they came (an error, in the server's words, after).
-            if let Some(tx) = relay.as_ref().filter(|r| r.raw.is_some())
+            // events as they came (an error, in the server's words, after);
+            // from the one that says how the answer stopped on, they are
+            // held until the turn's records are written.
+            if let Some(tx) = relay.as_mut().filter(|r| r.raw.is_some())
                 && !matches!(step, Step::Error(_))
+                && !(tx.drop_usage_chunk && is_usage_chunk(&event.data))
             {
                 relayed = true;
-                if !tx.send(raw_event(self.provider, &event.event, &event.data)) {
+                let piece = raw_event(self.provider, &event.event, &event.data);
+                if matches!(step, Step::Done) || decoder.answer().stop_reason.is_some() {
+                    tx.hold(piece);
+                } else if !tx.send(piece) {
                     tracing::info!(
                         "the client stopped reading or fell behind; finishing the answer without it"
                     );
@@ -388,6 +394,18 @@ impl Upstream {
             }
         }
     }
+}
+
+/// Whether an OpenAI chunk is the usage chunk: `usage` and no `choices`.
+fn is_usage_chunk(data: &str) -> bool {
+    // Cheap before exact: most chunks carry text, not usage.
+    data.contains("\"usage\"")
+        && serde_json::from_str::<serde_json::Value>(data).is_ok_and(|v| {
+            v.get("choices")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(Vec::is_empty)
+                && v.get("usage").is_some_and(|u| !u.is_null())
+        })
 }
 
 /// An upstream event as the provider's SDKs read it: `event:` and `data:`

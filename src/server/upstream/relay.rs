@@ -20,6 +20,14 @@ pub(crate) struct Relay {
     /// A client of this provider's own API: it reads the upstream's events
     /// as they came, not the server's `delta`/`tool`/`done` events.
     pub(crate) raw: Option<super::Provider>,
+    /// A client of the OpenAI API that did not ask for the usage chunk
+    /// (`stream_options.include_usage`), which the server asks for itself:
+    /// the chunk is not relayed (its empty `choices` trips clients).
+    pub(crate) drop_usage_chunk: bool,
+    /// The events that end the answer, held until the turn's records are
+    /// written ([`Relay::release`]): a client that sends its next request
+    /// on them finds the answer in the log.
+    held: Vec<Bytes>,
 }
 
 /// The receiving side: the response body.
@@ -41,6 +49,8 @@ pub(crate) fn relay(limit: usize) -> (Relay, RelayBody) {
             behind: behind.clone(),
             limit,
             raw: None,
+            drop_usage_chunk: false,
+            held: Vec::new(),
         },
         RelayBody { rx, unread, behind },
     )
@@ -56,6 +66,19 @@ impl Relay {
             return false;
         }
         self.tx.send(piece).is_ok()
+    }
+
+    /// Keeps `piece`, an event of the answer's end, until [`release`](Self::release).
+    pub(crate) fn hold(&mut self, piece: Bytes) {
+        self.held.push(piece);
+    }
+
+    /// Sends the events held: the answer is recorded. False as for
+    /// [`send`](Self::send).
+    pub(crate) fn release(&mut self) -> bool {
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .all(|piece| self.send(piece))
     }
 
     /// Bytes queued and not yet taken by the client.
@@ -118,6 +141,21 @@ mod tests {
             assert!(tx.send(Bytes::from_static(b"123456")));
             assert_eq!(s.next().await.unwrap().unwrap(), "123456");
         }
+        drop(tx);
+        assert!(s.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn held_events_reach_the_client_only_when_released() {
+        let (mut tx, body) = relay(100);
+        let mut s = body.into_body().into_data_stream();
+        assert!(tx.send(Bytes::from_static(b"text")));
+        tx.hold(Bytes::from_static(b"end"));
+        assert_eq!(s.next().await.unwrap().unwrap(), "text");
+        let pending = tokio::time::timeout(std::time::Duration::from_millis(50), s.next()).await;
+        assert!(pending.is_err(), "a held event was sent");
+        assert!(tx.release());
+        assert_eq!(s.next().await.unwrap().unwrap(), "end");
         drop(tx);
         assert!(s.next().await.is_none());
     }

@@ -103,8 +103,9 @@ pub(crate) fn message(p: Provider, model: &str, a: &Answer) -> Value {
 }
 
 /// The events that stream `message` (a provider-shaped answer) whole: the
-/// answer of a repeated request that asked for a stream.
-pub(crate) fn events(p: Provider, message: &Value) -> Vec<Bytes> {
+/// answer of a repeated request that asked for a stream. OpenAI's usage
+/// chunk only with `usage_chunk` (the client asked for it).
+pub(crate) fn events(p: Provider, message: &Value, usage_chunk: bool) -> Vec<Bytes> {
     let ev = |name: &str, data: Value| Bytes::from(format!("event: {name}\ndata: {data}\n\n"));
     let data = |data: Value| Bytes::from(format!("data: {data}\n\n"));
     let mut out = Vec::new();
@@ -199,7 +200,7 @@ pub(crate) fn events(p: Provider, message: &Value) -> Vec<Bytes> {
                 out.push(data(chunk(json!({"tool_calls": calls}), Value::Null)));
             }
             out.push(data(chunk(json!({}), choice["finish_reason"].clone())));
-            if message["usage"].is_object() {
+            if usage_chunk && message["usage"].is_object() {
                 let mut last = chunk(json!({}), Value::Null);
                 last["choices"] = json!([]);
                 last["usage"] = message["usage"].clone();
@@ -227,7 +228,7 @@ fn kind_of(p: Provider, status: StatusCode, e: &ApiError) -> String {
         return c.clone();
     }
     let anthropic = match status.as_u16() {
-        400 | 405 | 409 | 422 => "invalid_request_error",
+        400 | 405 | 409 | 415 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",
@@ -337,7 +338,7 @@ mod tests {
             }
             let m = message(p, "m1", &a);
             let mut d = p.stream();
-            for e in events(p, &m) {
+            for e in events(p, &m, true) {
                 let s = String::from_utf8(e.to_vec()).unwrap();
                 let mut name = "";
                 let mut data = "";
