@@ -18,7 +18,7 @@ fn post_records(url: &str, body: &str) -> u16 {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     write!(
         s,
-        "POST /v1/records HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+        "POST /v1/records HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
          connection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )

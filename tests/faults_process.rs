@@ -207,7 +207,7 @@ fn probe_healthz(
             let t = Instant::now();
             let mut s = std::net::TcpStream::connect(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            s.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
                 .unwrap();
             let mut out = String::new();
             let _ = s.read_to_string(&mut out);

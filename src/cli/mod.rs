@@ -18,6 +18,7 @@ mod search;
 mod serve;
 mod serve_more;
 mod session;
+mod token;
 
 use std::process::ExitCode;
 
@@ -169,6 +170,13 @@ enum Command {
     ///
     /// Example: wmreplay stats wm.log --skips 5 --require-log
     Stats(replay::StatsArgs),
+    /// Make a token scoped to logs for `serve --token-file`: prints a new
+    /// random token, then the line that grants it (its SHA-256, the access,
+    /// the logs) to add to the file. The file holds only hashes; `serve`
+    /// reads it again on SIGHUP. --stdin takes a token you already have.
+    ///
+    /// Example: wmreplay token --access write --logs alice,alice-*
+    Token(token::TokenArgs),
 }
 
 /// Runs the command line.
@@ -247,6 +255,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Stats(a) => replay::stats(a),
         Command::Compact(a) => compact::compact(a),
         Command::Mcp(a) => mcp::mcp(a),
+        Command::Token(a) => token::token(a),
         Command::Search(a) => search::search(a),
     }
 }

@@ -59,6 +59,15 @@ pub struct ServeArgs {
     /// never logged.
     #[arg(long, env = "WMREPLAY_AUTH_TOKEN_ENV", value_name = "VAR")]
     auth_token_env: Option<String>,
+    /// Tokens scoped to logs: a file of lines `sha256:<hex> ACCESS LOGS`,
+    /// ACCESS read, write or admin (every log, and /metrics), LOGS ids
+    /// separated by commas, `prefix*` or `*` (under --log the log's id is
+    /// its file name without .log). A token opens only its logs, on every
+    /// route and door; another log is a 403. The file holds hashes, never
+    /// tokens (`wmreplay token` makes one), and is read again on SIGHUP.
+    /// Goes with --auth-token-env, whose token opens everything.
+    #[arg(long, env = "WMREPLAY_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
     /// Listen on a non-loopback address without --auth-token-env (anyone who
     /// can reach the port can then read and append to the logs).
     #[arg(long, env = "WMREPLAY_ALLOW_UNAUTHENTICATED")]
@@ -349,7 +358,14 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
                 .into(),
         ));
     }
-    let api_key = api_key(provider, args.api_key_env.clone(), args.upstream.is_some())?;
+    // With --forward-client-key the clients' own keys call the model on the
+    // provider's routes: the server's is then needed only by /respond and
+    // compaction, whose calls the upstream refuses without one.
+    let api_key = api_key(
+        provider,
+        args.api_key_env.clone(),
+        args.upstream.is_some() && !args.memory.forward_client_key,
+    )?;
     let auth_token = match &args.auth_token_env {
         None => None,
         Some(var) => match std::env::var(var) {
@@ -380,6 +396,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     cfg.idle_timeout = args.idle_timeout;
     cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
     cfg.auth_token = auth_token;
+    cfg.token_file = args.token_file;
     cfg.browser = server::BrowserRules::new(&args.allowed_hosts, &args.allowed_origins);
     cfg.upstream = args.upstream;
     cfg.provider = provider;
@@ -470,12 +487,13 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         if let Ok(local) = listener.local_addr()
             && !local.ip().is_loopback()
             && cfg.auth_token.is_none()
+            && cfg.token_file.is_none()
             && !args.allow_unauthenticated
         {
             return Err(Failure::Usage(format!(
-                "--addr {}: not a loopback address, and no --auth-token-env: anyone who can \
-                 reach it could read and append to the logs; set a token, or pass \
-                 --allow-unauthenticated",
+                "--addr {}: not a loopback address, and no --auth-token-env or --token-file: \
+                 anyone who can reach it could read and append to the logs; set a token, or \
+                 pass --allow-unauthenticated",
                 args.addr
             )));
         }

@@ -29,15 +29,12 @@
 //!   `Origin`, which the rule above refuses.
 //!
 //! Refusals are 403 (415 for the type) JSON errors, in the provider's shape
-//! on the provider-compatible routes, and name nothing but the rule.
+//! on the provider-compatible routes (the router's guard answers them),
+//! and name nothing but the rule.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
-use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use super::errors::ApiError;
 
@@ -65,28 +62,6 @@ impl BrowserRules {
                 .iter()
                 .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
                 .collect(),
-        }
-    }
-}
-
-/// Checks a request against the rules; `listening` is the server's address.
-pub(crate) async fn guard(
-    rules: Arc<BrowserRules>,
-    listening: Option<SocketAddr>,
-    req: Request,
-    next: Next,
-) -> Response {
-    match check(&rules, listening, req.method(), req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(e) => {
-            tracing::warn!(
-                code = e.code,
-                "refused a request a browser page could have sent"
-            );
-            match super::compat::provider_of(req.uri().path()) {
-                Some(p) => super::upstream::shapes::error_response(p, &e),
-                None => e.into_response(),
-            }
         }
     }
 }

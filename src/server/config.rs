@@ -108,6 +108,9 @@ pub struct Config {
     pub max_record_bytes: usize,
     /// Every route but `/healthz` requires `Authorization: Bearer <token>`.
     pub auth_token: Option<ApiKey>,
+    /// Tokens scoped to logs (`--token-file`): each opens the logs its line
+    /// names, to read or to write (see `tokens.rs`); read again on SIGHUP.
+    pub token_file: Option<PathBuf>,
     /// Memory the requests' work may hold at once (bodies being parsed,
     /// replays being brought up to date, deltas being prepared), estimated
     /// before each starts; past it a request is answered 503 with
@@ -283,6 +286,7 @@ impl Config {
             idle_timeout: Duration::from_secs(600),
             max_record_bytes: 1 << 20,
             auth_token: None,
+            token_file: None,
             compaction: None,
             recall: None,
             language: crate::search::Language::default(),

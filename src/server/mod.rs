@@ -58,6 +58,7 @@ mod metrics;
 mod routes;
 pub mod settings;
 mod sse;
+mod tokens;
 mod turn;
 pub mod upstream;
 pub mod writer;
@@ -76,6 +77,7 @@ pub use compact::{CompactError, CompactReport, compact_once};
 pub use config::{Compaction, Config, Tools};
 pub use logging::{StderrLine, StderrLog, dropped_log_lines};
 pub use mcp::{McpStdioError, mcp_stdio};
+pub use tokens::{Access, Grant, TokenFile, token_line_hash};
 pub use upstream::{ApiKey, EmbedConfig, HttpEmbedder, Provider, Usage};
 #[cfg(feature = "jetstream")]
 pub use writer::jetstream::JetStreamConfig;
@@ -120,6 +122,30 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// Reads the token file again on each SIGHUP (Unix; elsewhere a restart
+/// reads it).
+fn reload_on_hangup(tokens: Arc<tokens::Tokens>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the token file is read at start only");
+            return;
+        };
+        let weak = Arc::downgrade(&tokens);
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match weak.upgrade() {
+                    Some(t) => t.reload(),
+                    None => return,
+                }
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = tokens;
+}
+
 /// Binds `addr`; for callers that want the port before serving.
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr).await
@@ -145,7 +171,21 @@ pub async fn serve(
         ),
         None => None,
     };
+    let tokens = match &cfg.token_file {
+        Some(path) => Some(Arc::new(
+            tokens::Tokens::open(path).map_err(ServeError::Config)?,
+        )),
+        None => None,
+    };
+    if let Some(t) = &tokens {
+        tracing::info!(
+            tokens = t.current().len(),
+            "scoped tokens read (SIGHUP reads them again)"
+        );
+        reload_on_hangup(t.clone());
+    }
     let shared = Arc::new(Shared {
+        tokens,
         #[cfg(feature = "jetstream")]
         fleet,
         upstream,

@@ -180,6 +180,14 @@ impl Config {
         {
             return Err("the auth token is empty".into());
         }
+        if self.forward_client_key && self.token_file.is_some() {
+            return Err(
+                "--forward-client-key and --token-file cannot go together: a client of the \
+                 provider's API sends one key, which is either the upstream's (forwarded) or \
+                 this server's access token"
+                    .into(),
+            );
+        }
         if self.forward_client_key && self.auth_token.is_some() {
             return Err(
                 "--forward-client-key and --auth-token-env cannot go together: a client of the \

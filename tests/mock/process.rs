@@ -168,7 +168,7 @@ pub async fn non_reading_stream(addr: std::net::SocketAddr, text: &str) -> tokio
     let mut s = sock.connect(addr).await.unwrap();
     let body = json!({"text": text, "stream": true}).to_string();
     let req = format!(
-        "POST /respond HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST /respond HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes()).await.unwrap();

@@ -11,6 +11,10 @@
 //!   stops with `S` (default: the provider's tool stop), says `T` (default
 //!   "Let me look.") and, with OpenAI, refuses with `R`.
 //!
+//! In a call's input, a string `REPEAT:<c>:<n>` stands for the character
+//! `c` written `n` times: a test asks for a call larger than the user's
+//! text may be.
+//!
 //! It calls nothing when the request offers no tools or says
 //! `tool_choice` none; a round with no calls is answered all the same (a
 //! `pause_turn`, a refusal).
@@ -25,6 +29,19 @@ pub struct Round {
     pub stop: Option<String>,
     pub text: Option<String>,
     pub refusal: Option<String>,
+}
+
+/// `v` with every `REPEAT:<c>:<n>` string written out.
+fn expand(v: Value) -> Value {
+    match v {
+        Value::String(s) => match s.strip_prefix("REPEAT:").and_then(|r| r.split_once(':')) {
+            Some((c, n)) => Value::String(c.repeat(n.parse().expect("REPEAT:<c>:<n>"))),
+            None => Value::String(s),
+        },
+        Value::Array(a) => Value::Array(a.into_iter().map(expand).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, expand(v))).collect()),
+        v => v,
+    }
 }
 
 /// The rounds the user's text asks for.
@@ -42,7 +59,12 @@ pub fn script(text: &str) -> Vec<Round> {
                 v.as_array()
                     .into_iter()
                     .flatten()
-                    .map(|c| (c["name"].as_str().unwrap().to_string(), c["input"].clone()))
+                    .map(|c| {
+                        (
+                            c["name"].as_str().unwrap().to_string(),
+                            expand(c["input"].clone()),
+                        )
+                    })
                     .collect()
             };
             let s = |v: &Value| v.as_str().map(str::to_string);

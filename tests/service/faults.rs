@@ -303,7 +303,7 @@ async fn a_body_over_the_limit_gets_a_readable_413() {
         let body = format!(r#"{{"type":"note","text":"{}"}}"#, "x".repeat(size));
         let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
         let head = format!(
-            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            "POST {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
             body.len()
         );
         s.write_all(head.as_bytes()).await.unwrap();

@@ -267,7 +267,8 @@ async fn a_refused_commands_record_is_bounded() {
     let srv = mock::start(cfg).await;
     let before = lines(&log);
     let big = "z".repeat(200 << 10);
-    let rounds = json!([[{"name": "memory", "input": {"command": "create", "path": "/memories/big.md", "file_text": big}}]]);
+    // (Written out by the mock: the user's own text is held to the limit.)
+    let rounds = json!([[{"name": "memory", "input": {"command": "create", "path": "/memories/big.md", "file_text": format!("REPEAT:z:{}", big.len())}}]]);
     let (s, b) = mock::post(
         &format!("{}/respond", srv.url),
         json!({"text": format!("x\nTOOLS: {rounds}")}).to_string(),
@@ -279,7 +280,6 @@ async fn a_refused_commands_record_is_bounded() {
     assert_eq!(call["input"]["command"], "create");
     assert_eq!(call["input"]["path"], "/memories/big.md");
     assert_eq!(call["input"]["left_out"]["file_text"], big.len() + 2);
-    // (The turn's own text_input is the client's, within the body limit.)
     for line in std::fs::read_to_string(&log)
         .unwrap()
         .lines()
@@ -289,11 +289,12 @@ async fn a_refused_commands_record_is_bounded() {
     }
     let result = recs.iter().find(|r| r["type"] == "tool_result").unwrap();
     assert_eq!(result["is_error"], true);
-    // The next request replays the input once: the user's text, not the
-    // tool call's record too.
+    // The next request does not replay the input: the tool call's record
+    // names what it left out.
     mock::post(&format!("{}/respond", srv.url), r#"{"text":"and now?"}"#).await;
     let last = m.bodies().pop().unwrap();
-    assert_eq!(last.to_string().matches(&big).count(), 1);
+    assert_eq!(last.to_string().matches(&big).count(), 0);
+    assert!(last.to_string().contains("left_out"));
     srv.stop().await;
 }
 

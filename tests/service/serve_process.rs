@@ -215,6 +215,23 @@ async fn a_write_that_fails_part_way_leaves_no_torn_line_and_the_next_succeeds()
     .await;
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("append_failed"), "{body}");
+    // The log's path is the operator's, not the client's (finding: "a
+    // failed append on the drop-in routes names the server's log path").
+    let dir_name = dir.path().display().to_string();
+    assert!(!body.contains(&dir_name), "{body}");
+    let (status, body) = post(
+        &format!("{}/anthropic/v1/messages", srv.url),
+        json!({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": long}]})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(status, 500, "{body}");
+    let e: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        e["error"]["details"]["error_code"], "append_failed",
+        "{body}"
+    );
+    assert!(!body.contains(&dir_name), "{body}");
     assert_eq!(
         std::fs::read(&log).unwrap(),
         before,
@@ -414,4 +431,83 @@ async fn idle_http2_and_non_reading_clients_hold_no_slot_and_sigterm_stops_in_ti
         "nothing was left running at the deadline: {logs}"
     );
     drop((idle, stalled));
+}
+
+/// `--token-file`: a bad file stops the start naming its line; SIGHUP
+/// reads the file again (a token added works, a file made bad keeps the
+/// tokens as they were); no token is ever printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_file_is_read_again_on_sighup_and_never_printed() {
+    use wmreplay::server::token_line_hash;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "sha256:nothex write alpha\n").unwrap();
+    let file_arg = file.display().to_string();
+    refused(
+        &["--token-file", &file_arg],
+        "tokens:1: \"sha256:nothex\" is not a token's hash",
+    );
+    let log = dir.path().join("alpha.log");
+    std::fs::write(
+        &file,
+        format!("{} write alpha\n", token_line_hash("tok-first")),
+    )
+    .unwrap();
+    let srv = Serving::start(&log, &["--token-file", &file_arg], &[], None);
+    let record = json!({"type": "wm_insight", "insight": "x"}).to_string();
+    let post_as = |token: &'static str| {
+        client()
+            .post(format!("{}/v1/records", srv.url))
+            .header("content-type", "application/json")
+            .bearer_auth(token)
+            .body(record.clone())
+            .send()
+    };
+    assert_eq!(post_as("tok-first").await.unwrap().status(), 200);
+    assert_eq!(post_as("tok-second").await.unwrap().status(), 401);
+    let hup = || {
+        // SAFETY: kill sends a signal to our own child's pid.
+        unsafe { libc::kill(srv.child.id() as i32, libc::SIGHUP) };
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "{} write alpha\n{} read *\n",
+            token_line_hash("tok-first"),
+            token_line_hash("tok-second")
+        ),
+    )
+    .unwrap();
+    hup();
+    let mut status = 0;
+    for _ in 0..100 {
+        let r = client()
+            .get(format!("{}/v1/stats", srv.url))
+            .bearer_auth("tok-second")
+            .send()
+            .await
+            .unwrap();
+        status = r.status().as_u16();
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "the added token after SIGHUP");
+    assert_eq!(
+        post_as("tok-second").await.unwrap().status(),
+        403,
+        "a read token"
+    );
+    // A file made bad: the tokens stay as they were.
+    std::fs::write(&file, "not a line\n").unwrap();
+    hup();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(post_as("tok-first").await.unwrap().status(), 200);
+    let logs = srv.stop();
+    assert!(logs.contains("could not be read again"), "{logs}");
+    assert!(logs.contains("tokens:1:"), "{logs}");
+    for t in ["tok-first", "tok-second"] {
+        assert!(!logs.contains(t), "a token was printed: {logs}");
+    }
 }

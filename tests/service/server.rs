@@ -495,7 +495,7 @@ async fn slow_headers_are_cut_off_and_the_server_keeps_serving() {
     let srv = start(cfg).await;
     let addr = srv.url.trim_start_matches("http://").to_string();
     let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    sock.write_all(b"POST /respond HTTP/1.1\r\nHost: x\r\n")
+    sock.write_all(b"POST /respond HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
     // The rest of the headers never come: the server closes the connection.
@@ -517,9 +517,11 @@ async fn a_body_that_never_finishes_gets_408() {
     let srv = start(cfg).await;
     let addr = srv.url.trim_start_matches("http://").to_string();
     let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    sock.write_all(b"POST /respond HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\":")
-        .await
-        .unwrap();
+    sock.write_all(
+        b"POST /respond HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n{\"text\":",
+    )
+    .await
+    .unwrap();
     let mut buf = vec![0u8; 4096];
     let n = tokio::time::timeout(Duration::from_secs(5), sock.read(&mut buf))
         .await

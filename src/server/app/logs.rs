@@ -44,6 +44,8 @@ pub(crate) struct Shared {
     /// With `--jetstream`: the stream every log lives in.
     #[cfg(feature = "jetstream")]
     pub(crate) fleet: Option<Arc<crate::server::writer::jetstream::Fleet>>,
+    /// With `--token-file`: the scoped tokens.
+    pub(crate) tokens: Option<Arc<crate::server::tokens::Tokens>>,
 }
 
 impl Shared {

@@ -20,6 +20,56 @@ use crate::server::errors::ApiError;
 use crate::server::upstream::tools::ToolResult;
 use crate::server::writer::Line;
 
+/// The memory directory.
+pub(crate) const ROOT: &str = "/memories";
+/// Longest path, in bytes (a fact's key is at most 256).
+pub(crate) const MAX_PATH: usize = 256;
+
+/// `path` checked and normalised (no trailing `/`), or why it is refused.
+pub(crate) fn checked(path: &str) -> Result<String, String> {
+    let refuse = |why: &str| Err(format!("Error: Invalid path {path}: {why}."));
+    if path.len() > MAX_PATH {
+        return refuse(&format!("longer than {MAX_PATH} bytes"));
+    }
+    if path.chars().any(|c| c.is_control() || c == '\\') {
+        return refuse("control characters and backslashes are not allowed");
+    }
+    if let Some(c) = path.chars().find(|&c| invisible(c)) {
+        return refuse(&format!(
+            "the character U+{:04X} (invisible, or one that reorders or breaks text) is not allowed",
+            c as u32
+        ));
+    }
+    let trimmed = path.strip_suffix('/').unwrap_or(path);
+    let rest = match trimmed.strip_prefix(ROOT) {
+        Some("") => return Ok(ROOT.to_string()),
+        Some(r) if r.starts_with('/') => &r[1..],
+        _ => return refuse("access is restricted to /memories"),
+    };
+    for part in rest.split('/') {
+        let lower = part.to_ascii_lowercase();
+        if part.is_empty() || part == "." || part == ".." || lower.contains("%2e%2e") {
+            return refuse("no empty, `.` or `..` component is allowed");
+        }
+        if part.starts_with(char::is_whitespace) || part.ends_with(char::is_whitespace) {
+            return refuse("a name may not start or end with a space");
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Characters a name must not hold although they print nothing, or change
+/// how the text around them reads: zero-width ones, soft hyphens, line and
+/// paragraph separators, the bidirectional controls, the byte-order mark.
+fn invisible(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x2028..=0x202F | 0x205F..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+            | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF
+    )
+}
+
 /// The memory tool's commands as a pure function: given the current facts
 /// (`{"key": value, …}`), a call's arguments and the largest file allowed,
 /// the answer and the keys to write (`None`: delete).

@@ -333,10 +333,16 @@ impl AppState {
                 format!("{}: {e}", self.cfg.log.display()),
             );
         }
+        // The path is the operator's to read (in the server's log), not the
+        // client's: it tells how the machine is laid out.
+        tracing::error!(log = %self.cfg.log.display(), error = %e, "an append failed");
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "append_failed",
-            format!("cannot append to {}: {e}", self.cfg.log.display()),
+            format!(
+                "cannot append to the log: {}",
+                crate::Error::Query(e.to_string()).without_paths()
+            ),
         )
     }
 }

@@ -63,13 +63,36 @@ pub(crate) fn check_record(
     }
 }
 
-/// Checks a fact's key: 1 to [`MAX_KEY`] bytes, no control character.
+/// Checks a fact's key: 1 to [`MAX_KEY`] bytes, no control character; a
+/// key under `/memories` (a memory-tool file) is a path the memory tool
+/// itself would take, as it would write it.
 pub(crate) fn check_key(key: &str) -> Result<(), ApiError> {
     if key.is_empty() || key.len() > MAX_KEY || key.chars().any(char::is_control) {
         return Err(bad(
             "invalid_key",
             format!("a fact's key is 1 to {MAX_KEY} bytes without control characters"),
         ));
+    }
+    let memory_dir = super::memory_edit::ROOT;
+    if key
+        .strip_prefix(memory_dir)
+        .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+    {
+        match super::memory_edit::checked(key) {
+            Ok(p) if p == key && p != memory_dir => {}
+            Ok(_) => {
+                return Err(bad(
+                    "invalid_key",
+                    format!(
+                        "a memory file's key is a file's path under {memory_dir}, without a trailing /"
+                    ),
+                ));
+            }
+            Err(why) => {
+                let why = why.trim_start_matches("Error: ").to_string();
+                return Err(bad("invalid_key", why));
+            }
+        }
     }
     Ok(())
 }

@@ -118,6 +118,7 @@ async fn serve(
         false => None,
     };
     let session = session_of(&headers)?;
+    turn::input_fits(&asked.text, session.as_deref(), state.cfg.max_record_bytes)?;
     let hash = request_hash(&format!(
         "{}\u{0}{}",
         request::canonical(&asked),

@@ -117,6 +117,13 @@ impl Asked {
             ));
         };
         let text = user_text(provider, &messages[start], start)?;
+        if text.trim().is_empty() {
+            return Err(bad(format!(
+                "messages[{start}]: the user's message is empty: a turn needs words to answer"
+            )));
+        }
+        check_results(provider, &messages)?;
+        check_params(provider, &obj)?;
         Ok(Asked {
             provider,
             model,
@@ -144,6 +151,55 @@ impl Asked {
         }
         out
     }
+}
+
+/// Refuses what the provider refuses of a request's parameters, before
+/// anything is written: Anthropic's `max_tokens` missing, OpenAI's `n`
+/// other than 1 (the log keeps one answer), `tool_choice` without `tools`.
+fn check_params(provider: Provider, obj: &Map<String, Value>) -> Result<(), ApiError> {
+    if provider == Provider::Anthropic && obj.get("max_tokens").is_none_or(Value::is_null) {
+        return Err(bad("`max_tokens`: field required"));
+    }
+    if provider == Provider::OpenAi
+        && let Some(n) = obj.get("n").filter(|n| !n.is_null())
+        && n.as_u64() != Some(1)
+    {
+        return Err(bad(
+            "`n` must be 1: this endpoint keeps one answer of each turn in its log",
+        ));
+    }
+    let no_tools = obj
+        .get("tools")
+        .is_none_or(|t| t.is_null() || t.as_array().is_some_and(Vec::is_empty));
+    if no_tools && obj.get("tool_choice").is_some_and(|c| !c.is_null()) {
+        return Err(bad("`tool_choice` may only be given with `tools`"));
+    }
+    Ok(())
+}
+
+/// Refuses a tool result whose call id no tool call of the assistant
+/// message before it made (the provider refuses it; checked before the
+/// result is written).
+fn check_results(provider: Provider, messages: &[Value]) -> Result<(), ApiError> {
+    let mut open: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if role(m) == "assistant" {
+            open = calls_of(provider, m)
+                .into_iter()
+                .map(|(id, _, _)| id)
+                .collect();
+            continue;
+        }
+        for (id, _, _) in results_of(provider, m) {
+            if !open.contains(&id) {
+                return Err(bad(format!(
+                    "messages[{i}]: a tool result for `{id}`, which no tool call of the \
+                     assistant message before it made"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn role(m: &Value) -> &str {

@@ -49,6 +49,7 @@ pub async fn mcp_stdio(
         threads: Arc::default(),
         turns: Arc::default(),
         budget: Arc::new(Budget::new(cfg.max_memory)),
+        tokens: None,
         cfg,
     });
     let state = Arc::new(shared.open(shared.cfg.log.clone(), None, true));

@@ -12,8 +12,12 @@ use crate::server::app::logs::{Logs, Server, valid_id};
 use crate::server::errors::{ApiError, internal, json_response};
 
 /// `GET /v1/logs`: every `<id>.log` in the directory (with `--jetstream`,
-/// every log of the stream), its size and whether its replay is live.
-pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, ApiError> {
+/// every log of the stream), its size and whether its replay is live; to a
+/// scoped token, the logs it opens.
+pub(crate) async fn list(
+    State(server): State<Arc<Server>>,
+    granted: Option<axum::Extension<crate::server::auth::Granted>>,
+) -> Result<Response, ApiError> {
     let Logs::Dir(dir) = &server.logs else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -50,7 +54,6 @@ pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, 
     .await
     .map_err(|e| internal("list_failed", e))?
     .map_err(|e| internal("list_failed", e))?;
-    #[allow(unused_mut)]
     let mut logs: Vec<_> = entries
         .into_iter()
         .map(|(id, size)| {
@@ -80,6 +83,13 @@ pub(crate) async fn list(State(server): State<Arc<Server>>) -> Result<Response, 
             all.push(l);
         }
         logs = all;
+    }
+    if let Some(axum::Extension(g)) = &granted {
+        logs.retain(|l| {
+            l["id"]
+                .as_str()
+                .is_some_and(|id| g.0.opens(id, crate::server::tokens::Access::Read))
+        });
     }
     let body = json!({
         "logs": logs,

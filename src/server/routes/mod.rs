@@ -101,6 +101,29 @@ async fn delete_fact_at(
     }
 }
 
+/// Refuses what a web page can make a browser send (`browser.rs`), in the
+/// provider's shape on the provider-compatible routes.
+async fn browser_guard(
+    rules: &crate::server::browser::BrowserRules,
+    listening: Option<std::net::SocketAddr>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match crate::server::browser::check(rules, listening, req.method(), req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => {
+            tracing::warn!(
+                code = e.code,
+                "refused a request a web page could have sent"
+            );
+            match crate::server::compat::provider_of(req.uri().path()) {
+                Some(p) => crate::server::upstream::shapes::error_response(p, &e),
+                None => e.into_response(),
+            }
+        }
+    }
+}
+
 /// Adds `x-wmreplay-stale-ms` to a response whose log was read from a
 /// cache its stream could not confirm (see `AppState::catch_up`).
 async fn stale_header(req: Request, next: axum::middleware::Next) -> Response {
@@ -116,6 +139,27 @@ async fn stale_header(req: Request, next: axum::middleware::Next) -> Response {
             resp
         })
         .await
+}
+
+/// Who may use the server, when anyone is checked.
+fn auth_of(server: &Server) -> Option<auth::Auth> {
+    let cfg = &server.shared.cfg;
+    if cfg.auth_token.is_none() && server.shared.tokens.is_none() {
+        return None;
+    }
+    let one_log = match &server.logs {
+        Logs::One(_) => cfg
+            .log
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(|n| n.strip_suffix(".log").unwrap_or(n).to_string()),
+        Logs::Dir(_) => None,
+    };
+    Some(auth::Auth {
+        token: cfg.auth_token.clone(),
+        tokens: server.shared.tokens.clone(),
+        one_log,
+    })
 }
 
 pub(crate) fn router(server: Arc<Server>) -> Router {
@@ -150,11 +194,11 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     let routes = mcp::routes(routes, &server);
     // Behind the same token as the rest.
     let routes = routes.route("/metrics", get(crate::server::metrics::metrics));
-    let routes = match server.shared.cfg.auth_token.clone() {
-        Some(token) => routes.route_layer(axum::middleware::from_fn(
+    let routes = match auth_of(&server) {
+        Some(access) => routes.route_layer(axum::middleware::from_fn(
             move |req: Request, next: axum::middleware::Next| {
-                let token = token.clone();
-                async move { auth::check(&token, req, next).await }
+                let access = access.clone();
+                async move { auth::check(&access, req, next).await }
             },
         )),
         None => routes,
@@ -169,7 +213,7 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
                 .extensions()
                 .get::<crate::server::mcp::Listening>()
                 .and_then(|l| l.0);
-            async move { crate::server::browser::guard(rules, listening, req, next).await }
+            async move { browser_guard(&rules, listening, req, next).await }
         },
     ));
     // The recorder is installed before the first request, so that the

@@ -115,6 +115,7 @@ pub(crate) fn parse_input(
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(bad("invalid_skips", "`skips` must be a boolean".into())),
     };
+    input_fits(&text, session_id.as_deref(), state.cfg.max_record_bytes)?;
     let from_body = string_field(obj, "request_id", "invalid_request_id")?.map(str::to_string);
     let key = idempotency_key(headers, from_body)?;
     let fields = state.fields_for(&params, stream)?;
@@ -128,6 +129,27 @@ pub(crate) fn parse_input(
         skips,
         compat: None,
     })
+}
+
+/// Refuses (413 `record_too_large`, before anything is written) a turn's
+/// user text that, with its session id, would make a `text_input` longer
+/// than a record may be (`--max-record-bytes`).
+pub(crate) fn input_fits(text: &str, session: Option<&str>, max: usize) -> Result<(), ApiError> {
+    use crate::server::writer::json_len;
+    // `{"type":"text_input","ts_ms":…,"session_id":…,"text":…}`: 64 bytes
+    // besides the two strings, a stamp of up to 16 digits included.
+    let len = 64 + json_len(text) + session.map_or(0, json_len);
+    if len <= max {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "record_too_large",
+        format!(
+            "the user's text, with its session id, makes a record of {len} bytes, more than the \
+             limit of {max} (--max-record-bytes)"
+        ),
+    ))
 }
 
 impl Input {

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 pub(crate) use compat::{client_call, client_result};
-pub(crate) use input::{Compat, Input, parse_input, request_hash};
+pub(crate) use input::{Compat, Input, input_fits, parse_input, request_hash};
 use keys::{Plan, finish_key, plan_for, wait_for};
 use run::{close_from_elsewhere, close_turn, run_turn};
 

@@ -279,8 +279,14 @@ pub(crate) fn error_response(p: Provider, e: &ApiError) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(d)));
     }
     // What a retry cannot mend is said so, whatever its status: the SDKs
-    // retry every 5xx otherwise.
-    if status.is_server_error() && matches!(e.code, "append_failed" | "turn_failed") {
+    // retry every 5xx (and 408, 409, 429) otherwise. A failed append; and
+    // a turn that failed after its input was written, whose upstream calls
+    // the server has already retried (the turn is closed in the log: the
+    // SDK's own retries would each call the model again and close it again).
+    if matches!(e.code, "append_failed" | "turn_failed")
+        || e.upstream_status.is_some()
+        || e.code.starts_with("upstream_")
+    {
         r.headers_mut()
             .insert("x-should-retry", HeaderValue::from_static("false"));
     }
