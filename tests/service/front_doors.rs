@@ -809,3 +809,62 @@ async fn a_token_opens_its_own_logs_and_no_other_through_any_door() {
     assert_eq!(listed("tok-admin").await, ["alpha", "beta"]);
     server.stop().await;
 }
+
+/// Finding: "An upstream sending a 3 MiB answer in one burst, streamed: a
+/// fast client gets 128–192 KiB (sometimes nothing) and then the
+/// connection closes with no error event". A burst past the 256 KiB a
+/// client may have unread now waits for a client that reads (a second at
+/// most per piece): it gets every byte and the stream's proper end, on
+/// every door that streams. (A client that does not read is let go with an
+/// error event: `upstream::relay` tests.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_megabytes_reaches_a_client_that_reads_whole() {
+    let kib = 3 << 10;
+    for p in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(p, Mode::Ok).await;
+        mock.then([Mode::Big(kib), Mode::Big(kib)]);
+        let mut cfg = config(&log, Some(&up), p);
+        cfg.max_record_bytes = 8 << 20;
+        let server = start(cfg).await;
+        let (path, body, end) = match p {
+            Provider::Anthropic => (
+                "/anthropic/v1/messages",
+                json!({"model": "m", "max_tokens": 5, "stream": true,
+                       "messages": [{"role": "user", "content": "burst"}]}),
+                "event: message_stop",
+            ),
+            Provider::OpenAi => (
+                "/openai/v1/chat/completions",
+                json!({"model": "m", "stream": true,
+                       "messages": [{"role": "user", "content": "burst"}]}),
+                "data: [DONE]",
+            ),
+        };
+        for (path, body, end) in [
+            (path, body, end),
+            (
+                "/respond",
+                json!({"text": "burst again", "stream": true}),
+                "event: done",
+            ),
+        ] {
+            let text = client()
+                .post(format!("{}{path}", server.url))
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap_or_else(|e| panic!("{p:?} {path}: the stream was cut: {e}"));
+            assert!(text.contains(end), "{p:?} {path}: no end");
+            assert!(!text.contains("client_too_slow"), "{p:?} {path}: let go");
+            let ys = text.matches('y').count();
+            assert!(ys >= kib << 10, "{p:?} {path}: {ys} of {} bytes", kib << 10);
+        }
+        server.stop().await;
+    }
+}

@@ -95,7 +95,7 @@ pub(super) async fn run_compat(
     if recorded.is_ok()
         && let Some(tx) = relay.as_mut()
     {
-        tx.release();
+        tx.release().await;
     }
     match recorded {
         Ok(None) => {}

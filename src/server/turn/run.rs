@@ -114,7 +114,7 @@ pub(super) async fn run_turn(
                 "is_error": r.is_error,
             });
             if let Some(tx) = &relay {
-                tx.send(sse("tool", &call));
+                tx.send_paced(sse("tool", &call)).await;
             }
             ran.push(call);
         }
@@ -167,7 +167,7 @@ pub(super) async fn run_turn(
         if let Some(tx) = &relay {
             let mut shown = v.clone();
             take_replayed(&mut shown);
-            tx.send(sse("done", &shown));
+            tx.send_paced(sse("done", &shown)).await;
         }
         return Ok(v);
     }
@@ -184,7 +184,7 @@ pub(super) async fn run_turn(
         "turn answered"
     );
     if let Some(tx) = &relay {
-        tx.send(sse("done", &out));
+        tx.send_paced(sse("done", &out)).await;
     }
     Ok(out)
 }

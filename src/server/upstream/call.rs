@@ -358,7 +358,7 @@ impl Upstream {
                 let piece = raw_event(self.provider, &event.event, &event.data);
                 if matches!(step, Step::Done) || decoder.answer().stop_reason.is_some() {
                     tx.hold(piece);
-                } else if !tx.send(piece) {
+                } else if !tx.send_paced(piece).await {
                     tracing::info!(
                         "the client stopped reading or fell behind; finishing the answer without it"
                     );
@@ -368,7 +368,7 @@ impl Upstream {
             match step {
                 Step::Text(t) => {
                     if let Some(tx) = relay.as_ref().filter(|r| r.raw.is_none())
-                        && !tx.send(sse("delta", &json!({ "text": t })))
+                        && !tx.send_paced(sse("delta", &json!({ "text": t }))).await
                     {
                         tracing::info!(
                             "the client stopped reading or fell behind; finishing the answer without it"
