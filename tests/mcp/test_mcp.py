@@ -412,3 +412,31 @@ def test_memory_edits_from_two_processes_are_never_lost(log: Path):
         asyncio.run(main())
     finally:
         server.stop()
+
+
+def test_arguments_nested_too_deep_are_answered_with_an_error_over_both_transports(log: Path):
+    """Finding: "MCP arguments nested ~124 deep get no answer at all over
+    stdio (the client waits forever); over HTTP a plain-text 415". Both
+    transports answer the request, under its id, with an error that says
+    how deep it is and how deep the server reads; the session goes on."""
+    server = Serve("--log", str(log))
+    value = 1
+    for _ in range(124):
+        value = [value]
+    try:
+
+        async def main():
+            for target in (stdio_params(log), server.base + "/mcp"):
+                async with Client(target) as c:
+                    with pytest.raises(MCPError) as raised:
+                        await asyncio.wait_for(c.call_tool("set_fact", {"key": "deep", "value": value}), 20)
+                    assert "levels deep" in str(raised.value) and "at most 100" in str(raised.value), raised.value
+                    # The session goes on.
+                    r = await asyncio.wait_for(c.call_tool("set_fact", {"key": "shallow", "value": [[1]]}), 20)
+                    assert not r.is_error, text(r)
+
+        asyncio.run(main())
+        # Nothing deep was written.
+        assert '"deep"' not in log.read_text()
+    finally:
+        server.stop()

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -54,6 +54,30 @@ impl ServerHandler for Handler {
         )
         .with_server_info(Implementation::new("wmreplay", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS)
+    }
+
+    /// The stand-in of a request nested too deep to be read (`deep.rs`):
+    /// answered with the error that says so, under the request's own id.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method != super::deep::TOO_DEEP_METHOD {
+            return Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        }
+        let p = request.params.unwrap_or_default();
+        let deep = super::deep::TooDeep {
+            id: None,
+            method: p["method"].as_str().map(str::to_string),
+            depth: p["depth"].as_u64().unwrap_or(0) as usize,
+            meta: None,
+        };
+        Err(ErrorData::invalid_params(deep.message(), None))
     }
 
     async fn list_tools(

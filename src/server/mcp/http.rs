@@ -82,8 +82,32 @@ impl HttpMcp {
             Arc::new(NeverSessionManager::default()),
             config,
         );
-        let timeout = self.body_timeout;
-        let req = req.map(|b| Body::new(tower_http::timeout::TimeoutBody::new(timeout, b)));
+        // Read here (within the same limit and time) to screen it: a message
+        // nested deeper than the SDK's parser reads is answered with a
+        // JSON-RPC error under its id, not the SDK's plain-text 415
+        // (`deep.rs`).
+        let (parts, body) = req.into_parts();
+        let head = Request::from_parts(parts.clone(), body);
+        let bytes = match crate::server::errors::read_body(
+            (self.body_limit, self.body_timeout),
+            head,
+        )
+        .await
+        {
+            Ok(b) => b,
+            Err(e) => return axum::response::IntoResponse::into_response(e),
+        };
+        if let Some(deep) = super::deep::too_deep(&bytes) {
+            tracing::warn!(
+                depth = deep.depth,
+                "an MCP message nested too deep was answered with an error"
+            );
+            return crate::server::errors::json_response(
+                axum::http::StatusCode::OK,
+                deep.error_response().to_string(),
+            );
+        }
+        let req = Request::from_parts(parts, Body::from(bytes));
         service.handle(req).await.map(Body::new)
     }
 }

@@ -13,11 +13,13 @@
 //! the log's one writer.
 //!
 //! Layout, from the bottom up: `args.rs`, `tools.rs`, `context.rs`,
-//! `run.rs`, `handler.rs` (the `ServerHandler`), then `http.rs` and
-//! `stdio.rs`.
+//! `deep.rs` (messages nested too deep for the SDK's parser, answered
+//! with their id), `run.rs`, `handler.rs` (the `ServerHandler`), then
+//! `http.rs` and `stdio.rs`.
 
 mod args;
 mod context;
+mod deep;
 mod handler;
 mod http;
 mod run;

@@ -29,6 +29,52 @@ pub enum McpStdioError {
     Session(String),
 }
 
+/// Stdin as the SDK reads it, each line screened first: a message nested
+/// deeper than its parser reads (which it would drop without a word,
+/// leaving its client waiting) is replaced by a stand-in request with the
+/// same id, which the handler answers with the error (`deep.rs`).
+fn screened_stdio() -> (tokio::io::DuplexStream, rmcp::transport::io::StdioWriter) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let (mut into_sdk, sdk_reads) = tokio::io::duplex(256 << 10);
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::with_capacity(64 << 10, stdin);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match lines.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let out = match super::deep::too_deep(&line) {
+                None => Some(line.as_slice()),
+                Some(deep) => {
+                    tracing::warn!(
+                        depth = deep.depth,
+                        "an MCP message nested too deep was answered with an error"
+                    );
+                    match deep.stand_in() {
+                        Some(stand_in) => {
+                            if into_sdk.write_all(&stand_in).await.is_err() {
+                                break;
+                            }
+                            None
+                        }
+                        None => None,
+                    }
+                }
+            };
+            if let Some(l) = out
+                && into_sdk.write_all(l).await.is_err()
+            {
+                break;
+            }
+        }
+        let _ = into_sdk.shutdown().await;
+    });
+    (sdk_reads, stdout)
+}
+
 /// Serves MCP for the log `cfg.log` over stdin and stdout until stdin
 /// closes or `shutdown` resolves; then lets the calls running finish and
 /// the writer sync what they appended (within `cfg.shutdown_timeout`).
@@ -55,7 +101,7 @@ pub async fn mcp_stdio(
     let state = Arc::new(shared.open(shared.cfg.log.clone(), None, true));
     let mut shutdown = std::pin::pin!(shutdown);
     let running = tokio::select! {
-        r = Handler::new(state.clone()).serve(rmcp::transport::stdio_pipes()) => {
+        r = Handler::new(state.clone()).serve(screened_stdio()) => {
             r.map_err(|e| McpStdioError::Session(e.to_string()))?
         }
         () = &mut shutdown => return Ok(()),
