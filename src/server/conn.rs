@@ -251,7 +251,7 @@ pub(super) async fn accept_loop(
         tasks.spawn(async move {
             let state = Arc::new(ConnState::new());
             let id = registry.add(state.clone());
-            serve_connection(stream, app, builder, state, bounds, stop).await;
+            serve_connection(stream, peer, app, builder, state, bounds, stop).await;
             registry.remove(id);
             drop(permit);
             tracing::trace!(%peer, "connection closed");
@@ -277,6 +277,7 @@ pub(super) async fn accept_loop(
 
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     builder: hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
     state: Arc<ConnState>,
@@ -284,27 +285,33 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let conn_state = state.clone();
-    let service = tower::service_fn(move |req: axum::extract::Request<hyper::body::Incoming>| {
-        let app = app.clone();
-        let conn = conn_state.clone();
-        conn.active.fetch_add(1, Ordering::AcqRel);
-        conn.requests.fetch_add(1, Ordering::Relaxed);
-        async move {
-            let resp = app.oneshot(req.map(Body::new)).await;
-            let waiting = Arc::new(AtomicU64::new(now_ms()));
-            conn.bodies
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(Arc::downgrade(&waiting));
-            Ok::<_, std::convert::Infallible>(resp.unwrap_or_else(|e| match e {}).map(|b| {
-                Body::new(WatchedBody {
-                    inner: b,
-                    waiting_on_client: waiting,
-                    conn,
-                })
-            }))
-        }
-    });
+    let service = tower::service_fn(
+        move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+            // Who sent it (an SDK's retry of a request is told from another
+            // client's same request by it: `compat::implicit_key`).
+            req.extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            let app = app.clone();
+            let conn = conn_state.clone();
+            conn.active.fetch_add(1, Ordering::AcqRel);
+            conn.requests.fetch_add(1, Ordering::Relaxed);
+            async move {
+                let resp = app.oneshot(req.map(Body::new)).await;
+                let waiting = Arc::new(AtomicU64::new(now_ms()));
+                conn.bodies
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Arc::downgrade(&waiting));
+                Ok::<_, std::convert::Infallible>(resp.unwrap_or_else(|e| match e {}).map(|b| {
+                    Body::new(WatchedBody {
+                        inner: b,
+                        waiting_on_client: waiting,
+                        conn,
+                    })
+                }))
+            }
+        },
+    );
     let service = hyper_util::service::TowerToHyperService::new(service);
     let conn = builder
         .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(stream), service)

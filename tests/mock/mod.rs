@@ -498,14 +498,14 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     if !stream {
         let body = match m.provider {
             Provider::Anthropic => json!({
-                "id": "msg_1", "type": "message", "role": "assistant",
+                "id": format!("msg_mock_{}", m.requests()), "type": "message", "role": "assistant",
                 "content": [{"type": "text", "text": answer}],
                 "stop_reason": stop,
                 "usage": {"input_tokens": usage.input, "output_tokens": 7,
                           "cache_read_input_tokens": usage.read, "cache_creation_input_tokens": usage.written}
             }),
             Provider::OpenAi => json!({
-                "id": "c1", "object": "chat.completion",
+                "id": format!("chatcmpl-mock-{}", m.requests()), "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": stop}],
                 "usage": {"prompt_tokens": usage.input + usage.read + usage.written, "completion_tokens": 7,
                           "prompt_tokens_details": {"cached_tokens": usage.read}}

@@ -868,3 +868,43 @@ async fn a_burst_of_megabytes_reaches_a_client_that_reads_whole() {
         server.stop().await;
     }
 }
+
+/// Finding: "Client A's SDK retry can get client B's turn when both sent
+/// the same body": a retry (`x-stainless-retry-count` above 0) took the
+/// newest fresh send of its body. It is matched to the send it repeats by
+/// where it comes from (the connection the SDK keeps alive), so each
+/// client's retry gets its own first answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sdk_retry_gets_its_own_turn_not_another_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let body = json!({"model": "m", "max_tokens": 20,
+                      "messages": [{"role": "user", "content": "the same question"}]})
+    .to_string();
+    // Two SDK clients: two connection pools.
+    let (a, b) = (client(), client());
+    let send = |c: &reqwest::Client, count: &'static str| {
+        c.post(format!("{}/anthropic/v1/messages", server.url))
+            .header("content-type", "application/json")
+            .header("x-stainless-retry-count", count)
+            .body(body.clone())
+            .send()
+    };
+    let first_a: Value = send(&a, "0").await.unwrap().json().await.unwrap();
+    let first_b: Value = send(&b, "0").await.unwrap().json().await.unwrap();
+    assert_ne!(first_a["id"], first_b["id"], "two turns");
+    for (c, first, who) in [(&a, &first_a, "a"), (&b, &first_b, "b")] {
+        let r = send(c, "1").await.unwrap();
+        assert_eq!(r.headers()["idempotent-replayed"], "true", "{who}");
+        let again: Value = r.json().await.unwrap();
+        assert_eq!(
+            again["id"], first["id"],
+            "{who}'s retry got another client's turn"
+        );
+    }
+    assert_eq!(mock.requests(), 2);
+    assert_eq!(turns(&log, "text_input").len(), 2);
+    server.stop().await;
+}

@@ -97,6 +97,10 @@ async fn serve(
         ));
     }
     let headers = req.headers().clone();
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
     let (body, _held) = state.read_body(req).await?;
     let asked = Asked::parse(provider, &body)?;
     // What the provider would refuse is refused before anything is written.
@@ -126,7 +130,7 @@ async fn serve(
     ));
     let key = match idempotency_key(&headers, None)? {
         Some(k) => Some(k),
-        None => implicit_key(&state, &headers, &hash),
+        None => implicit_key(&state, &headers, peer, &hash),
     };
     let plan = {
         let (st, session, asked) = (state.clone(), session.clone(), Arc::new(asked));
@@ -239,13 +243,23 @@ fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 const REMEMBERED: usize = 4096;
 
 /// The key of a request from an official SDK without an
-/// `Idempotency-Key`: its body's hash and how many times this body was
-/// sent afresh (`x-stainless-retry-count: 0`). The SDK's retries of it (a
-/// count above 0) get the same key, so its first attempt's turn; the same
-/// body sent afresh is another turn. A retry that reaches a restarted
-/// server runs again (the keys name the process).
-fn implicit_key(state: &AppState, headers: &HeaderMap, hash: &str) -> Option<String> {
-    static SENT: Mutex<Option<LruCache<String, u64>>> = Mutex::new(None);
+/// `Idempotency-Key`: its body's hash and which fresh send of this body it
+/// is (`x-stainless-retry-count: 0`). The SDK's retries of it (a count
+/// above 0) get the same key, so its first attempt's turn; the same body
+/// sent afresh is another turn. A retry is matched to the fresh send it
+/// repeats by where it comes from: the same connection (an SDK retries on
+/// the connection it keeps alive), else the same address, else the newest
+/// send; so another client's same request does not take its turn. A retry
+/// that reaches a restarted server runs again (the keys name the process).
+fn implicit_key(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Option<std::net::SocketAddr>,
+    hash: &str,
+) -> Option<String> {
+    /// The fresh sends of one body: `(n, who sent it)`, newest last.
+    type Sends = Vec<(u64, Option<std::net::SocketAddr>)>;
+    static SENT: Mutex<Option<LruCache<String, Sends>>> = Mutex::new(None);
     static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let count: u32 = headers
         .get("x-stainless-retry-count")?
@@ -259,14 +273,35 @@ fn implicit_key(state: &AppState, headers: &HeaderMap, hash: &str) -> Option<Str
     let mut sent = SENT.lock().unwrap_or_else(|p| p.into_inner());
     let sent =
         sent.get_or_insert_with(|| LruCache::new(NonZeroUsize::new(REMEMBERED).expect("nonzero")));
-    let n = match (count, sent.get(&slot).copied()) {
-        (0, Some(n)) => n + 1,
-        (0, None) | (_, None) => 0,
-        (_, Some(n)) => n,
+    let sends = sent.get_or_insert_mut(slot, Vec::new);
+    let n = if count == 0 || sends.is_empty() {
+        let n = sends.last().map_or(0, |(n, _)| n + 1);
+        sends.push((n, peer));
+        // The sends a retry may still repeat: a few per body.
+        if sends.len() > SENDS_KEPT {
+            sends.remove(0);
+        }
+        n
+    } else {
+        let ip = |p: &Option<std::net::SocketAddr>| p.map(|a| a.ip());
+        sends
+            .iter()
+            .rev()
+            .find(|(_, p)| peer.is_some() && *p == peer)
+            .or_else(|| {
+                sends
+                    .iter()
+                    .rev()
+                    .find(|(_, p)| peer.is_some() && ip(p) == ip(&peer))
+            })
+            .or(sends.last())
+            .map_or(0, |(n, _)| *n)
     };
-    sent.put(slot, n);
     Some(format!("sdk-{process}-{hash}-{n}"))
 }
+
+/// Fresh sends of one body remembered for its retries.
+const SENDS_KEPT: usize = 16;
 
 #[cfg(test)]
 mod tests {
