@@ -126,19 +126,21 @@ async fn browser_guard(
 
 /// Adds `x-wmreplay-stale-ms` to a response whose log was read from a
 /// cache its stream could not confirm (see `AppState::catch_up`).
+/// Also notes when the request arrived, for the deadline a replicated
+/// store's waits share (`writer::ARRIVED`).
 async fn stale_header(req: Request, next: axum::middleware::Next) -> Response {
     let cell = std::cell::Cell::new(None);
-    crate::server::app::STALE
-        .scope(cell, async move {
-            let mut resp = next.run(req).await;
-            if let Some(ms) = crate::server::app::STALE.with(|s| s.get())
-                && let Ok(v) = axum::http::HeaderValue::from_str(&ms.to_string())
-            {
-                resp.headers_mut().insert("x-wmreplay-stale-ms", v);
-            }
-            resp
-        })
-        .await
+    let arrived = tokio::time::Instant::now();
+    let inner = crate::server::app::STALE.scope(cell, async move {
+        let mut resp = next.run(req).await;
+        if let Some(ms) = crate::server::app::STALE.with(|s| s.get())
+            && let Ok(v) = axum::http::HeaderValue::from_str(&ms.to_string())
+        {
+            resp.headers_mut().insert("x-wmreplay-stale-ms", v);
+        }
+        resp
+    });
+    crate::server::writer::ARRIVED.scope(arrived, inner).await
 }
 
 /// Who may use the server, when anyone is checked.

@@ -153,12 +153,20 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             body: body_hash.clone(),
         }
     });
-    let (written, remote) = match state.writer() {
-        Ok(w) => (
-            w.append_batch(lines, batch_key).await,
-            w.synced_at().is_some(),
-        ),
-        Err(e) => (Err(e), false),
+    // (`existed`: the batch was found under its key, written by an earlier
+    // attempt through this replica or another: a replay.)
+    let (written, remote, existed) = match state.writer() {
+        Ok(w) => {
+            let remote = w.synced_at().is_some();
+            match batch_key {
+                Some(k) => match w.append_keyed(lines, k).await {
+                    Ok((a, existed)) => (Ok(a), remote, existed),
+                    Err(e) => (Err(e), remote, false),
+                },
+                None => (w.append_batch(lines, None).await, remote, false),
+            }
+        }
+        Err(e) => (Err(e), false, false),
     };
     let outcome = written.map_err(|e| {
         if KeyReused::of(&e) {
@@ -200,7 +208,12 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
     }
     let appended = outcome?;
     compact_soon(&state);
-    Ok(json_response(StatusCode::OK, answer_of(&appended, &given)))
+    let mut r = json_response(StatusCode::OK, answer_of(&appended, &given));
+    if existed {
+        r.headers_mut()
+            .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    Ok(r)
 }
 
 /// The answer to a batch written: each record's `ts_ms` (as given, or the

@@ -63,7 +63,8 @@ type Reply = oneshot::Sender<Result<Response, ApiError>>;
 /// answer recorded, and a client that goes away at any point cuts nothing.
 pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Response, ApiError> {
     let (reply, response) = oneshot::channel();
-    tokio::spawn(own_turn(state, input, reply));
+    // The request's arrival goes with it: its writes share one deadline.
+    tokio::spawn(writer::ARRIVED.scope(writer::arrived(), own_turn(state, input, reply)));
     response
         .await
         .unwrap_or_else(|_| Err(internal("turn_failed", "the turn's task stopped")))

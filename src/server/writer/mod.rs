@@ -27,6 +27,20 @@ pub use handle::{Writer, WriterThread, durable};
 pub use line::Line;
 pub(crate) use line::{fit_json, json_len};
 
+tokio::task_local! {
+    /// When the request being served arrived (set by the router for each
+    /// request, and carried into the task of a turn): a replicated store's
+    /// waits for that request share one deadline from it.
+    pub(crate) static ARRIVED: tokio::time::Instant;
+}
+
+/// When the request being served arrived; now, outside of one.
+pub(crate) fn arrived() -> tokio::time::Instant {
+    ARRIVED
+        .try_with(|a| *a)
+        .unwrap_or_else(|_| tokio::time::Instant::now())
+}
+
 /// Why a guarded append wrote nothing: the record at this offset breaks
 /// its [`Guard`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -131,6 +145,19 @@ pub trait LogWriter: Send + Sync {
         lines: Vec<Line>,
         guard: Guard,
     ) -> BoxFuture<'_, io::Result<Result<Vec<Appended>, u64>>>;
+
+    /// [`append_batch`](Self::append_batch) with a key, saying whether the
+    /// batch was there already (written by an earlier attempt, through any
+    /// replica, and found under its key: nothing written now). The local
+    /// writer's keys are answered by the state store before it is called,
+    /// so it never finds one.
+    fn append_keyed(
+        &self,
+        lines: Vec<Line>,
+        key: BatchKey,
+    ) -> BoxFuture<'_, io::Result<(Vec<Appended>, bool)>> {
+        Box::pin(async move { Ok((self.append_batch(lines, Some(key)).await?, false)) })
+    }
 
     /// [`append_batch`](Self::append_batch) without a key.
     fn append(&self, lines: Vec<Line>) -> BoxFuture<'_, io::Result<Vec<Appended>>> {

@@ -65,6 +65,20 @@ pub(crate) struct JetStreamWriter {
     synced: AtomicU64,
 }
 
+/// `work`, or the stream unavailable once `deadline` passes.
+async fn by(
+    deadline: tokio::time::Instant,
+    work: impl std::future::Future<Output = io::Result<()>>,
+) -> io::Result<()> {
+    tokio::time::timeout_at(deadline, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(unavailable(
+                "the stream did not answer in time (--jetstream-timeout)",
+            ))
+        })
+}
+
 impl JetStreamWriter {
     pub(crate) fn new(fleet: Arc<Fleet>, id: &str, path: &Path) -> JetStreamWriter {
         JetStreamWriter {
@@ -191,7 +205,8 @@ impl JetStreamWriter {
         guard: Option<&Guard>,
     ) -> io::Result<Result<Named, u64>> {
         let body = tags.body.as_deref();
-        let deadline = tokio::time::Instant::now() + self.fleet.timeout;
+        // One deadline from the request's arrival, for every wait below.
+        let deadline = super::arrived() + self.fleet.timeout;
         let mut g = self.cache_by(deadline).await?;
         let c = g.as_mut().expect("the cache is open");
         let mut pause = Duration::from_millis(20);
@@ -208,7 +223,7 @@ impl JetStreamWriter {
             let caught = if std::mem::take(&mut optimistic) {
                 Ok(())
             } else {
-                self.catch_up(c).await
+                by(deadline, self.catch_up(c)).await
             };
             if let Err(e) = caught {
                 if tokio::time::Instant::now() + pause >= deadline {
@@ -299,14 +314,23 @@ impl JetStreamWriter {
             }
             let began = std::time::Instant::now();
             sent.push(payload.clone());
-            let sent = match self
-                .fleet
-                .js
-                .publish_with_headers(self.subject.clone(), headers, payload.clone())
-                .await
-            {
-                Ok(ack) => ack.await,
-                Err(e) => Err(e),
+            let published = async {
+                match self
+                    .fleet
+                    .js
+                    .publish_with_headers(self.subject.clone(), headers, payload.clone())
+                    .await
+                {
+                    Ok(ack) => ack.await,
+                    Err(e) => Err(e),
+                }
+            };
+            let Ok(sent) = tokio::time::timeout_at(deadline, published).await else {
+                // Its fate unknown: a retry (under the same id) finds it if
+                // it landed.
+                return Err(unavailable(
+                    "the stream did not acknowledge the write in time (--jetstream-timeout)",
+                ));
             };
             metrics::histogram!("wmreplay_jetstream_publish_duration_seconds")
                 .record(began.elapsed().as_secs_f64());
@@ -410,6 +434,24 @@ impl LogWriter for JetStreamWriter {
         })
     }
 
+    fn append_keyed(
+        &self,
+        lines: Vec<Line>,
+        key: BatchKey,
+    ) -> BoxFuture<'_, io::Result<(Vec<Appended>, bool)>> {
+        Box::pin(async move {
+            let id = format!("wmreplay:{}:key:{}", self.subject, key.key);
+            let tags = Tags {
+                body: Some(key.body.clone()),
+                meta: None,
+            };
+            match self.publish(&lines, id, tags, None).await? {
+                Ok(n) => Ok((n.appended, n.existed)),
+                Err(_) => unreachable!("no guard, never broken"),
+            }
+        })
+    }
+
     fn append_guarded(
         &self,
         lines: Vec<Line>,
@@ -451,11 +493,10 @@ impl LogWriter for JetStreamWriter {
 
     fn catch_up(&self) -> BoxFuture<'_, io::Result<()>> {
         Box::pin(async move {
-            let mut g = self
-                .cache_by(tokio::time::Instant::now() + self.fleet.timeout)
-                .await?;
+            let deadline = super::arrived() + self.fleet.timeout;
+            let mut g = self.cache_by(deadline).await?;
             let c = g.as_mut().expect("the cache is open");
-            JetStreamWriter::catch_up(self, c).await
+            by(deadline, JetStreamWriter::catch_up(self, c)).await
         })
     }
 
@@ -478,11 +519,10 @@ impl LogWriter for JetStreamWriter {
     fn find_named(&self, id: &str) -> BoxFuture<'_, io::Result<Option<Named>>> {
         let id = format!("wmreplay:{}:name:{id}", self.subject);
         Box::pin(async move {
-            let mut g = self
-                .cache_by(tokio::time::Instant::now() + self.fleet.timeout)
-                .await?;
+            let deadline = super::arrived() + self.fleet.timeout;
+            let mut g = self.cache_by(deadline).await?;
             let c = g.as_mut().expect("the cache is open");
-            JetStreamWriter::catch_up(self, c).await?;
+            by(deadline, JetStreamWriter::catch_up(self, c)).await?;
             Ok(c.found(&id).map(|r| Named {
                 appended: appended_in(r.offset, &r.payload),
                 existed: true,
