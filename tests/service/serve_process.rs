@@ -511,3 +511,39 @@ async fn the_token_file_is_read_again_on_sighup_and_never_printed() {
         assert!(!logs.contains(t), "a token was printed: {logs}");
     }
 }
+
+/// Finding: "`--forward-client-key` refuses to start without the server's
+/// own key" (docs/compat.md says none is needed): it starts, and the
+/// client's key calls the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_the_clients_key_needs_no_key_of_the_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let srv = Serving::start(
+        &log,
+        &[
+            "--upstream",
+            &up,
+            "--forward-client-key",
+            "--api-key-env",
+            "WMREPLAY_TEST_NO_SUCH_KEY",
+        ],
+        &[],
+        None,
+    );
+    let r = client()
+        .post(format!("{}/anthropic/v1/messages", srv.url))
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-the-clients-own")
+        .body(
+            json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(mock.keys(), ["sk-the-clients-own"]);
+    srv.stop();
+}
