@@ -468,6 +468,21 @@ async fn a_failed_turn_tells_the_sdk_not_to_retry_it() {
         let closes = turns(&log, "text_output");
         assert_eq!(closes.len(), 1, "{p:?}: {closes:?}");
         server.stop().await;
+        // A server that does not retry leaves the retries to the SDK.
+        let mut cfg = config(&log, Some(&up), p);
+        cfg.upstream_retries = 0;
+        let server = start(cfg).await;
+        let r = client()
+            .post(format!("{}{path}", server.url))
+            .header("content-type", "application/json")
+            .header("x-stainless-retry-count", "0")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 500, "{p:?}");
+        assert!(r.headers().get("x-should-retry").is_none(), "{p:?}");
+        server.stop().await;
     }
 }
 

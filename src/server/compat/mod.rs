@@ -57,9 +57,19 @@ pub(crate) async fn handle(
     provider: Provider,
     req: Request,
 ) -> Response {
+    let retries = server.shared.cfg.upstream_retries;
     let mut r = match serve(server, id.as_deref(), provider, req).await {
         Ok(r) => r,
-        Err(e) => shapes::error_response(provider, &e),
+        Err(e) => {
+            let mut r = shapes::error_response(provider, &e);
+            // Retried by the server already (`--upstream-retries`): the SDK
+            // is told not to multiply its calls. With none, the SDK's own
+            // retries are the ones there are.
+            if retries > 0 && shapes::from_upstream(&e) {
+                shapes::no_more_retries(&mut r);
+            }
+            r
+        }
     };
     if let Ok(v) = HeaderValue::from_str(&shapes::fresh_id("req_wm")) {
         r.headers_mut()

@@ -279,18 +279,27 @@ pub(crate) fn error_response(p: Provider, e: &ApiError) -> Response {
             .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(d)));
     }
     // What a retry cannot mend is said so, whatever its status: the SDKs
-    // retry every 5xx (and 408, 409, 429) otherwise. A failed append; and
-    // a turn that failed after its input was written, whose upstream calls
-    // the server has already retried (the turn is closed in the log: the
-    // SDK's own retries would each call the model again and close it again).
-    if matches!(e.code, "append_failed" | "turn_failed")
-        || e.upstream_status.is_some()
-        || e.code.starts_with("upstream_")
-    {
+    // retry every 5xx otherwise. (An upstream failure the server retried
+    // already: `no_more_retries`.)
+    if status.is_server_error() && matches!(e.code, "append_failed" | "turn_failed") {
         r.headers_mut()
             .insert("x-should-retry", HeaderValue::from_static("false"));
     }
     r
+}
+
+/// Whether `e` is the upstream's failure (its status relayed, or the
+/// server's word for not reaching it).
+pub(crate) fn from_upstream(e: &ApiError) -> bool {
+    e.upstream_status.is_some() || e.code.starts_with("upstream_")
+}
+
+/// Tells an SDK not to retry `r`: the server has retried the upstream
+/// itself, and the turn is closed in the log with the error (the SDK's own
+/// retries would each call the model `--upstream-retries` times again).
+pub(crate) fn no_more_retries(r: &mut Response) {
+    r.headers_mut()
+        .insert("x-should-retry", HeaderValue::from_static("false"));
 }
 
 /// `e` as the event that ends a stream already begun (after its 200).
