@@ -89,7 +89,7 @@ fn is_token(given: &[u8], token: &ApiKey) -> bool {
 
 /// Lets the request through if it carries a token that opens what it asks.
 pub(crate) async fn check(auth: &Auth, mut req: Request, next: Next) -> Response {
-    let provider = crate::server::compat::provider_of(req.uri().path());
+    let provider = crate::server::compat::provider_prefix(req.uri().path());
     let headers = req.headers();
     let given = headers
         .get("x-api-key")

@@ -121,6 +121,8 @@ pub struct Mock {
     pub cache: Arc<Mutex<sim::Cache>>,
     /// The embeddings API at `/v1/embeddings`.
     pub embeddings: embed::Embeddings,
+    /// The bodies `POST /v1/messages/count_tokens` was asked to count.
+    pub counted: Arc<Mutex<Vec<Value>>>,
     /// The current texts a `MOCK_FAIL_ONCE` directive failed already.
     failed_once: Arc<Mutex<std::collections::HashSet<String>>>,
     started: std::time::Instant,
@@ -678,6 +680,55 @@ async fn redirect_target(State(m): State<Mock>, headers: HeaderMap) -> Response 
     ([("content-type", "application/json")], body.to_string()).into_response()
 }
 
+/// `POST /v1/messages/count_tokens` (Anthropic's): a token for every four
+/// bytes of the body; a body with a member `count_tokens` does not take
+/// (`max_tokens`, `stream`) is a 400, as the API answers it.
+async fn count_tokens(State(m): State<Mock>, body: axum::body::Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    m.counted.lock().unwrap().push(v.clone());
+    for k in ["max_tokens", "stream", "temperature"] {
+        if v.get(k).is_some() {
+            let e = json!({"type": "error", "error": {"type": "invalid_request_error",
+                           "message": format!("{k}: Extra inputs are not permitted")}});
+            return (
+                StatusCode::BAD_REQUEST,
+                [("content-type", "application/json")],
+                e.to_string(),
+            )
+                .into_response();
+        }
+    }
+    let n = body.len().div_ceil(4);
+    (
+        [("content-type", "application/json")],
+        json!({"input_tokens": n}).to_string(),
+    )
+        .into_response()
+}
+
+/// `GET /v1/models`, in each provider's shape, echoing the key it was
+/// called with (as an API that echoes a key would: a relay must cut it
+/// out) and saying whether it was the tests' key.
+async fn models_list(State(m): State<Mock>, headers: HeaderMap) -> Response {
+    let key = headers
+        .get("x-api-key")
+        .or_else(|| headers.get("authorization"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim_start_matches("Bearer ")
+        .to_string();
+    let body = match m.provider {
+        Provider::Anthropic => json!({"data": [{"type": "model", "id": "test-model",
+            "display_name": "Test", "created_at": "2026-01-01T00:00:00Z"}],
+            "has_more": false, "first_id": "test-model", "last_id": "test-model",
+            "key_seen": key, "the_test_key": key == KEY}),
+        Provider::OpenAi => json!({"object": "list", "data": [{"id": "test-model",
+            "object": "model", "created": 0, "owned_by": "test"}],
+            "key_seen": key, "the_test_key": key == KEY}),
+    };
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
 async fn embeddings(
     State(m): State<Mock>,
     headers: HeaderMap,
@@ -699,6 +750,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         rejected: Arc::default(),
         cache: Arc::default(),
         embeddings: embed::Embeddings::default(),
+        counted: Arc::default(),
         failed_once: Arc::default(),
         started: std::time::Instant::now(),
     };
@@ -707,6 +759,8 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         .route("/v1/chat/completions", post_route(handler))
         .route("/elsewhere", get(redirect_target).post(redirect_target))
         .route("/v1/embeddings", post_route(embeddings))
+        .route("/v1/models", get(models_list))
+        .route("/v1/messages/count_tokens", post_route(count_tokens))
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(m.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

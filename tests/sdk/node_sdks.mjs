@@ -124,6 +124,17 @@ async function anthropicSteps() {
     messages: [{ role: 'user', content: 'what did I ask before?' }],
   });
   seen.second_session = r.content[0].text;
+
+  // Beside the messages: the upstream's models, a count of the tokens the
+  // server would send, and an unknown path raised as the SDK's own 404.
+  const models = [];
+  for await (const m of other.models.list()) models.push(m.id);
+  assert.deepEqual(models, ['test-model']);
+  const counted = await other.messages.countTokens({ model, messages: [{ role: 'user', content: 'count me' }] });
+  assert.ok(counted.input_tokens > 0, JSON.stringify(counted));
+  await raises(() => other.models.retrieve('no-such-model'), Anthropic.NotFoundError);
+  seen.models = models;
+  seen.counted = counted.input_tokens;
   return seen;
 }
 
@@ -206,6 +217,12 @@ async function openaiSteps() {
   const other = new OpenAI({ baseURL: `${root}/openai/v1`, apiKey: 'sk-client', maxRetries: 0 });
   r = await other.chat.completions.create({ model, messages: [{ role: 'user', content: 'what did I ask before?' }] });
   seen.second_session = r.choices[0].message.content;
+
+  const models = [];
+  for await (const m of other.models.list()) models.push(m.id);
+  assert.deepEqual(models, ['test-model']);
+  await raises(() => other.models.retrieve('no-such-model'), OpenAI.NotFoundError);
+  seen.models = models;
   return seen;
 }
 

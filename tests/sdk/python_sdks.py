@@ -134,6 +134,20 @@ def anthropic_steps(root):
         model=model, max_tokens=100, messages=[{"role": "user", "content": "what did I ask before?"}]
     )
     seen["second_session"] = m.content[0].text
+
+    # Beside the messages: the upstream's models, a count of the tokens the
+    # server would send, and an unknown path raised as the SDK's own 404.
+    models = [m.id for m in other.models.list()]
+    assert models == ["test-model"], models
+    counted = other.messages.count_tokens(model=model, messages=[{"role": "user", "content": "count me"}])
+    assert counted.input_tokens > 0, counted
+    try:
+        other.models.retrieve("no-such-model")
+        raise AssertionError("a 404 was expected")
+    except anthropic.NotFoundError as e:
+        assert e.status_code == 404, e
+    seen["models"] = models
+    seen["counted"] = counted.input_tokens
     return seen
 
 
@@ -224,6 +238,15 @@ def openai_steps(root):
     other = openai.OpenAI(base_url=root + "/openai/v1", api_key="sk-client", max_retries=0)
     r = other.chat.completions.create(model=model, messages=[{"role": "user", "content": "what did I ask before?"}])
     seen["second_session"] = r.choices[0].message.content
+
+    models = [m.id for m in other.models.list()]
+    assert models == ["test-model"], models
+    try:
+        other.models.retrieve("no-such-model")
+        raise AssertionError("a 404 was expected")
+    except openai.NotFoundError as e:
+        assert e.status_code == 404, e
+    seen["models"] = models
     return seen
 
 

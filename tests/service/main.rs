@@ -16,6 +16,7 @@ mod common;
 #[path = "../mock/mod.rs"]
 mod mock;
 
+mod agents;
 mod compaction;
 mod compat;
 mod doc_examples;

@@ -71,6 +71,9 @@ fn check(provider: Provider, log: &Path, mock: &Mock, seen: &Value) {
         "a retry while the first attempt ran waits for it"
     );
     assert!(seen["retried_timeout"].as_str().unwrap().contains("slow"));
+    // Beside the messages: nothing of them was written.
+    assert_eq!(seen["models"], serde_json::json!(["test-model"]));
+    assert_eq!(count("count me"), 0, "count_tokens writes nothing");
     // The turn answered after the client's tool ran: its input once, the
     // call and the result recorded.
     assert_eq!(

@@ -231,7 +231,17 @@ impl AppState {
         &self,
         req: axum::extract::Request,
     ) -> Result<(bytes::Bytes, budget::Reserved), ApiError> {
-        let (limit, _) = self.cfg.body_limits();
+        self.read_body_up_to(req, self.cfg.body_limit).await
+    }
+
+    /// [`read_body`](Self::read_body) with a limit of its own (the
+    /// providers' routes take what the providers take).
+    pub(crate) async fn read_body_up_to(
+        &self,
+        req: axum::extract::Request,
+        limit: usize,
+    ) -> Result<(bytes::Bytes, budget::Reserved), ApiError> {
+        let (_, timeout) = self.cfg.body_limits();
         let declared = req
             .headers()
             .get(axum::http::header::CONTENT_LENGTH)
@@ -241,7 +251,7 @@ impl AppState {
         let held = self
             .budget
             .admit(bytes * budget::BODY_FACTOR, "reading the request body")?;
-        let body = crate::server::errors::read_body(self.cfg.body_limits(), req).await?;
+        let body = crate::server::errors::read_body((limit, timeout), req).await?;
         Ok((body, held))
     }
 

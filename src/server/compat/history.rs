@@ -71,18 +71,23 @@ pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record:
         return plan;
     }
     // A new turn: the history the log lacks goes before it.
-    let first = asked.start.saturating_sub(LOOK_BACK);
-    let mut from = first;
-    for j in (first..asked.start).rev() {
-        if held(log, p, &asked.messages[j]) == Some(true) {
-            from = j + 1;
-            break;
-        }
-    }
+    let from = lacking_from(log, asked);
     for m in &asked.messages[from..asked.start] {
         records.all(p, m, &mut plan.before);
     }
     plan
+}
+
+/// The index of the first message before the turn's that the log lacks:
+/// the one after the newest it holds, looking back at most [`LOOK_BACK`].
+pub(crate) fn lacking_from(log: &[u8], asked: &Asked) -> usize {
+    let first = asked.start.saturating_sub(LOOK_BACK);
+    for j in (first..asked.start).rev() {
+        if held(log, asked.provider, &asked.messages[j]) == Some(true) {
+            return j + 1;
+        }
+    }
+    first
 }
 
 /// Whether the log holds `m`: `None` when nothing tells (no text, no id).

@@ -30,8 +30,11 @@
 //! Files: `request.rs` (the request read), `history.rs` (what the log
 //! holds of it).
 
+mod count;
 mod history;
 mod request;
+
+pub(crate) use count::count_tokens;
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -111,7 +114,10 @@ async fn serve(
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0);
-    let (body, _held) = state.read_body(req).await?;
+    // What the provider takes (Claude Code's own requests pass 1 MiB); the
+    // records written stay within --max-record-bytes.
+    let limit = state.cfg.body_limit.max(PROVIDER_BODY_LIMIT);
+    let (body, _held) = state.read_body_up_to(req, limit).await?;
     let asked = Asked::parse(provider, &body)?;
     // What the provider would refuse is refused before anything is written.
     let fields = state
@@ -182,6 +188,11 @@ async fn serve(
             after: plan.after,
             key: forwarded,
             hash,
+            beta: headers
+                .get("anthropic-beta")
+                .filter(|_| provider == Provider::Anthropic)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string),
             wants_usage: asked.params.iter().any(|(k, v)| {
                 k == "stream_options"
                     && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
@@ -191,16 +202,66 @@ async fn serve(
     turn::respond(state, input).await
 }
 
-/// The provider whose API a path of the server is (a provider-compatible
-/// endpoint's), if any.
-pub(crate) fn provider_of(path: &str) -> Option<Provider> {
-    if path.ends_with("/anthropic/v1/messages") {
-        Some(Provider::Anthropic)
-    } else if path.ends_with("/openai/v1/chat/completions") {
-        Some(Provider::OpenAi)
-    } else {
-        None
+/// The largest body the providers' routes take: the Anthropic API's 32 MB
+/// (a request of Claude Code's passes 1 MiB). `--body-limit` when larger.
+pub(crate) const PROVIDER_BODY_LIMIT: usize = 32 << 20;
+
+/// The provider whose API a path is under (`/anthropic/…`, `/openai/…`,
+/// or the same under `/v1/logs/{id}`), whatever its endpoint: its errors,
+/// a 404 included, are in that provider's shape.
+pub(crate) fn provider_prefix(path: &str) -> Option<Provider> {
+    let rest = match path.strip_prefix("/v1/logs/") {
+        Some(r) => r.split_once('/').map_or("", |(_, r)| r),
+        None => path.strip_prefix('/').unwrap_or(path),
+    };
+    let first = rest.split('/').next().unwrap_or("");
+    match first {
+        "anthropic" => Some(Provider::Anthropic),
+        "openai" => Some(Provider::OpenAi),
+        _ => None,
     }
+}
+
+/// `GET …/v1/models`: the upstream's list of models, as it answered it
+/// (with the server's key, or the client's with `--forward-client-key`).
+pub(crate) async fn models(
+    server: Arc<Server>,
+    id: Option<String>,
+    provider: Provider,
+    req: Request,
+) -> Response {
+    match list_models(&server, id.as_deref(), provider, req).await {
+        Ok(r) => r,
+        Err(e) => shapes::error_response(provider, &e),
+    }
+}
+
+async fn list_models(
+    server: &Server,
+    id: Option<&str>,
+    provider: Provider,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let state = server.log(id)?;
+    if state.cfg.provider != provider {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this server does not call this provider's API",
+        ));
+    }
+    let Some(upstream) = state.upstream.clone() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this server runs without an upstream (--upstream): it has no models to list",
+        ));
+    };
+    let forwarded = match state.cfg.forward_client_key {
+        true => client_key(req.headers(), provider),
+        false => None,
+    };
+    upstream.models(forwarded.as_ref()).await
 }
 
 /// Where a client of `p`'s API points its SDK (the base URL's path).
@@ -235,7 +296,7 @@ pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
 }
 
 /// The session the turn's records name: the `wmreplay-session` header.
-fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub(super) fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     match headers.get("wmreplay-session") {
         None => Ok(None),
         Some(v) => match v.to_str() {

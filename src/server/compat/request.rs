@@ -38,6 +38,16 @@ impl Asked {
     /// role or content, a last message that is not the user's (words or tool
     /// results), a user message with other than text.
     pub(crate) fn parse(provider: Provider, body: &[u8]) -> Result<Asked, ApiError> {
+        Asked::parse_as(provider, body, true)
+    }
+
+    /// [`parse`](Self::parse) for a count of tokens (Anthropic's
+    /// `count_tokens`, whose body is a message's without `max_tokens`).
+    pub(crate) fn parse_counted(provider: Provider, body: &[u8]) -> Result<Asked, ApiError> {
+        Asked::parse_as(provider, body, false)
+    }
+
+    fn parse_as(provider: Provider, body: &[u8], turn: bool) -> Result<Asked, ApiError> {
         let v: Value = serde_json::from_slice(body)
             .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
         let Value::Object(mut obj) = v else {
@@ -117,13 +127,15 @@ impl Asked {
             ));
         };
         let text = user_text(provider, &messages[start], start)?;
-        if text.trim().is_empty() {
+        if turn && text.trim().is_empty() {
             return Err(bad(format!(
                 "messages[{start}]: the user's message is empty: a turn needs words to answer"
             )));
         }
         check_results(provider, &messages)?;
-        check_params(provider, &obj)?;
+        if turn {
+            check_params(provider, &obj)?;
+        }
         Ok(Asked {
             provider,
             model,

@@ -101,6 +101,25 @@ async fn delete_fact_at(
     }
 }
 
+/// No such route: a 404, in the provider's shape under a provider's path
+/// (`/anthropic/…`, `/openai/…`), whose SDK then raises its own error.
+async fn fallback(req: Request) -> Response {
+    let e = not_found().await;
+    match crate::server::compat::provider_prefix(req.uri().path()) {
+        Some(p) => crate::server::upstream::shapes::error_response(p, &e),
+        None => e.into_response(),
+    }
+}
+
+/// A route without that method: a 405, shaped as [`fallback`]'s.
+async fn wrong_method(req: Request) -> Response {
+    let e = method_not_allowed().await;
+    match crate::server::compat::provider_prefix(req.uri().path()) {
+        Some(p) => crate::server::upstream::shapes::error_response(p, &e),
+        None => e.into_response(),
+    }
+}
+
 /// Refuses what a web page can make a browser send (`browser.rs`), in the
 /// provider's shape on the provider-compatible routes.
 async fn browser_guard(
@@ -116,7 +135,7 @@ async fn browser_guard(
                 code = e.code,
                 "refused a request a web page could have sent"
             );
-            match crate::server::compat::provider_of(req.uri().path()) {
+            match crate::server::compat::provider_prefix(req.uri().path()) {
                 Some(p) => crate::server::upstream::shapes::error_response(p, &e),
                 None => e.into_response(),
             }
@@ -224,8 +243,8 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     routes
         .layer(axum::middleware::from_fn(stale_header))
         .route("/healthz", get(stats::healthz))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(fallback)
+        .method_not_allowed_fallback(wrong_method)
         .layer(
             // One line per request at INFO: method, path, status, latency.
             // Neither headers nor the query string are logged, so neither is

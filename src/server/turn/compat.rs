@@ -58,6 +58,7 @@ pub(super) async fn run_compat(
         &mut started,
         &mut cut,
         c.key.as_ref(),
+        c.beta.as_deref(),
     )
     .await
     {

@@ -57,6 +57,9 @@ pub(crate) struct Compat {
     /// The client asked for a stream's usage chunk
     /// (`stream_options.include_usage`), which the server asks for anyway.
     pub wants_usage: bool,
+    /// The client's `anthropic-beta` features, sent upstream with the
+    /// server's own.
+    pub beta: Option<String>,
 }
 
 impl Input {

@@ -41,6 +41,7 @@ use tokio::sync::oneshot;
 pub(crate) use compat::{client_call, client_result};
 pub(crate) use input::{Compat, Input, input_fits, parse_input, request_hash};
 use keys::{Plan, finish_key, plan_for, wait_for};
+pub(crate) use run::continued;
 use run::{close_from_elsewhere, close_turn, run_turn};
 
 use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot_of, stats_json};

@@ -69,13 +69,14 @@ pub(super) async fn run_turn(
             tail_mark,
             (tools.any() && last).then(|| no_tool_choice(provider)),
         );
-        let answer = match exchange(state, &body, &mut relay, &mut started, &mut cut, None).await {
-            Ok(a) => a,
-            Err((e, partial)) => {
-                total.text.push_str(&partial);
-                return fail(state, input, e, &total.text, started, &relay).await;
-            }
-        };
+        let answer =
+            match exchange(state, &body, &mut relay, &mut started, &mut cut, None, None).await {
+                Ok(a) => a,
+                Err((e, partial)) => {
+                    total.text.push_str(&partial);
+                    return fail(state, input, e, &total.text, started, &relay).await;
+                }
+            };
         // The rounds' texts, a blank line apart.
         if !total.text.is_empty() && !answer.text.is_empty() {
             total.text.push_str(ROUND_SEPARATOR);
@@ -211,7 +212,7 @@ pub(super) fn mark_room(state: &AppState, parts: &[Bytes], more: &[u8]) -> Optio
 /// The request's pieces with `more` messages after its last one (its last
 /// block marked with `mark`, a cache breakpoint's member) and, when given,
 /// a `tool_choice` member: the body of a round after the first.
-pub(super) fn continued(
+pub(crate) fn continued(
     parts: &[Bytes],
     more: &[u8],
     mark: Option<&[u8]>,
@@ -253,13 +254,14 @@ pub(super) async fn exchange(
     started: &mut Option<oneshot::Sender<Result<(), ApiError>>>,
     cut: &mut tokio::sync::watch::Receiver<bool>,
     key: Option<&crate::server::upstream::ApiKey>,
+    beta: Option<&str>,
 ) -> Result<Answer, (ApiError, String)> {
     let upstream = state.upstream.as_ref().expect("a turn has an upstream");
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let mut stream_retries = 0;
     loop {
         let called = tokio::select! {
-            r = upstream.call_as(parts, deadline, key) => Some(r),
+            r = upstream.call_as(parts, deadline, key, beta) => Some(r),
             _ = cut.wait_for(|c| *c) => None,
         };
         match called {

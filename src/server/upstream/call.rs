@@ -129,7 +129,7 @@ impl Upstream {
         parts: &[Bytes],
         deadline: tokio::time::Instant,
     ) -> Result<reqwest::Response, CallError> {
-        self.call_as(parts, deadline, None).await
+        self.call_as(parts, deadline, None, None).await
     }
 
     /// [`call`](Self::call) with `key` instead of the server's own key,
@@ -141,10 +141,11 @@ impl Upstream {
         parts: &[Bytes],
         deadline: tokio::time::Instant,
         key: Option<&ApiKey>,
+        beta: Option<&str>,
     ) -> Result<reqwest::Response, CallError> {
         let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
         let endpoint = self.endpoint.clone();
-        let headers = match key {
+        let mut headers = match key {
             None => self.headers.clone(),
             Some(k) => {
                 let mut h = self.headers.clone();
@@ -152,6 +153,9 @@ impl Upstream {
                 h
             }
         };
+        if let Some(b) = beta {
+            merge_beta(&mut headers, b);
+        }
         let redact_key = key.or(self.key.as_ref());
         let once = || async {
             let body = reqwest::Body::wrap_stream(futures_util::stream::iter(
@@ -236,6 +240,117 @@ pub(crate) async fn read_limited(
 
 impl Upstream {
     /// A non-streamed answer.
+    /// The upstream's list of models (`GET /v1/models` beside its messages
+    /// endpoint), as it answered it: its status and JSON body (at most
+    /// 4 MiB), with the server's key or `key`.
+    pub(crate) async fn models(
+        &self,
+        key: Option<&ApiKey>,
+    ) -> Result<axum::response::Response, ApiError> {
+        let mut url = self.endpoint.clone();
+        let path = url.path().trim_end_matches('/').to_string();
+        let models = match self.provider {
+            Provider::Anthropic => path
+                .strip_suffix("/messages")
+                .map(|p| format!("{p}/models")),
+            Provider::OpenAi => path
+                .strip_suffix("/chat/completions")
+                .map(|p| format!("{p}/models")),
+        };
+        let Some(models) = models else {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "the upstream is a full endpoint URL whose models list is not known",
+            ));
+        };
+        url.set_path(&models);
+        let mut headers = self.headers.clone();
+        headers.remove(header::CONTENT_TYPE);
+        if let Some(k) = key {
+            headers.extend(self.provider.headers(Some(k), &[]));
+            headers.remove(header::CONTENT_TYPE);
+        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let sent = tokio::time::timeout_at(deadline, self.client.get(url).headers(headers).send());
+        let resp = match sent.await {
+            Err(_) => return Err(self.timeout_error()),
+            Ok(Err(e)) => return Err(self.call_error(CallError::Unreachable(without_url(&e)))),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        loop {
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Err(_) => return Err(self.timeout_error()),
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(self.call_error(CallError::Unreachable(without_url(&e))));
+                }
+                Ok(Some(Ok(piece))) => {
+                    body.extend_from_slice(&piece);
+                    if body.len() > 4 << 20 {
+                        return Err(ApiError::new(
+                            StatusCode::BAD_GATEWAY,
+                            "upstream_error",
+                            "the upstream's list of models is larger than 4 MiB",
+                        ));
+                    }
+                }
+            }
+        }
+        let body = redact(&String::from_utf8_lossy(&body), key.or(self.key.as_ref()));
+        let status = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        Ok(crate::server::errors::json_response(status, body))
+    }
+
+    /// The upstream's `count_tokens` (beside its messages endpoint) for
+    /// `body`: its answer as it gave it, or `None` when it has none (a 404
+    /// or 405, or an endpoint whose count is not known).
+    pub(crate) async fn count_tokens(
+        &self,
+        body: Bytes,
+        key: Option<&ApiKey>,
+        beta: Option<&str>,
+    ) -> Result<Option<axum::response::Response>, ApiError> {
+        let mut url = self.endpoint.clone();
+        let path = url.path().trim_end_matches('/').to_string();
+        if self.provider != Provider::Anthropic || !path.ends_with("/messages") {
+            return Ok(None);
+        }
+        url.set_path(&format!("{path}/count_tokens"));
+        let mut headers = self.headers.clone();
+        if let Some(k) = key {
+            headers.extend(self.provider.headers(Some(k), &[]));
+        }
+        if let Some(b) = beta {
+            merge_beta(&mut headers, b);
+        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let sent = self.client.post(url).headers(headers).body(body).send();
+        let resp = match tokio::time::timeout_at(deadline, sent).await {
+            Err(_) => return Err(self.timeout_error()),
+            Ok(Err(e)) => return Err(self.call_error(CallError::Unreachable(without_url(&e)))),
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        if matches!(status.as_u16(), 404 | 405) {
+            return Ok(None);
+        }
+        let text = match tokio::time::timeout_at(deadline, resp.bytes()).await {
+            Err(_) => return Err(self.timeout_error()),
+            Ok(Err(e)) => return Err(self.call_error(CallError::Unreachable(without_url(&e)))),
+            Ok(Ok(b)) => b,
+        };
+        let text = redact(
+            &String::from_utf8_lossy(&text[..text.len().min(MAX_ERROR_BODY)]),
+            key.or(self.key.as_ref()),
+        );
+        let status = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        Ok(Some(crate::server::errors::json_response(status, text)))
+    }
+
     pub(crate) async fn read_whole(
         &self,
         resp: reqwest::Response,
@@ -393,6 +508,27 @@ impl Upstream {
                 Step::Nothing => {}
             }
         }
+    }
+}
+
+/// Adds a client's `anthropic-beta` features to the call's (the server's
+/// own, `--upstream-header anthropic-beta=…`, first), each once.
+pub(crate) fn merge_beta(headers: &mut reqwest::header::HeaderMap, client: &str) {
+    let name = reqwest::header::HeaderName::from_static("anthropic-beta");
+    let mut features: Vec<String> = Vec::new();
+    let ours = headers
+        .get(&name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    for f in ours.split(',').chain(client.split(',')) {
+        let f = f.trim();
+        if !f.is_empty() && !features.iter().any(|g| g == f) {
+            features.push(f.to_string());
+        }
+    }
+    if let Ok(v) = reqwest::header::HeaderValue::from_str(&features.join(",")) {
+        headers.insert(name, v);
     }
 }
 
