@@ -50,18 +50,7 @@ pub(crate) async fn count_tokens(
 }
 
 async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Response, ApiError> {
-    let state = server.log(id)?;
-    let not_found = |m: &str| ApiError::new(StatusCode::NOT_FOUND, "not_found", m.to_string());
-    if state.cfg.provider != Provider::Anthropic {
-        return Err(not_found(
-            "this server calls the OpenAI API, which counts no tokens apart",
-        ));
-    }
-    let Some(upstream) = state.upstream.clone() else {
-        return Err(not_found(
-            "this server runs without an upstream (--upstream)",
-        ));
-    };
+    let (state, upstream) = super::called(server, id, Provider::Anthropic)?;
     let headers = req.headers().clone();
     let limit = state.cfg.body_limit.max(PROVIDER_BODY_LIMIT);
     let (body, _held) = state.read_body_up_to(req, limit).await?;
@@ -76,10 +65,7 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
         true => client_key(&headers, Provider::Anthropic),
         false => None,
     };
-    let beta = headers
-        .get("anthropic-beta")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let beta = super::beta_of(&headers, Provider::Anthropic);
     let _permit = state.permit()?;
     // The messages the log lacks before the turn's (a turn would write them
     // and replay them; here they go as the client sent them), then what
@@ -104,11 +90,7 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     }
     more.extend_from_slice(&asked.more());
     let snap = snapshot(&state, false).await?;
-    let system = match (state.system.as_str(), asked.system.as_deref()) {
-        (s, None) => s.to_string(),
-        ("", Some(c)) => c.to_string(),
-        (s, Some(c)) => format!("{s}\n\n{c}"),
-    };
+    let system = super::system_of(&state, &asked).unwrap_or_else(|| state.system.clone());
     let session = super::session_of(&headers)?;
     let current = CurrentRequest {
         text: &asked.text,

@@ -87,28 +87,7 @@ async fn serve(
     provider: Provider,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let state = server.log(id)?;
-    if state.cfg.provider != provider {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!(
-                "this server calls the {} API: point the SDK at {}",
-                match state.cfg.provider {
-                    Provider::Anthropic => "Anthropic",
-                    Provider::OpenAi => "OpenAI",
-                },
-                base_path(state.cfg.provider, id)
-            ),
-        ));
-    }
-    if state.upstream.is_none() {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "this server runs without an upstream (--upstream): it has no model to call",
-        ));
-    }
+    let (state, _) = called(&server, id, provider)?;
     let headers = req.headers().clone();
     let peer = req
         .extensions()
@@ -165,11 +144,7 @@ async fn serve(
         (plan, asked)
     };
     let (plan, asked) = plan;
-    let system = match (state.system.as_str(), asked.system.as_deref()) {
-        (_, None) => None,
-        ("", Some(c)) => Some(c.to_string()),
-        (s, Some(c)) => Some(format!("{s}\n\n{c}")),
-    };
+    let system = system_of(&state, &asked);
     let input = Input {
         text: asked.text.clone(),
         session_id: session,
@@ -188,11 +163,7 @@ async fn serve(
             after: plan.after,
             key: forwarded,
             hash,
-            beta: headers
-                .get("anthropic-beta")
-                .filter(|_| provider == Provider::Anthropic)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string),
+            beta: beta_of(&headers, provider),
             wants_usage: asked.params.iter().any(|(k, v)| {
                 k == "stream_options"
                     && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
@@ -200,6 +171,58 @@ async fn serve(
         }),
     };
     turn::respond(state, input).await
+}
+
+/// The log `id` names and its upstream, when the server calls `provider`'s
+/// API with one; otherwise the 404 that says where to point the SDK, or
+/// that there is no model to call.
+pub(super) fn called(
+    server: &Server,
+    id: Option<&str>,
+    provider: Provider,
+) -> Result<(Arc<AppState>, Arc<crate::server::upstream::call::Upstream>), ApiError> {
+    let state = server.log(id)?;
+    if state.cfg.provider != provider {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "this server calls the {} API: point the SDK at {}",
+                match state.cfg.provider {
+                    Provider::Anthropic => "Anthropic",
+                    Provider::OpenAi => "OpenAI",
+                },
+                base_path(state.cfg.provider, id)
+            ),
+        ));
+    }
+    let Some(upstream) = state.upstream.clone() else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "this server runs without an upstream (--upstream): it has no model to call",
+        ));
+    };
+    Ok((state, upstream))
+}
+
+/// The system prompt sent: the server's, then the client's; `None` when
+/// the client brings none (the server's alone).
+pub(super) fn system_of(state: &AppState, asked: &Asked) -> Option<String> {
+    match (state.system.as_str(), asked.system.as_deref()) {
+        (_, None) => None,
+        ("", Some(c)) => Some(c.to_string()),
+        (s, Some(c)) => Some(format!("{s}\n\n{c}")),
+    }
+}
+
+/// The client's `anthropic-beta` features (on Anthropic's API).
+pub(super) fn beta_of(headers: &HeaderMap, provider: Provider) -> Option<String> {
+    headers
+        .get("anthropic-beta")
+        .filter(|_| provider == Provider::Anthropic)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// The largest body the providers' routes take: the Anthropic API's 32 MB
@@ -242,21 +265,7 @@ async fn list_models(
     provider: Provider,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let state = server.log(id)?;
-    if state.cfg.provider != provider {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "this server does not call this provider's API",
-        ));
-    }
-    let Some(upstream) = state.upstream.clone() else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "this server runs without an upstream (--upstream): it has no models to list",
-        ));
-    };
+    let (state, upstream) = called(server, id, provider)?;
     let forwarded = match state.cfg.forward_client_key {
         true => client_key(req.headers(), provider),
         false => None,

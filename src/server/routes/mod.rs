@@ -104,19 +104,20 @@ async fn delete_fact_at(
 /// No such route: a 404, in the provider's shape under a provider's path
 /// (`/anthropic/…`, `/openai/…`), whose SDK then raises its own error.
 async fn fallback(req: Request) -> Response {
-    let e = not_found().await;
-    match crate::server::compat::provider_prefix(req.uri().path()) {
-        Some(p) => crate::server::upstream::shapes::error_response(p, &e),
-        None => e.into_response(),
-    }
+    shaped_for(req.uri().path(), &not_found().await)
 }
 
 /// A route without that method: a 405, shaped as [`fallback`]'s.
 async fn wrong_method(req: Request) -> Response {
-    let e = method_not_allowed().await;
-    match crate::server::compat::provider_prefix(req.uri().path()) {
-        Some(p) => crate::server::upstream::shapes::error_response(p, &e),
-        None => e.into_response(),
+    shaped_for(req.uri().path(), &method_not_allowed().await)
+}
+
+/// `e` in the provider's shape under a provider's path, the server's own
+/// elsewhere.
+fn shaped_for(path: &str, e: &crate::server::errors::ApiError) -> Response {
+    match crate::server::compat::provider_prefix(path) {
+        Some(p) => crate::server::upstream::shapes::error_response(p, e),
+        None => e.clone().into_response(),
     }
 }
 
@@ -135,10 +136,7 @@ async fn browser_guard(
                 code = e.code,
                 "refused a request a web page could have sent"
             );
-            match crate::server::compat::provider_prefix(req.uri().path()) {
-                Some(p) => crate::server::upstream::shapes::error_response(p, &e),
-                None => e.into_response(),
-            }
+            shaped_for(req.uri().path(), &e)
         }
     }
 }
