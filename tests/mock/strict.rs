@@ -170,9 +170,14 @@ fn anthropic(obj: &serde_json::Map<String, Value>, headers: &HeaderMap) -> Resul
     };
     count(obj.get("system"));
     count(obj.get("tools"));
-    for m in obj["messages"].as_array().into_iter().flatten() {
-        if !matches!(m["role"].as_str(), Some("user" | "assistant")) {
-            return Err("messages: role must be user or assistant".into());
+    for (i, m) in obj["messages"].as_array().into_iter().flatten().enumerate() {
+        match m["role"].as_str() {
+            Some("user" | "assistant") => {}
+            // Instructions inside the conversation (Claude Code sends its
+            // environment so), after its first message.
+            Some("system") if i > 0 => {}
+            Some("system") => return Err("messages.0: the first message must be the user's".into()),
+            _ => return Err("messages: role must be user, assistant or system".into()),
         }
         count(m.get("content"));
     }

@@ -215,3 +215,89 @@ async fn count_tokens_counts_the_request_the_server_would_send() {
     assert!(v["input_tokens"].as_u64().unwrap() > 100, "{v}");
     server.stop().await;
 }
+
+/// Claude Code sends instructions as `role: "system"` messages inside
+/// `messages` (its environment after the first user message, reminders
+/// later): they are accepted, passed on (those of the resent history right
+/// after the turn's user message, those after it where they stand), and
+/// never written to the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_messages_inside_the_conversation_are_passed_on_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let reminder = "<system-reminder>\nattribution\n</system-reminder>\n";
+    let env =
+        json!({"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /p"}]});
+    let first = json!({"model": "m", "max_tokens": 50, "stream": true, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": reminder},
+                                     {"type": "text", "text": "What is 2+2?"}]},
+        env.clone(),
+    ]});
+    let (status, body) = post(&url, first.to_string()).await;
+    assert_eq!(status, 200, "{body}");
+    // The messages sent, without the cache breakpoint on the last block.
+    let unmarked = |v: &Value| -> Vec<Value> {
+        serde_json::from_str(
+            &v["messages"]
+                .to_string()
+                .replace(r#","cache_control":{"type":"ephemeral"}"#, ""),
+        )
+        .unwrap()
+    };
+    let msgs = unmarked(&mock.bodies().last().cloned().unwrap());
+    let at = msgs
+        .iter()
+        .position(|m| current_text_of(&json!({"messages": [m]})).is_some())
+        .unwrap();
+    assert_eq!(msgs[at + 1], env, "after the turn's user message");
+    assert_eq!(at + 2, msgs.len());
+    let answer = turns(&log, "text_output")[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The next request resends the history, the environment at its place.
+    let second = json!({"model": "m", "max_tokens": 50, "messages": [
+        first["messages"][0].clone(), env.clone(),
+        {"role": "assistant", "content": [{"type": "text", "text": answer}]},
+        {"role": "user", "content": "and 3+3?"},
+        {"role": "system", "content": "a reminder"},
+    ]});
+    let (status, body) = post(&url, second.to_string()).await;
+    assert_eq!(status, 200, "{body}");
+    let msgs = unmarked(&mock.bodies().last().cloned().unwrap());
+    let n = msgs.len();
+    assert_eq!(
+        current_text_of(&json!({"messages": [&msgs[n - 3]]})).as_deref(),
+        Some("and 3+3?")
+    );
+    assert_eq!(msgs[n - 2], env);
+    assert_eq!(
+        msgs[n - 1],
+        json!({"role": "system", "content": "a reminder"})
+    );
+    let inputs: Vec<String> = turns(&log, "text_input")
+        .iter()
+        .map(|r| r["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        inputs,
+        [format!("{reminder}\n\nWhat is 2+2?"), "and 3+3?".into()]
+    );
+    let all = std::fs::read_to_string(&log).unwrap();
+    assert!(!all.contains("# Environment") && !all.contains("a reminder"));
+    // A system message that is not text is refused, nothing written.
+    let bad = json!({"model": "m", "max_tokens": 5, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": [{"type": "image", "source": {}}]}]});
+    let (status, body) = post(&url, bad.to_string()).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("invalid_request_error") && body.contains("messages[1].content"),
+        "{body}"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), all);
+    server.stop().await;
+}

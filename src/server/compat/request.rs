@@ -20,6 +20,11 @@ pub(crate) struct Asked {
     /// Every other member of the body, for the provider's rules.
     pub(crate) params: Vec<(String, Value)>,
     pub(crate) messages: Vec<Value>,
+    /// Anthropic's `role: "system"` messages that came before the turn's
+    /// user message, taken out of `messages`: instructions, not
+    /// conversation (never written), sent right after the turn's user
+    /// message (the replay stands for the history they sat in).
+    pub(crate) instructions: Vec<Value>,
     /// The index of the turn's user message: the last one that is the
     /// user's own words (not tool results).
     pub(crate) start: usize,
@@ -110,8 +115,13 @@ impl Asked {
                 system = Some(texts.join("\n\n"));
             }
         }
-        let last = messages.len() - 1;
-        let start = if is_words(provider, &messages[last]) {
+        // Instructions after the last message of the conversation are
+        // passed on after it (Claude Code sends its environment so).
+        let last = messages
+            .iter()
+            .rposition(|m| role(m) != "system")
+            .ok_or_else(|| bad("`messages` must hold a user message"))?;
+        let mut start = if is_words(provider, &messages[last]) {
             last
         } else if is_results(provider, &messages[last]) {
             messages
@@ -127,12 +137,24 @@ impl Asked {
             ));
         };
         let text = user_text(provider, &messages[start], start)?;
+        check_results(provider, &messages)?;
+        let mut instructions = Vec::new();
+        if messages[..start].iter().any(|m| role(m) == "system") {
+            let after = messages.split_off(start);
+            for m in std::mem::take(&mut messages) {
+                match role(&m) {
+                    "system" => instructions.push(m),
+                    _ => messages.push(m),
+                }
+            }
+            start = messages.len();
+            messages.extend(after);
+        }
         if turn && text.trim().is_empty() {
             return Err(bad(format!(
                 "messages[{start}]: the user's message is empty: a turn needs words to answer"
             )));
         }
-        check_results(provider, &messages)?;
         if turn {
             check_params(provider, &obj)?;
         }
@@ -143,21 +165,29 @@ impl Asked {
             stream,
             params: obj.into_iter().collect(),
             messages,
+            instructions,
             start,
             text,
         })
     }
 
     /// Whether the request continues a turn after the model's calls of the
-    /// client's tools.
+    /// client's tools (instructions alone after it continue nothing).
     pub(crate) fn continues(&self) -> bool {
-        self.start + 1 < self.messages.len()
+        self.messages[self.start + 1..]
+            .iter()
+            .any(|m| role(m) != "system")
     }
 
-    /// The messages after the turn's user message, each as JSON led by `,`.
+    /// What follows the turn's user message, each as JSON led by `,`:
+    /// the instructions that came before it, then the messages after it.
     pub(crate) fn more(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for m in &self.messages[self.start + 1..] {
+        for m in self
+            .instructions
+            .iter()
+            .chain(&self.messages[self.start + 1..])
+        {
             out.push(b',');
             out.extend_from_slice(m.to_string().as_bytes());
         }
@@ -223,7 +253,7 @@ fn check_message(provider: Provider, i: usize, m: &Value) -> Result<(), ApiError
         return Err(bad(format!("messages[{i}] must be an object")));
     };
     let roles: &[&str] = match provider {
-        Provider::Anthropic => &["user", "assistant"],
+        Provider::Anthropic => &["user", "assistant", "system"],
         Provider::OpenAi => &["system", "developer", "user", "assistant", "tool"],
     };
     let r = o.get("role").and_then(Value::as_str).unwrap_or("");
@@ -246,6 +276,9 @@ fn check_message(provider: Provider, i: usize, m: &Value) -> Result<(), ApiError
         return Err(bad(format!(
             "messages[{i}].content must be a string or an array of content blocks"
         )));
+    }
+    if provider == Provider::Anthropic && r == "system" {
+        system_text(&o["content"], &format!("messages[{i}].content"))?;
     }
     if provider == Provider::OpenAi && r == "tool" && !o.contains_key("tool_call_id") {
         return Err(bad(format!(
@@ -408,5 +441,11 @@ pub(crate) fn canonical(asked: &Asked) -> String {
         m.insert(k.clone(), v.clone());
     }
     m.insert("messages".into(), Value::Array(asked.messages.clone()));
+    if !asked.instructions.is_empty() {
+        m.insert(
+            "instructions".into(),
+            Value::Array(asked.instructions.clone()),
+        );
+    }
     Value::Object(m).to_string()
 }
