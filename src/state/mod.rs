@@ -181,6 +181,7 @@ impl Store {
                      input_offset INTEGER,
                      response TEXT,
                      created_ms INTEGER NOT NULL);
+                 CREATE INDEX IF NOT EXISTS turns_by_input ON turns(input_offset);
                  CREATE TABLE IF NOT EXISTS batches(
                      id INTEGER PRIMARY KEY,
                      dev INTEGER NOT NULL, inode INTEGER NOT NULL,

@@ -195,6 +195,21 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// The key and request hash of the turn whose `text_input` is at
+    /// `offset` of `log`, when one is remembered.
+    pub fn turn_at(&self, log: &Path, offset: u64) -> Result<Option<(String, String)>, Error> {
+        let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
+        self.conn
+            .query_row(
+                "SELECT idempotency_key, request_hash FROM turns
+                 WHERE input_offset = ?1 AND dev = ?2 AND inode = ?3",
+                params![offset as i64, id.dev as i64, id.inode as i64],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     /// Marks `key`'s turn running again, in this process (a retry of a
     /// failed or abandoned one).
     pub fn restart_turn(&self, key: &str) -> Result<(), Error> {

@@ -301,3 +301,243 @@ async fn system_messages_inside_the_conversation_are_passed_on_not_written() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), all);
     server.stop().await;
 }
+
+/// Sends `body` to `url` as a client of session `session` (Claude Code's
+/// header); the status and the body.
+async fn send_as(url: &str, session: &str, body: &Value) -> (u16, String) {
+    let r = client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("x-claude-code-session-id", session)
+        .header("x-stainless-retry-count", "0")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+/// The records of `session` after the example log: `(type, text or id)`.
+fn records_of(log: &std::path::Path, session: &str) -> Vec<(String, String)> {
+    let all = std::fs::read_to_string(log).unwrap();
+    all.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["session_id"] == session)
+        .map(|r| {
+            let what = r["text"].as_str().or(r["id"].as_str()).unwrap_or("");
+            (r["type"].as_str().unwrap().to_string(), what.to_string())
+        })
+        .collect()
+}
+
+fn rec(kind: &str, what: &str) -> (String, String) {
+    (kind.to_string(), what.to_string())
+}
+
+/// Claude Code retries a 529 by itself, every attempt with
+/// `x-stainless-retry-count: 0`: the same session and history with the
+/// log's last input unanswered is the same turn, run again, never a second
+/// `text_input`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_own_retry_is_the_same_turn_whatever_its_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&up), Provider::Anthropic);
+    cfg.upstream_retries = 0;
+    let server = start(cfg).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    mock.then([Mode::fail(529), Mode::fail(529)]);
+    let body = json!({"model": "m", "max_tokens": 50, "stream": true,
+                      "messages": [{"role": "user", "content": "overloaded?"}]});
+    for want in [529, 529, 200] {
+        let (status, text) = send_as(&url, "cc-1", &body).await;
+        assert_eq!(status, want, "{text}");
+    }
+    // Answered: the same request again is still that turn (its answer).
+    let (status, _) = send_as(&url, "cc-1", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(mock.requests(), 3);
+    let inputs: Vec<_> = records_of(&log, "cc-1")
+        .into_iter()
+        .filter(|(k, _)| k == "text_input")
+        .collect();
+    assert_eq!(inputs, [rec("text_input", "overloaded?")]);
+    // Another session's same words are its own turn.
+    let (status, _) = send_as(&url, "cc-2", &body).await;
+    assert_eq!(status, 200);
+    assert_eq!(mock.requests(), 4);
+    server.stop().await;
+}
+
+/// A message is held only by a record of the same session with the same
+/// whole text, where the sequences line up: "thanks" said in another
+/// session, or a first message sharing its first 310 characters (Claude
+/// Code's reminder) with one the log holds, holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_is_held_by_its_own_sessions_record_of_the_same_whole_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let reminder = format!(
+        "<system-reminder>\n{}\n</system-reminder>\n\n",
+        "r".repeat(290)
+    );
+    let user = |t: &str| json!({"role": "user", "content": t});
+    let said = |t: &str| json!({"role": "assistant", "content": [{"type": "text", "text": t}]});
+    // Session B says "thanks"; session A's first day starts with the
+    // reminder.
+    let (s, _) = send_as(
+        &url,
+        "B",
+        &json!({"model": "m", "max_tokens": 9, "messages": [user("thanks")]}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let first_day = format!("{reminder}first day");
+    let (s, _) = send_as(
+        &url,
+        "A",
+        &json!({"model": "m", "max_tokens": 9, "messages": [user(&first_day)]}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let before = records_of(&log, "A");
+    // Session A resends a conversation the log lacks, with both.
+    let other_day = format!("{reminder}another day");
+    let history = json!({"model": "m", "max_tokens": 9, "messages": [
+        user(&other_day), said("an answer"), user("thanks"), said("welcome"), user("next"),
+    ]});
+    let (s, text) = send_as(&url, "A", &history).await;
+    assert_eq!(s, 200, "{text}");
+    let after = records_of(&log, "A");
+    assert_eq!(
+        after[before.len()..],
+        [
+            rec("text_input", &other_day),
+            rec("text_output", "an answer"),
+            rec("text_input", "thanks"),
+            rec("text_output", "welcome"),
+            rec("text_input", "next"),
+            after.last().unwrap().clone(),
+        ]
+    );
+    // And resent again with the answer: nothing of it written twice.
+    let answer = after.last().unwrap().1.clone();
+    let mut again = history.clone();
+    let msgs = again["messages"].as_array_mut().unwrap();
+    msgs.push(said(&answer));
+    msgs.push(user("thanks"));
+    let (s, _) = send_as(&url, "A", &again).await;
+    assert_eq!(s, 200);
+    let last = records_of(&log, "A");
+    assert_eq!(last[after.len()], rec("text_input", "thanks"));
+    assert_eq!(last.len(), after.len() + 2);
+    server.stop().await;
+}
+
+/// An answer is written once however the provider splits it: Anthropic's
+/// text blocks (a blank line apart in the record, as in the client's copy)
+/// and OpenAI's `content` with a `refusal`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_is_written_once_however_the_provider_splits_it() {
+    for p in [Provider::Anthropic, Provider::OpenAi] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(p, Mode::Ok).await;
+        let server = start(config(&log, Some(&up), p)).await;
+        let (url, answer, copy) = match p {
+            Provider::Anthropic => (
+                format!("{}/anthropic/v1/messages", server.url),
+                json!({"id": "msg_2", "type": "message", "role": "assistant", "model": "m",
+                       "content": [{"type": "text", "text": "Part one."},
+                                   {"type": "text", "text": "Part two."}],
+                       "stop_reason": "end_turn", "stop_sequence": null,
+                       "usage": {"input_tokens": 1, "output_tokens": 1}}),
+                json!({"role": "assistant", "content": [{"type": "text", "text": "Part one."},
+                                                        {"type": "text", "text": "Part two."}]}),
+            ),
+            Provider::OpenAi => (
+                format!("{}/openai/v1/chat/completions", server.url),
+                json!({"id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+                       "choices": [{"index": 0, "finish_reason": "stop", "message":
+                           {"role": "assistant", "content": "Part one.", "refusal": "Part two."}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+                json!({"role": "assistant", "content": "Part one.", "refusal": "Part two."}),
+            ),
+        };
+        mock.then([Mode::Error {
+            status: 200,
+            body: answer.to_string(),
+            headers: vec![("content-type", "application/json")],
+        }]);
+        let mut body = json!({"model": "m", "max_tokens": 20,
+                              "messages": [{"role": "user", "content": "split it"}]});
+        let (s, text) = send_as(&url, "S", &body).await;
+        assert_eq!(s, 200, "{p:?} {text}");
+        let msgs = body["messages"].as_array_mut().unwrap();
+        msgs.push(copy);
+        msgs.push(json!({"role": "user", "content": "and then?"}));
+        let (s, text) = send_as(&url, "S", &body).await;
+        assert_eq!(s, 200, "{p:?} {text}");
+        let recs = records_of(&log, "S");
+        assert_eq!(
+            recs[..3],
+            [
+                rec("text_input", "split it"),
+                rec("text_output", "Part one.\n\nPart two."),
+                rec("text_input", "and then?"),
+            ],
+            "{p:?}"
+        );
+        assert_eq!(recs.len(), 4, "{p:?} {recs:#?}");
+        server.stop().await;
+    }
+}
+
+/// Words the user sends beside tool results reach the log (after the
+/// results), and a continuation is found in its own session only: another
+/// session's turn with the same words is not it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn words_beside_tool_results_and_continuations_stay_in_their_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, _mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let (s, _) = send_as(
+        &url,
+        "P",
+        &json!({"model": "m", "max_tokens": 9,
+        "messages": [{"role": "user", "content": "run it"}]}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let continued = json!({"model": "m", "max_tokens": 9,
+        "tools": [{"name": "clock", "input_schema": {"type": "object"}}],
+        "messages": [
+        {"role": "user", "content": "run it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_q1", "name": "clock", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_q1", "content": "12:00"},
+            {"type": "text", "text": "also say the date"}]},
+    ]});
+    let (s, text) = send_as(&url, "Q", &continued).await;
+    assert_eq!(s, 200, "{text}");
+    let q = records_of(&log, "Q");
+    assert_eq!(
+        q[..4],
+        [
+            rec("text_input", "run it"),
+            rec("tool_call", "toolu_q1"),
+            rec("tool_result", "toolu_q1"),
+            rec("text_input", "also say the date"),
+        ],
+        "{q:#?}"
+    );
+    assert_eq!(q.len(), 5);
+    assert_eq!(records_of(&log, "P").len(), 2);
+    server.stop().await;
+}

@@ -368,6 +368,11 @@ async fn the_clients_key_is_the_access_token_or_forwarded_and_never_echoed() {
     cfg.upstream_retries = 0;
     let server = start(cfg).await;
     let url = format!("{}/anthropic/v1/messages", server.url);
+    // Another question: the same one is the turn answered above.
+    let body = ask(
+        Provider::Anthropic,
+        json!([{"role": "user", "content": "hi, forwarded"}]),
+    );
     let (status, _, _) = send(&url, &body, &[("x-api-key", "sk-client-secret-1")]).await;
     assert_eq!(status, 200);
     assert_eq!(mock.keys().last().unwrap(), "sk-client-secret-1");
@@ -376,6 +381,11 @@ async fn the_clients_key_is_the_access_token_or_forwarded_and_never_echoed() {
         retry_after: None,
         echo_key: true,
     }]);
+    // Another question (the same one again would be the same turn).
+    let body = ask(
+        Provider::Anthropic,
+        json!([{"role": "user", "content": "hi again"}]),
+    );
     let (status, _, text) = send(&url, &body, &[("x-api-key", "sk-client-secret-1")]).await;
     assert_eq!(status, 401, "{text}");
     assert!(!text.contains("sk-client-secret-1"), "{text}");

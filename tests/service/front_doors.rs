@@ -885,10 +885,10 @@ async fn a_burst_of_megabytes_reaches_a_client_that_reads_whole() {
 }
 
 /// Finding: "Client A's SDK retry can get client B's turn when both sent
-/// the same body": a retry (`x-stainless-retry-count` above 0) took the
-/// newest fresh send of its body. It is matched to the send it repeats by
-/// where it comes from (the connection the SDK keeps alive), so each
-/// client's retry gets its own first answer.
+/// the same body". A turn is its conversation's: two clients of their own
+/// sessions (Claude Code's session id, `wmreplay-session`) sending the same
+/// body have a turn each, and each one's retry (whatever its retry
+/// headers say) gets its own first answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sdk_retry_gets_its_own_turn_not_another_clients() {
     let dir = tempfile::tempdir().unwrap();
@@ -898,20 +898,21 @@ async fn an_sdk_retry_gets_its_own_turn_not_another_clients() {
     let body = json!({"model": "m", "max_tokens": 20,
                       "messages": [{"role": "user", "content": "the same question"}]})
     .to_string();
-    // Two SDK clients: two connection pools.
     let (a, b) = (client(), client());
-    let send = |c: &reqwest::Client, count: &'static str| {
+    let send = |c: &reqwest::Client, session: &'static str, count: &'static str| {
         c.post(format!("{}/anthropic/v1/messages", server.url))
             .header("content-type", "application/json")
+            .header("x-claude-code-session-id", session)
             .header("x-stainless-retry-count", count)
             .body(body.clone())
             .send()
     };
-    let first_a: Value = send(&a, "0").await.unwrap().json().await.unwrap();
-    let first_b: Value = send(&b, "0").await.unwrap().json().await.unwrap();
+    let first_a: Value = send(&a, "sa", "0").await.unwrap().json().await.unwrap();
+    let first_b: Value = send(&b, "sb", "0").await.unwrap().json().await.unwrap();
     assert_ne!(first_a["id"], first_b["id"], "two turns");
-    for (c, first, who) in [(&a, &first_a, "a"), (&b, &first_b, "b")] {
-        let r = send(c, "1").await.unwrap();
+    for (c, s, first, who) in [(&a, "sa", &first_a, "a"), (&b, "sb", &first_b, "b")] {
+        // Claude Code's own retries all say 0.
+        let r = send(c, s, "0").await.unwrap();
         assert_eq!(r.headers()["idempotent-replayed"], "true", "{who}");
         let again: Value = r.json().await.unwrap();
         assert_eq!(

@@ -70,16 +70,22 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     // The messages the log lacks before the turn's (a turn would write them
     // and replay them; here they go as the client sent them), then what
     // continues the turn.
+    let session = super::session_of(&headers, Some(&asked.params))?;
     let asked = Arc::new(asked);
     let a = asked.clone();
     let st = state.clone();
+    let sid = session.clone();
     let from = tokio::task::spawn_blocking(move || {
         let log = crate::input::LogBytes::open_with(
             &st.cfg.log,
             crate::input::ReadMode::Auto,
             !st.follows_links(),
         );
-        history::lacking_from(log.as_ref().map_or(&[][..], |l| l.bytes()), &a)
+        history::lacking_from(
+            log.as_ref().map_or(&[][..], |l| l.bytes()),
+            &a,
+            sid.as_deref(),
+        )
     })
     .await
     .map_err(|e| crate::server::errors::internal("count_failed", e))?;
@@ -91,7 +97,6 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     more.extend_from_slice(&asked.more());
     let snap = snapshot(&state, false).await?;
     let system = super::system_of(&state, &asked).unwrap_or_else(|| state.system.clone());
-    let session = super::session_of(&headers)?;
     let current = CurrentRequest {
         text: &asked.text,
         session_id: session.as_deref(),

@@ -4,41 +4,85 @@
 //! A client of a provider's API sends its whole conversation every time.
 //! The log is the conversation's memory, so the messages the log holds are
 //! not sent again (the replay stands for them) and those it lacks are
-//! written to it:
+//! written to it. Each message is a few *items*, in the order their records
+//! are written: a user's words (`text_input`), tool results (`tool_result`,
+//! then the words beside them), an assistant's text (`text_output`, its text
+//! blocks a blank line apart, a refusal after its text) and its calls
+//! (`tool_call`).
 //!
-//! - the turn's user message (the last one in the user's words) is new
-//!   unless it began a turn the client is continuing with tool results: a
-//!   `text_input` the log holds with that text;
-//! - before it, the messages after the newest one the log holds (a
-//!   `text_input`, `text_output`, `tool_call` or `tool_result` with its text
-//!   or its tool call's id) are written as records before the turn's input,
-//!   looking back at most [`LOOK_BACK`] messages: a client that brings a
-//!   conversation the log never saw has its last messages kept;
-//! - after it, the model's calls of the client's tools and their results
-//!   that the log lacks (an answer this server relayed is recorded with its
-//!   calls; the results arrive with the request that continues the turn).
+//! An item is held only by a record of the request's session (no session:
+//! records without one) of its kind with the same whole text, or the same
+//! call id, found where the request's items and the session's newest
+//! records line up as sequences: the newest item of the request that the
+//! session's records hold, with the items before it found before it in the
+//! same order (a few records of the server's own between them allowed). The
+//! items after it are what the log lacks:
 //!
-//! A message is found by a record of its kind with the message's text (a
-//! text longer than [`PREFIX`] characters by that many of its first), or by
-//! its tool call's id, searched from the log's end backwards.
+//! - before the turn's user message, they are written before its
+//!   `text_input`;
+//! - a request that continues a turn (its last messages are tool results)
+//!   whose `text_input` the session's records hold writes only what
+//!   continues it that the log lacks;
+//! - a request whose history the log holds whole, and whose turn's words are
+//!   the session's last input (still unanswered, or just answered), repeats
+//!   that turn: [`Plan::repeats`].
+//!
+//! The session's records are read from the log's end backwards, as many as
+//! the request has items and a few more, so a lookup costs what the
+//! request's history costs: with a session, its id is searched for (at most
+//! [`SESSION_SPAN`] bytes back); without one, lines are read back at most
+//! four times the history's size (and 1 MiB).
+
+use std::borrow::Cow;
 
 use memchr::memmem;
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::request::{Asked, calls_of, content_text, results_of, role, said};
+use super::request::{Asked, blocks_of, calls_of, content_text, results_of, role, said};
 use crate::server::turn::{client_call, client_result};
 use crate::server::upstream::Provider;
 use crate::server::writer::Line;
 
-/// Most messages before the turn's looked at for one the log holds.
-pub(crate) const LOOK_BACK: usize = 64;
+/// How far back a session's records are searched for (at memchr's speed).
+const SESSION_SPAN: usize = 256 << 20;
 
-/// Characters of a message's text a record must start with.
-const PREFIX: usize = 256;
+/// Items of the request checked before the one found (its context).
+const CONTEXT: usize = 8;
 
-/// Most candidate lines checked for one message, so that a short text
-/// found everywhere does not make a lookup read the whole log line by line.
-const MAX_CHECKS: usize = 4096;
+/// Records of the log's own (the server's tool rounds, an error's close)
+/// allowed between two items of the request.
+const EXTRAS: usize = 16;
+
+/// What a record or a message's part is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    Input,
+    Output,
+    Call,
+    Result,
+}
+
+/// One part of a client's message, as its record would be written.
+pub(crate) struct Item {
+    pub(crate) kind: Kind,
+    /// The whole text (input, output) or the call id (call, result).
+    pub(crate) what: String,
+    /// The message it is part of.
+    pub(crate) msg: usize,
+    /// A call's name and input, or a result's content and error flag.
+    name: String,
+    input: Value,
+    is_error: bool,
+}
+
+/// A record of the session, read from the log.
+pub(crate) struct Held {
+    kind: Kind,
+    what: String,
+    /// The offset of its line.
+    at: u64,
+}
 
 /// What the log holds of a request's messages, and what to write.
 #[derive(Default)]
@@ -50,140 +94,294 @@ pub(crate) struct Plan {
     pub(crate) before: Vec<Line>,
     /// Records of the turn's tool calls and results that the log lacks.
     pub(crate) after: Vec<Line>,
+    /// The offset of the session's last `text_input` when this request
+    /// repeats its turn (the same history, the same words, nothing asked
+    /// since).
+    pub(crate) repeats: Option<u64>,
+    /// The offset of the session's newest record (a fresh request's key
+    /// names it, so two sends of one request before either is written are
+    /// one turn).
+    pub(crate) newest: Option<u64>,
+}
+
+/// The items of `m`, in the order their records are written.
+pub(crate) fn items_of(p: Provider, m: &Value, msg: usize, out: &mut Vec<Item>) {
+    let item = |kind, what: String| Item {
+        kind,
+        what,
+        msg,
+        name: String::new(),
+        input: Value::Null,
+        is_error: false,
+    };
+    let results = results_of(p, m);
+    if !results.is_empty() {
+        for (id, content, is_error) in results {
+            out.push(Item {
+                name: content,
+                is_error,
+                ..item(Kind::Result, id)
+            });
+        }
+        // Words beside the results, after them.
+        let words = blocks_of(m, "text")
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        if !words.is_empty() {
+            out.push(item(Kind::Input, words));
+        }
+        return;
+    }
+    match role(m) {
+        "user" => {
+            let t = content_text(&m["content"]).unwrap_or_default();
+            if !t.is_empty() {
+                out.push(item(Kind::Input, t));
+            }
+        }
+        "assistant" => {
+            let t = said(m);
+            if !t.is_empty() {
+                out.push(item(Kind::Output, t));
+            }
+            for (id, name, input) in calls_of(p, m) {
+                out.push(Item {
+                    name,
+                    input,
+                    ..item(Kind::Call, id)
+                });
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The plan for `asked` against the log's bytes.
 pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record: usize) -> Plan {
     let p = asked.provider;
-    let records = Records {
+    let mut items = Vec::new();
+    for (i, m) in asked.messages.iter().enumerate() {
+        items_of(p, m, i, &mut items);
+    }
+    // The turn's words: its user message's items (one input).
+    let turn = items
+        .iter()
+        .position(|it| it.msg == asked.start)
+        .unwrap_or(items.len());
+    let held = session_tail(log, session, &items);
+    let writer = Writer {
         session,
         max_record,
         names: names(p, &asked.messages),
     };
-    let mut plan = Plan::default();
-    if asked.continues() {
-        plan.input = find_text(log, "text_input", &asked.text);
-    }
-    for m in &asked.messages[asked.start + 1..] {
-        records.lacking(log, p, m, &mut plan.after);
-    }
-    if plan.input.is_some() {
+    let mut plan = Plan {
+        newest: held.last().map(|h| h.at),
+        ..Plan::default()
+    };
+    if asked.continues()
+        && turn < items.len()
+        && let Some((j, i)) = aligned(&items[..=turn], &held)
+        && j == turn
+    {
+        // The turn's input is held: write what continues it that the
+        // session's records after it lack.
+        plan.input = Some(held[i].at);
+        let later = &held[i + 1..];
+        for it in &items[turn + 1..] {
+            if !later.iter().any(|h| h.kind == it.kind && h.what == it.what) {
+                plan.after.push(writer.line(it));
+            }
+        }
         return plan;
     }
     // A new turn: the history the log lacks goes before it.
-    let from = lacking_from(log, asked);
-    for m in &asked.messages[from..asked.start] {
-        records.all(p, m, &mut plan.before);
+    let found = aligned(&items[..turn], &held);
+    let from = found.map_or(0, |(j, _)| j + 1);
+    for it in &items[from..turn] {
+        plan.before.push(writer.line(it));
+    }
+    for it in items.iter().skip(turn + 1) {
+        plan.after.push(writer.line(it));
+    }
+    // A repeat: the whole history held, and the turn's words the one input
+    // after it, the session's last.
+    let rest = match found {
+        Some((j, i)) if j + 1 == turn => &held[i + 1..],
+        None if turn == 0 => {
+            let last = held.iter().rposition(|h| h.kind == Kind::Input);
+            &held[last.unwrap_or(held.len())..]
+        }
+        _ => &[],
+    };
+    let mut inputs = rest.iter().filter(|h| h.kind == Kind::Input);
+    if let (Some(h), None) = (inputs.next(), inputs.next())
+        && turn < items.len()
+        && h.what == items[turn].what
+    {
+        plan.repeats = Some(h.at);
     }
     plan
 }
 
 /// The index of the first message before the turn's that the log lacks:
-/// the one after the newest it holds, looking back at most [`LOOK_BACK`].
-pub(crate) fn lacking_from(log: &[u8], asked: &Asked) -> usize {
-    let first = asked.start.saturating_sub(LOOK_BACK);
-    for j in (first..asked.start).rev() {
-        if held(log, asked.provider, &asked.messages[j]) == Some(true) {
-            return j + 1;
-        }
+/// the one after the newest the session's records hold.
+pub(crate) fn lacking_from(log: &[u8], asked: &Asked, session: Option<&str>) -> usize {
+    let mut items = Vec::new();
+    for (i, m) in asked.messages[..asked.start].iter().enumerate() {
+        items_of(asked.provider, m, i, &mut items);
     }
-    first
+    let held = session_tail(log, session, &items);
+    match aligned(&items, &held) {
+        Some((j, _)) => items[j].msg + 1,
+        None => 0,
+    }
 }
 
-/// Whether the log holds `m`: `None` when nothing tells (no text, no id).
-fn held(log: &[u8], p: Provider, m: &Value) -> Option<bool> {
-    let calls = calls_of(p, m);
-    if !calls.is_empty() {
-        return Some(
-            calls
-                .iter()
-                .any(|c| find_id(log, "tool_call", &c.0).is_some()),
-        );
-    }
-    let results = results_of(p, m);
-    if !results.is_empty() {
-        return Some(
-            results
-                .iter()
-                .any(|r| find_id(log, "tool_result", &r.0).is_some()),
-        );
-    }
-    match role(m) {
-        "user" => {
-            let t = content_text(&m["content"]).unwrap_or_default();
-            (!t.is_empty()).then(|| find_text(log, "text_input", &t).is_some())
+/// The newest item of `items` the session's records hold in line: `(its
+/// index, its record's index)`.
+fn aligned(items: &[Item], held: &[Held]) -> Option<(usize, usize)> {
+    let same = |it: &Item, h: &Held| it.kind == h.kind && it.what == h.what;
+    for j in (0..items.len()).rev() {
+        for i in (0..held.len()).rev() {
+            if same(&items[j], &held[i]) && in_line(&items[..j], &held[..i], same) {
+                return Some((j, i));
+            }
         }
-        "assistant" => {
-            let t = said(m);
-            (!t.is_empty()).then(|| find_text(log, "text_output", &t).is_some())
-        }
-        _ => None,
     }
+    None
+}
+
+/// Whether the last items of `items` (up to [`CONTEXT`]) are found in
+/// `held`, newest last and in order, with at most [`EXTRAS`] other records
+/// between two of them; records that run out first (the log's stretch of
+/// this session begins later: nothing older, or nothing older the user
+/// said) agree.
+fn in_line(items: &[Item], held: &[Held], same: impl Fn(&Item, &Held) -> bool) -> bool {
+    let mut y = held.len();
+    for it in items.iter().rev().take(CONTEXT) {
+        let low = y.saturating_sub(EXTRAS + 1);
+        match (low..y).rev().find(|&k| same(it, &held[k])) {
+            Some(k) => y = k,
+            None => return low == 0 && held[..y].iter().all(|h| h.kind != Kind::Input),
+        }
+    }
+    true
+}
+
+/// A record as the lookup reads it.
+#[derive(Deserialize)]
+struct Rec<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+}
+
+/// The session's newest conversation records (oldest first): as many as
+/// `items` and [`CONTEXT`] + [`EXTRAS`] more, read from the log's end.
+fn session_tail(log: &[u8], session: Option<&str>, items: &[Item]) -> Vec<Held> {
+    let want = items.len() + CONTEXT + EXTRAS;
+    let mut out = Vec::new();
+    // Whole lines only: a line still being written has no `\n` yet.
+    let end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
+    let take = |line: &[u8], at: usize, out: &mut Vec<Held>| {
+        let Ok(r) = serde_json::from_slice::<Rec>(line) else {
+            return;
+        };
+        if r.session_id.as_deref() != session {
+            return;
+        }
+        let (kind, what) = match (r.kind.as_ref(), r.text, r.id) {
+            ("text_input", Some(t), _) => (Kind::Input, t),
+            ("text_output", Some(t), _) => (Kind::Output, t),
+            ("tool_call", _, Some(id)) => (Kind::Call, id),
+            ("tool_result", _, Some(id)) => (Kind::Result, id),
+            _ => return,
+        };
+        out.push(Held {
+            kind,
+            what: what.into_owned(),
+            at: at as u64,
+        });
+    };
+    match session {
+        Some(s) => {
+            let quoted = serde_json::to_string(s).expect("a string serialises");
+            let finder = memmem::FinderRev::new(quoted.as_bytes());
+            let floor = end.saturating_sub(SESSION_SPAN);
+            let mut stop = end;
+            while out.len() < want {
+                let Some(at) = finder.rfind(&log[floor..stop]).map(|a| a + floor) else {
+                    break;
+                };
+                let start = memchr::memrchr(b'\n', &log[..at]).map_or(0, |i| i + 1);
+                let line_end = at + memchr::memchr(b'\n', &log[at..stop]).unwrap_or(stop - at);
+                take(&log[start..line_end], start, &mut out);
+                stop = start;
+            }
+        }
+        None => {
+            let bytes: usize = items.iter().map(|i| i.what.len() + 256).sum();
+            let floor = end.saturating_sub(4 * bytes + (1 << 20));
+            let mut stop = end;
+            while stop > floor && out.len() < want {
+                let line_end = stop - 1;
+                let start = memchr::memrchr(b'\n', &log[..line_end]).map_or(0, |i| i + 1);
+                take(&log[start..line_end], start, &mut out);
+                stop = start;
+            }
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// How the records of a client's messages are written.
-struct Records<'a> {
+struct Writer<'a> {
     session: Option<&'a str>,
     max_record: usize,
     /// Each tool call's name, by its id (a result names its call).
     names: Vec<(String, String)>,
 }
 
-impl Records<'_> {
-    /// The records of `m` whose call or result the log lacks.
-    fn lacking(&self, log: &[u8], p: Provider, m: &Value, out: &mut Vec<Line>) {
-        let calls = calls_of(p, m);
-        if !calls.is_empty() {
-            if calls
-                .iter()
-                .all(|c| find_id(log, "tool_call", &c.0).is_none())
-            {
-                self.all(p, m, out);
+impl Writer<'_> {
+    fn line(&self, it: &Item) -> Line {
+        match it.kind {
+            Kind::Input => {
+                Line::turn_within("text_input", self.session, &it.what, None, self.max_record).0
             }
-            return;
-        }
-        for (id, content, is_error) in results_of(p, m) {
-            if find_id(log, "tool_result", &id).is_none() {
-                out.push(self.result(&id, &content, is_error));
+            Kind::Output => {
+                Line::turn_within("text_output", self.session, &it.what, None, self.max_record).0
             }
-        }
-    }
-
-    /// Every record of `m`.
-    fn all(&self, p: Provider, m: &Value, out: &mut Vec<Line>) {
-        let results = results_of(p, m);
-        if !results.is_empty() {
-            for (id, content, is_error) in results {
-                out.push(self.result(&id, &content, is_error));
-            }
-            return;
-        }
-        let (kind, text) = match role(m) {
-            "user" => (
-                "text_input",
-                content_text(&m["content"]).unwrap_or_default(),
+            Kind::Call => client_call(
+                &it.what,
+                &it.name,
+                it.input.clone(),
+                self.session,
+                self.max_record,
             ),
-            _ => ("text_output", said(m)),
-        };
-        if !text.is_empty() {
-            out.push(Line::turn_within(kind, self.session, &text, None, self.max_record).0);
+            Kind::Result => {
+                let name = self
+                    .names
+                    .iter()
+                    .find(|(i, _)| *i == it.what)
+                    .map(|(_, n)| n.as_str());
+                client_result(
+                    &it.what,
+                    name,
+                    &it.name,
+                    it.is_error,
+                    self.session,
+                    self.max_record,
+                )
+            }
         }
-        for (id, name, input) in calls_of(p, m) {
-            out.push(self.call(&id, &name, input));
-        }
-    }
-
-    fn call(&self, id: &str, name: &str, input: Value) -> Line {
-        client_call(id, name, input, self.session, self.max_record)
-    }
-
-    fn result(&self, id: &str, content: &str, is_error: bool) -> Line {
-        let name = self
-            .names
-            .iter()
-            .find(|(i, _)| i == id)
-            .map(|(_, n)| n.as_str());
-        client_result(id, name, content, is_error, self.session, self.max_record)
     }
 }
 
@@ -195,97 +393,79 @@ fn names(p: Provider, messages: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The offset of the newest record of `kind` whose `text` is `text` (or,
-/// for a text longer than [`PREFIX`] characters, starts with its first
-/// [`PREFIX`]).
-pub(crate) fn find_text(log: &[u8], kind: &str, text: &str) -> Option<u64> {
-    let prefix: String = text.chars().take(PREFIX).collect();
-    // A text longer than the prefix is matched by its prefix; a shorter one
-    // exactly.
-    let whole = prefix.len() == text.len();
-    let quoted = serde_json::to_string(&prefix).expect("a string serialises");
-    // Without the closing quote: the record's text may go on.
-    let needle = &quoted.as_bytes()[..quoted.len() - 1];
-    find(log, needle, |r| {
-        r.get("type").and_then(Value::as_str) == Some(kind)
-            && r.get("text").and_then(Value::as_str).is_some_and(|t| {
-                if whole {
-                    t == text
-                } else {
-                    t.starts_with(&prefix)
-                }
-            })
-    })
-}
-
-/// The offset of the newest record of `kind` with the tool call id `id`.
-pub(crate) fn find_id(log: &[u8], kind: &str, id: &str) -> Option<u64> {
-    if id.is_empty() {
-        return None;
-    }
-    let quoted = serde_json::to_string(id).expect("a string serialises");
-    find(log, quoted.as_bytes(), |r| {
-        r.get("type").and_then(Value::as_str) == Some(kind)
-            && r.get("id").and_then(Value::as_str) == Some(id)
-    })
-}
-
-/// The start of the newest whole line holding `needle` whose record `is`.
-fn find(log: &[u8], needle: &[u8], is: impl Fn(&Value) -> bool) -> Option<u64> {
-    let finder = memmem::FinderRev::new(needle);
-    // Whole lines only: a line still being written has no `\n` yet.
-    let mut end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
-    for _ in 0..MAX_CHECKS {
-        let at = finder.rfind(&log[..end])?;
-        let start = memchr::memrchr(b'\n', &log[..at]).map_or(0, |i| i + 1);
-        let stop = at + memchr::memchr(b'\n', &log[at..end]).unwrap_or(end - at);
-        if let Ok(r) = serde_json::from_slice::<Value>(&log[start..stop])
-            && is(&r)
-        {
-            return Some(start as u64);
-        }
-        end = start;
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_record_is_found_by_its_text_start_and_kind_newest_first() {
-        let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hello there\"}\n\
-{\"type\":\"text_output\",\"ts_ms\":2,\"text\":\"hello there\"}\n\
-{\"type\":\"text_input\",\"ts_ms\":3,\"text\":\"hello there, again\"}\n";
-        // Short texts match whole: a record that goes on is another text.
-        assert_eq!(find_text(log, "text_input", "hello there"), Some(0));
-        assert_eq!(find_text(log, "text_input", "hello"), None);
-        let second = log.iter().position(|&b| b == b'\n').unwrap() as u64 + 1;
-        let third = log[second as usize..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .unwrap() as u64
-            + second
-            + 1;
-        assert_eq!(
-            find_text(log, "text_input", "hello there, again"),
-            Some(third)
-        );
-        assert_eq!(find_text(log, "text_output", "hello there"), Some(second));
-        // A text that needs escaping is found as the record holds it.
-        let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"a \\\"quote\\\"\\n\"}\n";
-        assert_eq!(find_text(log, "text_input", "a \"quote\"\n"), Some(0));
-        // A line not yet ended is not read.
-        let log = b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"x\"}";
-        assert_eq!(find_text(log, "text_input", "x"), None);
+    fn item(kind: Kind, what: &str) -> Item {
+        Item {
+            kind,
+            what: what.into(),
+            msg: 0,
+            name: String::new(),
+            input: Value::Null,
+            is_error: false,
+        }
+    }
+
+    fn log(lines: &[(&str, Option<&str>, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (kind, session, text) in lines {
+            let mut o = serde_json::json!({"type": kind, "ts_ms": 1, "text": text});
+            if let Some(s) = session {
+                o["session_id"] = Value::from(*s);
+            }
+            out.extend_from_slice(o.to_string().as_bytes());
+            out.push(b'\n');
+        }
+        out
     }
 
     #[test]
-    fn a_tool_call_is_found_by_its_id() {
-        let log = b"{\"type\":\"tool_call\",\"ts_ms\":1,\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{\"q\":\"toolu_2\"}}\n";
-        assert_eq!(find_id(log, "tool_call", "toolu_1"), Some(0));
-        assert_eq!(find_id(log, "tool_call", "toolu_2"), None);
-        assert_eq!(find_id(log, "tool_result", "toolu_1"), None);
+    fn a_record_of_another_session_or_a_prefix_holds_nothing() {
+        let l = log(&[
+            ("text_input", Some("b"), "thanks"),
+            ("text_input", Some("a"), "hello there, again"),
+        ]);
+        let items = [
+            item(Kind::Input, "thanks"),
+            item(Kind::Input, "hello there"),
+        ];
+        let held = session_tail(&l, Some("a"), &items);
+        assert_eq!(held.len(), 1);
+        assert_eq!(aligned(&items, &held).map(|x| x.0), None);
+        let held = session_tail(&l, Some("b"), &items);
+        assert_eq!(aligned(&items, &held), Some((0, 0)));
+        // No session: records without one only.
+        assert!(session_tail(&l, None, &items).is_empty());
+    }
+
+    #[test]
+    fn a_short_text_said_twice_is_found_where_the_sequences_line_up() {
+        // The log holds q1 a1 thanks a2; the client also had q3 a3 thanks.
+        let l = log(&[
+            ("text_input", None, "q1"),
+            ("text_output", None, "a1"),
+            ("text_input", None, "thanks"),
+            ("text_output", None, "a2"),
+        ]);
+        let items: Vec<Item> = [
+            (Kind::Input, "q1"),
+            (Kind::Output, "a1"),
+            (Kind::Input, "thanks"),
+            (Kind::Output, "a2"),
+            (Kind::Input, "q3"),
+            (Kind::Output, "a3"),
+            (Kind::Input, "thanks"),
+        ]
+        .iter()
+        .map(|(k, w)| item(*k, w))
+        .collect();
+        let held = session_tail(&l, None, &items);
+        assert_eq!(aligned(&items, &held), Some((3, 3)));
+        // A line not yet ended is not read.
+        let mut cut = l.clone();
+        cut.extend_from_slice(br#"{"type":"text_input","ts_ms":1,"text":"q3"}"#);
+        assert_eq!(session_tail(&cut, None, &items).len(), 4);
     }
 }

@@ -7,8 +7,10 @@
 //! provider's shapes:
 //!
 //! - the turn's input is the request's last message in the user's words;
-//!   the messages before it that the log holds are not sent (the replay
-//!   stands for them) and those it lacks are written first (`history.rs`);
+//!   the messages before it that the session's records hold are not sent
+//!   (the replay stands for them) and those it lacks are written first
+//!   (`history.rs`); instructions among them (Anthropic's `role: "system"`
+//!   messages) are sent after it, never written;
 //! - the request sent upstream is the replay with the client's model,
 //!   system prompt (after the server's), tools, tool choice and parameters
 //!   (checked by the provider's rules), and after the turn's user message
@@ -19,10 +21,10 @@
 //!   `tool_call` record;
 //! - errors come in the provider's shape with the upstream's status, so
 //!   that an SDK raises its own typed exceptions;
-//! - a request is keyed by `Idempotency-Key` when it has one, and else,
-//!   when it comes from an official SDK (`x-stainless-retry-count`), by its
-//!   body: the SDK's own retries of a request (count 1, 2, …) get the first
-//!   attempt's turn, never a second one;
+//! - a request is keyed by `Idempotency-Key` when it has one, and else by
+//!   its conversation (its session, words and messages): a request that
+//!   repeats the session's last turn is that turn, whatever its retry
+//!   headers say (`conversation_key`);
 //! - the client's key (`x-api-key` or `Authorization: Bearer`) is the
 //!   server's access token, or with `--forward-client-key` the key the
 //!   upstream is called with; it is never logged or echoed.
@@ -36,13 +38,11 @@ mod request;
 
 pub(crate) use count::count_tokens;
 
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use lru::LruCache;
 
 use crate::server::app::AppState;
 use crate::server::app::logs::Server;
@@ -89,10 +89,6 @@ async fn serve(
 ) -> Result<Response, ApiError> {
     let (state, _) = called(&server, id, provider)?;
     let headers = req.headers().clone();
-    let peer = req
-        .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0);
     // What the provider takes (Claude Code's own requests pass 1 MiB); the
     // records written stay within --max-record-bytes.
     let limit = state.cfg.body_limit.max(PROVIDER_BODY_LIMIT);
@@ -116,18 +112,17 @@ async fn serve(
         })?),
         false => None,
     };
-    let session = session_of(&headers)?;
+    let session = session_of(&headers, Some(&asked.params))?;
     turn::input_fits(&asked.text, session.as_deref(), state.cfg.max_record_bytes)?;
-    let hash = request_hash(&format!(
-        "{}\u{0}{}",
-        request::canonical(&asked),
-        session.as_deref().unwrap_or("")
-    ));
-    let key = match idempotency_key(&headers, None)? {
-        Some(k) => Some(k),
-        None => implicit_key(&state, &headers, peer, &hash),
+    let sid = session.as_deref().unwrap_or("");
+    let explicit = idempotency_key(&headers, None)?;
+    // A key the client gives names this request whole; the server's own
+    // names its conversation (whatever parameters a retry changes).
+    let hash = match explicit {
+        Some(_) => request_hash(&format!("{}\u{0}{sid}", request::canonical(&asked))),
+        None => request_hash(&format!("{}\u{0}{sid}", request::conversation(&asked))),
     };
-    let plan = {
+    let (plan, asked) = {
         let (st, session, asked) = (state.clone(), session.clone(), Arc::new(asked));
         let a = asked.clone();
         let plan = tokio::task::spawn_blocking(move || {
@@ -143,7 +138,10 @@ async fn serve(
         .map_err(|e| crate::server::errors::internal("turn_failed", e))?;
         (plan, asked)
     };
-    let (plan, asked) = plan;
+    let key = match explicit {
+        Some(k) => k,
+        None => conversation_key(&state, &plan, &hash).await?,
+    };
     let system = system_of(&state, &asked);
     let input = Input {
         text: asked.text.clone(),
@@ -151,7 +149,7 @@ async fn serve(
         stream: asked.stream,
         params: Vec::new(),
         fields,
-        key,
+        key: Some(key),
         skips: false,
         compat: Some(Compat {
             provider,
@@ -304,84 +302,78 @@ pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
     (!key.is_empty()).then_some(ApiKey(key))
 }
 
-/// The session the turn's records name: the `wmreplay-session` header.
-pub(super) fn session_of(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    match headers.get("wmreplay-session") {
-        None => Ok(None),
-        Some(v) => match v.to_str() {
+/// The session the turn's records name: the `wmreplay-session` header,
+/// else the client's own session: Claude Code's `x-claude-code-session-id`
+/// (or the `session_id` its `metadata.user_id` carries), Codex's
+/// `session-id`.
+pub(super) fn session_of(
+    headers: &HeaderMap,
+    params: Option<&[(String, serde_json::Value)]>,
+) -> Result<Option<String>, ApiError> {
+    if let Some(v) = headers.get("wmreplay-session") {
+        return match v.to_str() {
             Ok(s) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
             _ => Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "invalid_session_id",
                 "the wmreplay-session header must be printable ASCII",
             )),
-        },
+        };
     }
-}
-
-/// Most requests whose SDK retries are told apart, per server.
-const REMEMBERED: usize = 4096;
-
-/// The key of a request from an official SDK without an
-/// `Idempotency-Key`: its body's hash and which fresh send of this body it
-/// is (`x-stainless-retry-count: 0`). The SDK's retries of it (a count
-/// above 0) get the same key, so its first attempt's turn; the same body
-/// sent afresh is another turn. A retry is matched to the fresh send it
-/// repeats by where it comes from: the same connection (an SDK retries on
-/// the connection it keeps alive), else the same address, else the newest
-/// send; so another client's same request does not take its turn. A retry
-/// that reaches a restarted server runs again (the keys name the process).
-fn implicit_key(
-    state: &AppState,
-    headers: &HeaderMap,
-    peer: Option<std::net::SocketAddr>,
-    hash: &str,
-) -> Option<String> {
-    /// The fresh sends of one body: `(n, who sent it)`, newest last.
-    type Sends = Vec<(u64, Option<std::net::SocketAddr>)>;
-    static SENT: Mutex<Option<LruCache<String, Sends>>> = Mutex::new(None);
-    static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let count: u32 = headers
-        .get("x-stainless-retry-count")?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let process = PROCESS.get_or_init(|| shapes::fresh_id(""));
-    let slot = format!("{}\u{0}{hash}", state.cfg.log.display());
-    let mut sent = SENT.lock().unwrap_or_else(|p| p.into_inner());
-    let sent =
-        sent.get_or_insert_with(|| LruCache::new(NonZeroUsize::new(REMEMBERED).expect("nonzero")));
-    let sends = sent.get_or_insert_mut(slot, Vec::new);
-    let n = if count == 0 || sends.is_empty() {
-        let n = sends.last().map_or(0, |(n, _)| n + 1);
-        sends.push((n, peer));
-        // The sends a retry may still repeat: a few per body.
-        if sends.len() > SENDS_KEPT {
-            sends.remove(0);
-        }
-        n
-    } else {
-        let ip = |p: &Option<std::net::SocketAddr>| p.map(|a| a.ip());
-        sends
-            .iter()
-            .rev()
-            .find(|(_, p)| peer.is_some() && *p == peer)
-            .or_else(|| {
-                sends
-                    .iter()
-                    .rev()
-                    .find(|(_, p)| peer.is_some() && ip(p) == ip(&peer))
-            })
-            .or(sends.last())
-            .map_or(0, |(n, _)| *n)
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && s.len() <= 256)
+            .map(str::to_string)
     };
-    Some(format!("sdk-{process}-{hash}-{n}"))
+    let from_metadata = || {
+        let (_, m) = params?.iter().find(|(k, _)| k == "metadata")?;
+        let user: serde_json::Value = serde_json::from_str(m.get("user_id")?.as_str()?).ok()?;
+        let s = user.get("session_id")?.as_str()?.trim();
+        (!s.is_empty() && s.len() <= 256).then(|| s.to_string())
+    };
+    Ok(header("x-claude-code-session-id")
+        .or_else(from_metadata)
+        .or_else(|| header("session-id")))
 }
 
-/// Fresh sends of one body remembered for its retries.
-const SENDS_KEPT: usize = 16;
+/// The key of a request without an `Idempotency-Key`: its conversation's.
+/// A request that continues a turn is keyed by that turn's input and its
+/// own messages; a request that repeats the session's last turn (the same
+/// history and words, nothing asked since: a client's retry, whatever its
+/// retry headers say) gets that turn's key, so its first attempt's answer
+/// (or its retry when that attempt failed); any other is a fresh turn,
+/// keyed by its conversation and the session's newest record, so that two
+/// sends of it before either is written are one turn.
+async fn conversation_key(
+    state: &Arc<AppState>,
+    plan: &history::Plan,
+    hash: &str,
+) -> Result<String, ApiError> {
+    if let Some(at) = plan.input {
+        return Ok(format!("conv-{hash}-c{at}"));
+    }
+    if let Some(at) = plan.repeats {
+        let st = state.clone();
+        let first = tokio::task::spawn_blocking(move || {
+            let store = st.store()?;
+            let store = store.lock().unwrap_or_else(|p| p.into_inner());
+            store.turn_at(&st.cfg.log, at)
+        })
+        .await
+        .map_err(|e| crate::server::errors::internal("turn_failed", e))?
+        .map_err(crate::server::app::snapshot::replay_failed)?;
+        if let Some((key, h)) = first
+            && h == hash
+        {
+            return Ok(key);
+        }
+    }
+    let newest = plan.newest.map_or("none".to_string(), |o| o.to_string());
+    Ok(format!("conv-{hash}-n{newest}"))
+}
 
 #[cfg(test)]
 mod tests {

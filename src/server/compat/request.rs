@@ -411,9 +411,11 @@ pub(crate) fn results_of(provider: Provider, m: &Value) -> Vec<(String, String, 
     }
 }
 
-/// The text an assistant message says (its refusal, when it refused).
+/// The text an assistant message says, as its answer is recorded: its
+/// text blocks a blank line apart, then its refusal (a blank line after
+/// any text).
 pub(crate) fn said(m: &Value) -> String {
-    let t = content_text(&m["content"]).unwrap_or_else(|| {
+    let mut t = content_text(&m["content"]).unwrap_or_else(|| {
         // Text blocks only, whatever else it holds (tool use, thinking).
         blocks_of(m, "text")
             .iter()
@@ -421,12 +423,22 @@ pub(crate) fn said(m: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n\n")
     });
-    if t.is_empty()
-        && let Some(r) = m.get("refusal").and_then(Value::as_str)
+    if let Some(r) = m.get("refusal").and_then(Value::as_str)
+        && !r.is_empty()
     {
-        return r.to_string();
+        if !t.is_empty() {
+            t.push_str("\n\n");
+        }
+        t.push_str(r);
     }
     t
+}
+
+/// The conversation alone (the turn's words, the messages and the
+/// instructions among them), for the hash of a request the server keys by
+/// its conversation: a client's retry may change its parameters.
+pub(crate) fn conversation(asked: &Asked) -> String {
+    serde_json::json!([asked.text, asked.messages, asked.instructions]).to_string()
 }
 
 /// The parameters as a map, for a hash of the request.

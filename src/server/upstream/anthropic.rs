@@ -54,6 +54,11 @@ pub(super) fn answer(body: &Value) -> Option<Answer> {
         match p.get("type").and_then(Value::as_str) {
             Some("text") => {
                 if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    // Text blocks a blank line apart, as a client's copy of
+                    // the message reads.
+                    if !a.text.is_empty() && !t.is_empty() {
+                        a.text.push_str("\n\n");
+                    }
                     a.text.push_str(t);
                 }
             }
@@ -119,6 +124,11 @@ pub(super) fn stream_event(d: &mut StreamDecoder, event: &str, data: &str) -> St
                 d.partial.resize(index + 1, String::new());
             }
             d.blocks[index] = block;
+            // Text blocks a blank line apart, as a client's copy of the
+            // message reads.
+            if text.is_some() && !d.answer.text.is_empty() {
+                d.answer.text.push_str("\n\n");
+            }
             match text {
                 Some(t) if !t.is_empty() => {
                     d.answer.text.push_str(&t);
