@@ -415,7 +415,8 @@ mod tests {
         )
         .unwrap();
         let a = answer(&body).unwrap();
-        assert_eq!(a.text, "ab");
+        // Text blocks a blank line apart, as a client's copy reads.
+        assert_eq!(a.text, "a\n\nb");
         assert_eq!(a.stop_reason.as_deref(), Some("tool_use"));
         assert_eq!(a.tool_calls[0].name, "x");
         assert_eq!(a.tool_calls[0].input, "{}");
