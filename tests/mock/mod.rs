@@ -234,9 +234,15 @@ pub fn current_text(body: &Value) -> String {
             };
             t.starts_with("CURRENT_USER_REQUEST").then_some(t)
         })
-        .or_else(|| msgs.last()?["content"].as_str())
-        .unwrap();
-    text.split_once("user_text: ").unwrap().1.to_string()
+        .or_else(|| {
+            // A request relayed as its client sent it (a side request).
+            let c = &msgs.last()?["content"];
+            c.as_str().or_else(|| c[0]["text"].as_str())
+        })
+        .unwrap_or("");
+    text.split_once("user_text: ")
+        .map_or(text, |t| t.1)
+        .to_string()
 }
 
 /// The model's input when the request asks for a summary (its one user

@@ -541,3 +541,94 @@ async fn words_beside_tool_results_and_continuations_stay_in_their_session() {
     assert_eq!(records_of(&log, "P").len(), 2);
     server.stop().await;
 }
+
+/// Requests beside the conversation (a title, a classification, a probe)
+/// are relayed as the client sent them: the log is not replayed into them
+/// and nothing is written. `wmreplay-side` marks a request either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn side_requests_are_relayed_without_the_log_and_never_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let tools = json!([{"name": "Bash", "input_schema": {"type": "object"}}]);
+    let user = |t: &str| json!([{"role": "user", "content": t}]);
+    // The session's conversation: an agent's system prompt and tools.
+    let (s, _) = send_as(
+        &url,
+        "S",
+        &json!({"model": "m", "max_tokens": 50, "system": "You are an agent.",
+        "tools": tools, "messages": user("fix the build")}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let written = std::fs::read(&log).unwrap();
+    let calls = mock.requests();
+    let sides = [
+        // A probe of one token.
+        json!({"model": "m", "max_tokens": 1, "messages": user("quota")}),
+        // A title: another system prompt, no tools (streamed).
+        json!({"model": "m", "max_tokens": 50, "stream": true, "system": "Write a title.",
+               "messages": user("title side request")}),
+        // An answer in a JSON schema without tools, in a fresh session.
+        json!({"model": "m", "max_tokens": 50, "messages": user("classify side request"),
+               "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}),
+    ];
+    for (i, body) in sides.iter().enumerate() {
+        let session = if i == 2 { "fresh" } else { "S" };
+        let r = client()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("x-claude-code-session-id", session)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{i}");
+        assert_eq!(r.headers()["wmreplay-side"], "true", "{i}");
+        let text = r.text().await.unwrap();
+        if i == 1 {
+            assert!(text.contains("event: message_stop"), "{text}");
+        }
+        let sent = mock.bodies().last().cloned().unwrap();
+        let mut want = body.clone();
+        want.as_object_mut().unwrap().remove("__");
+        assert_eq!(sent, want, "{i}: relayed as sent, no replay");
+    }
+    assert_eq!(mock.requests(), calls + 3);
+    assert_eq!(std::fs::read(&log).unwrap(), written, "nothing written");
+    // The header marks a request either way.
+    let r = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("wmreplay-side", "false")
+        .body(
+            json!({"model": "m", "max_tokens": 1, "messages": user("one token, kept")}).to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("wmreplay-side").is_none());
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("one token, kept")
+    );
+    let r = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("wmreplay-side", "true")
+        .body(json!({"model": "m", "max_tokens": 9, "messages": user("marked side")}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("marked side")
+    );
+    server.stop().await;
+}

@@ -30,11 +30,13 @@
 //!   upstream is called with; it is never logged or echoed.
 //!
 //! Files: `request.rs` (the request read), `history.rs` (what the log
-//! holds of it).
+//! holds of it), `side.rs` (requests beside the conversation, relayed
+//! without the log).
 
 mod count;
 mod history;
 mod request;
+mod side;
 
 pub(crate) use count::count_tokens;
 
@@ -113,6 +115,10 @@ async fn serve(
         false => None,
     };
     let session = session_of(&headers, Some(&asked.params))?;
+    if side::is_side(&state, &headers, &asked, session.as_deref())? {
+        let beta = beta_of(&headers, provider);
+        return side::relay(&state, body, forwarded.as_ref(), beta.as_deref()).await;
+    }
     turn::input_fits(&asked.text, session.as_deref(), state.cfg.max_record_bytes)?;
     let sid = session.as_deref().unwrap_or("");
     let explicit = idempotency_key(&headers, None)?;
