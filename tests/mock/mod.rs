@@ -532,7 +532,7 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     let mut events: Vec<String> = Vec::new();
     match m.provider {
         Provider::Anthropic => {
-            let d = json!({"type": "message_start", "message": {"id": "m", "usage": {
+            let d = json!({"type": "message_start", "message": {"id": format!("msg_mock_s{}", m.requests()), "usage": {
                 "input_tokens": usage.input, "output_tokens": 1,
                 "cache_read_input_tokens": usage.read, "cache_creation_input_tokens": usage.written}}});
             events.push(format!("event: message_start\ndata: {d}\n\n"));

@@ -214,7 +214,7 @@ pub fn calling(
     };
     match provider {
         Provider::Anthropic => {
-            let d = json!({"type": "message_start", "message": {"id": "m", "usage": {
+            let d = json!({"type": "message_start", "message": {"id": format!("msg_mock_t{n}"), "usage": {
                 "input_tokens": input, "output_tokens": 1,
                 "cache_read_input_tokens": read, "cache_creation_input_tokens": written}}});
             events.push(format!("event: message_start\ndata: {d}\n\n"));

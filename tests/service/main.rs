@@ -30,6 +30,7 @@ mod memory;
 mod metrics;
 mod model_bounds;
 mod provider_rules;
+mod real_agents;
 mod respond;
 mod sdk_clients;
 mod search;

@@ -1,0 +1,206 @@
+//! The agents people run, pointed at `wmreplay serve` with the mock model
+//! behind it: Claude Code (`claude -p`) and Codex (`codex exec`), installed
+//! from npm by `.ci/agent-clients.sh` into `target/agent-clients`. Each test
+//! runs the real client headless, as its users do, then checks what the
+//! log holds: each message once, nothing missing, no instruction or side
+//! request written.
+//!
+//! Ignored without the clients: `bash .ci/agent-clients.sh`, then
+//! `cargo test --test service -- --ignored real_agents::` (CI does both).
+
+use crate::mock;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use mock::*;
+use serde_json::Value;
+use wmreplay::server::Provider;
+
+fn bin(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/agent-clients/node/node_modules/.bin")
+        .join(name)
+}
+
+/// Runs `program args…` in `cwd` with `env` (and `PATH`), to its end
+/// within two minutes; its stdout, checked to have succeeded.
+async fn run(
+    program: PathBuf,
+    args: Vec<String>,
+    cwd: PathBuf,
+    env: Vec<(String, String)>,
+) -> String {
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = Command::new(&program);
+        c.args(&args).current_dir(&cwd).env_clear();
+        c.env("PATH", std::env::var("PATH").unwrap_or_default());
+        c.envs(env);
+        let child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e} (run .ci/agent-clients.sh)", program.display()));
+        let id = child.id();
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(120));
+            let _ = Command::new("kill").arg("-9").arg(id.to_string()).status();
+        });
+        let out = child.wait_with_output().unwrap();
+        drop(killer);
+        out
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "the agent failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The log's records after the example: `(type, text or id)`.
+fn records(log: &Path) -> Vec<(String, String, Value)> {
+    let all = std::fs::read(log).unwrap();
+    String::from_utf8_lossy(&all[example_bytes().len()..])
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("appended lines parse"))
+        .map(|r| {
+            let what = r["text"].as_str().or(r["id"].as_str()).unwrap_or("");
+            (
+                r["type"].as_str().unwrap_or("").to_string(),
+                what.to_string(),
+                r,
+            )
+        })
+        .collect()
+}
+
+/// No record of the conversation twice: each input, output, call and
+/// result once.
+fn each_once(log: &Path) {
+    let recs = records(log);
+    for (i, (k, w, _)) in recs.iter().enumerate() {
+        if k == "text_output" && w.is_empty() {
+            continue;
+        }
+        let again = recs[i + 1..].iter().any(|(k2, w2, _)| k2 == k && w2 == w);
+        assert!(!again, "written twice: {k} {w:?}\n{recs:#?}");
+    }
+}
+
+/// Claude Code with its default tools: a plain turn, a tool round (its
+/// own Read tool), `--continue`, a second process that sees the first
+/// conversation, and a 529 it retries by itself: one turn each, every
+/// message once, its instructions never written.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the agents: bash .ci/agent-clients.sh"]
+async fn claude_code_through_the_anthropic_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (url, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&url), Provider::Anthropic);
+    cfg.upstream_retries = 0;
+    let server = start(cfg).await;
+    let home = dir.path().join("home");
+    let cwd = dir.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    let notes = cwd.join("notes.txt");
+    std::fs::write(&notes, "the secret number is 4242\n").unwrap();
+    let env = vec![
+        ("HOME".to_string(), home.display().to_string()),
+        (
+            "ANTHROPIC_BASE_URL".into(),
+            format!("{}/anthropic", server.url),
+        ),
+        ("ANTHROPIC_API_KEY".into(), "sk-test-agent".into()),
+        (
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into(),
+        ),
+        ("DISABLE_AUTOUPDATER".into(), "1".into()),
+    ];
+    let claude = |args: &[&str]| {
+        run(
+            bin("claude"),
+            args.iter().map(|a| a.to_string()).collect(),
+            cwd.clone(),
+            env.clone(),
+        )
+    };
+    // A plain turn.
+    let out = claude(&["-p", "plain question"]).await;
+    assert!(out.contains("answer to"), "{out}");
+    // A tool round: the model calls Claude Code's Read, which runs it.
+    let read = format!(
+        "read my notes\nTOOLS: [[{{\"name\":\"Read\",\"input\":{{\"file_path\":\"{}\"}}}}]]",
+        notes.display()
+    );
+    let out = claude(&["-p", &read]).await;
+    assert!(
+        out.contains("4242"),
+        "the tool's result reached the model: {out}"
+    );
+    // The same conversation, continued.
+    let out = claude(&["-p", "--continue", "follow-up"]).await;
+    assert!(out.contains("answer to"), "{out}");
+    // A second process: a new session that sees the first conversation.
+    claude(&["-p", "what did I ask before?"]).await;
+    let sent = mock
+        .bodies()
+        .into_iter()
+        .rev()
+        .find(|b| current_text_of(b).is_some_and(|t| t.ends_with("what did I ask before?")))
+        .expect("the second process's request")
+        .to_string();
+    assert!(
+        sent.contains("plain question") && sent.contains("4242"),
+        "the log replayed"
+    );
+    // A 529, retried by Claude Code itself: one turn.
+    let calls = mock.requests();
+    claude(&["-p", "flaky\nMOCK_FAIL_ONCE: 529"]).await;
+    assert_eq!(mock.requests(), calls + 2, "the failed call and its retry");
+
+    let recs = records(&log);
+    let inputs: Vec<&str> = recs
+        .iter()
+        .filter(|r| r.0 == "text_input")
+        .map(|r| r.1.as_str())
+        .collect();
+    for want in [
+        "plain question",
+        "read my notes",
+        "follow-up",
+        "what did I ask before?",
+        "flaky",
+    ] {
+        let n = inputs.iter().filter(|t| t.contains(want)).count();
+        assert_eq!(n, 1, "{want:?} in {inputs:#?}");
+    }
+    each_once(&log);
+    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
+    assert_eq!(calls.len(), 1, "{recs:#?}");
+    assert_eq!(calls[0].2["name"], "Read");
+    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
+    assert_eq!(results.len(), 1);
+    assert!(results[0].2["content"].as_str().unwrap().contains("4242"));
+    // Its instructions (the environment, reminders) are not conversation.
+    let raw = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !raw.contains("Primary working directory"),
+        "an instruction written"
+    );
+    assert!(!raw.contains("sk-test-agent"));
+    // Every record of the conversation names Claude Code's session.
+    assert!(
+        recs.iter().all(|r| r.2["session_id"].is_string()),
+        "{recs:#?}"
+    );
+    server.stop().await;
+}
