@@ -327,6 +327,7 @@ pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeEr
             retries: cfg.upstream_retries,
             retry_min_delay: cfg.retry_min_delay,
             timeout: cfg.upstream_timeout,
+            responses: false,
         })
     });
     Ok(upstream)

@@ -210,6 +210,21 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Whether a turn on `log` answered with the response `id` (its
+    /// stored answer names it).
+    pub fn answered_response(&self, log: &Path, id: &str) -> Result<bool, Error> {
+        let ids = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
+        let needle = format!("\"id\":{}", serde_json::Value::String(id.to_string()));
+        self.conn
+            .query_row(
+                "SELECT EXISTS(SELECT 1 FROM turns WHERE dev = ?1 AND inode = ?2
+                     AND status = 'done' AND instr(response, ?3) > 0)",
+                params![ids.dev as i64, ids.inode as i64, needle],
+                |r| r.get::<_, bool>(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
     /// Marks `key`'s turn running again, in this process (a retry of a
     /// failed or abandoned one).
     pub fn restart_turn(&self, key: &str) -> Result<(), Error> {

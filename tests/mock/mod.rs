@@ -10,6 +10,7 @@
 pub mod embed;
 pub mod nats;
 pub mod process;
+pub mod responses;
 pub mod strict;
 pub mod tools;
 
@@ -296,7 +297,7 @@ pub fn current_text_of(body: &Value) -> Option<String> {
 /// the test does not drive request by request, such as an SDK):
 /// `MOCK_STATUS: N` fails with status N, `MOCK_FAIL_ONCE: N` fails with N
 /// the first time this text comes, `MOCK_SLOW: MS` answers after MS ms.
-fn directive(m: &Mock, v: &Value) -> Option<Mode> {
+pub(crate) fn directive(m: &Mock, v: &Value) -> Option<Mode> {
     let text = current_text_of(v)?;
     for line in text.lines() {
         if let Some(n) = line.strip_prefix("MOCK_STATUS: ") {
@@ -763,6 +764,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
     let app = Router::new()
         .route("/v1/messages", post_route(handler))
         .route("/v1/chat/completions", post_route(handler))
+        .route("/v1/responses", post_route(responses::handler))
         .route("/elsewhere", get(redirect_target).post(redirect_target))
         .route("/v1/embeddings", post_route(embeddings))
         .route("/v1/models", get(models_list))

@@ -32,6 +32,7 @@ mod model_bounds;
 mod provider_rules;
 mod real_agents;
 mod respond;
+mod responses;
 mod sdk_clients;
 mod search;
 mod serve_process;

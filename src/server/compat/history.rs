@@ -40,6 +40,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::request::{Asked, blocks_of, calls_of, content_text, results_of, role, said};
+use super::responses::part_text;
 use crate::server::turn::{client_call, client_result};
 use crate::server::upstream::Provider;
 use crate::server::writer::Line;
@@ -158,13 +159,68 @@ pub(crate) fn items_of(p: Provider, m: &Value, msg: usize, out: &mut Vec<Item>) 
     }
 }
 
+/// The items of a Responses API input item: a message's text, a
+/// `function_call`, a `function_call_output`; nothing of the rest
+/// (`reasoning`, a hosted tool's call), which is the client's.
+fn response_items_of(m: &Value, msg: usize, out: &mut Vec<Item>) {
+    let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let item = |kind, what: String| Item {
+        kind,
+        what,
+        msg,
+        name: String::new(),
+        input: Value::Null,
+        is_error: false,
+    };
+    match m.get("type").and_then(Value::as_str).unwrap_or("message") {
+        "function_call" => {
+            let args = s("arguments");
+            out.push(Item {
+                name: s("name"),
+                input: serde_json::from_str(&args).unwrap_or(Value::String(args)),
+                ..item(Kind::Call, s("call_id"))
+            });
+        }
+        "function_call_output" => {
+            let content = match m.get("output") {
+                Some(Value::String(t)) => t.clone(),
+                Some(o) => part_text(o).unwrap_or_else(|| o.to_string()),
+                None => String::new(),
+            };
+            out.push(Item {
+                name: content,
+                ..item(Kind::Result, s("call_id"))
+            });
+        }
+        "message" => {
+            let t = part_text(&m["content"]).unwrap_or_default();
+            match role(m) {
+                _ if t.is_empty() => {}
+                "user" => out.push(item(Kind::Input, t)),
+                "assistant" => out.push(item(Kind::Output, t)),
+                _ => {}
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The items of `asked`'s messages `range`.
+fn items(asked: &Asked, range: std::ops::Range<usize>) -> Vec<Item> {
+    let mut out = Vec::new();
+    for i in range {
+        let m = &asked.messages[i];
+        match asked.responses {
+            true => response_items_of(m, i, &mut out),
+            false => items_of(asked.provider, m, i, &mut out),
+        }
+    }
+    out
+}
+
 /// The plan for `asked` against the log's bytes.
 pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record: usize) -> Plan {
-    let p = asked.provider;
-    let mut items = Vec::new();
-    for (i, m) in asked.messages.iter().enumerate() {
-        items_of(p, m, i, &mut items);
-    }
+    let items = items(asked, 0..asked.messages.len());
     // The turn's words: its user message's items (one input).
     let turn = items
         .iter()
@@ -174,7 +230,11 @@ pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record:
     let writer = Writer {
         session,
         max_record,
-        names: names(p, &asked.messages),
+        names: items
+            .iter()
+            .filter(|it| it.kind == Kind::Call)
+            .map(|it| (it.what.clone(), it.name.clone()))
+            .collect(),
     };
     let mut plan = Plan {
         newest: held.last().map(|h| h.at),
@@ -228,10 +288,7 @@ pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record:
 /// The index of the first message before the turn's that the log lacks:
 /// the one after the newest the session's records hold.
 pub(crate) fn lacking_from(log: &[u8], asked: &Asked, session: Option<&str>) -> usize {
-    let mut items = Vec::new();
-    for (i, m) in asked.messages[..asked.start].iter().enumerate() {
-        items_of(asked.provider, m, i, &mut items);
-    }
+    let items = items(asked, 0..asked.start);
     let held = session_tail(log, session, &items);
     match aligned(&items, &held) {
         Some((j, _)) => items[j].msg + 1,
@@ -383,14 +440,6 @@ impl Writer<'_> {
             }
         }
     }
-}
-
-fn names(p: Provider, messages: &[Value]) -> Vec<(String, String)> {
-    messages
-        .iter()
-        .flat_map(|m| calls_of(p, m))
-        .map(|(id, name, _)| (id, name))
-        .collect()
 }
 
 #[cfg(test)]

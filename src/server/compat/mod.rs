@@ -30,12 +30,14 @@
 //!   upstream is called with; it is never logged or echoed.
 //!
 //! Files: `request.rs` (the request read), `history.rs` (what the log
-//! holds of it), `side.rs` (requests beside the conversation, relayed
+//! holds of it), `responses.rs` (a Responses API request read into the
+//! same), `side.rs` (requests beside the conversation, relayed
 //! without the log).
 
 mod count;
 mod history;
 mod request;
+mod responses;
 mod side;
 
 pub(crate) use count::count_tokens;
@@ -62,8 +64,28 @@ pub(crate) async fn handle(
     provider: Provider,
     req: Request,
 ) -> Response {
+    answer(server, id, provider, false, req).await
+}
+
+/// Answers a request to OpenAI's Responses API (`…/openai/v1/responses`)
+/// of the log `id`, every failure in OpenAI's shape.
+pub(crate) async fn handle_responses(
+    server: Arc<Server>,
+    id: Option<String>,
+    req: Request,
+) -> Response {
+    answer(server, id, Provider::OpenAi, true, req).await
+}
+
+async fn answer(
+    server: Arc<Server>,
+    id: Option<String>,
+    provider: Provider,
+    responses: bool,
+    req: Request,
+) -> Response {
     let retries = server.shared.cfg.upstream_retries;
-    let mut r = match serve(server, id.as_deref(), provider, req).await {
+    let mut r = match serve(server, id.as_deref(), provider, responses, req).await {
         Ok(r) => r,
         Err(e) => {
             let mut r = shapes::error_response(provider, &e);
@@ -87,22 +109,44 @@ async fn serve(
     server: Arc<Server>,
     id: Option<&str>,
     provider: Provider,
+    responses: bool,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let (state, _) = called(&server, id, provider)?;
+    let (state, main) = called(&server, id, provider)?;
+    let upstream = match responses {
+        false => (*main).clone(),
+        true => main.responses().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "this server's upstream is a full endpoint URL whose Responses API is not known: \
+                 point --upstream at the API's base (https://api.openai.com) or at \
+                 …/v1/chat/completions",
+            )
+        })?,
+    };
     let headers = req.headers().clone();
     // What the provider takes (Claude Code's own requests pass 1 MiB); the
     // records written stay within --max-record-bytes.
     let limit = state.cfg.body_limit.max(PROVIDER_BODY_LIMIT);
     let (body, _held) = state.read_body_up_to(req, limit).await?;
-    let asked = Asked::parse(provider, &body)?;
+    let asked = match responses {
+        true => Asked::parse_responses(&body)?,
+        false => Asked::parse(provider, &body)?,
+    };
     // What the provider would refuse is refused before anything is written.
-    let fields = state
-        .client_fields(&asked.params, asked.stream, &asked.model)
-        .map_err(|mut e| {
-            e.code = "invalid_request";
-            e
-        })?;
+    let fields = match responses {
+        true => {
+            previous_response(&state, &body).await?;
+            responses::responses_fields(&asked)
+        }
+        false => state
+            .client_fields(&asked.params, asked.stream, &asked.model)
+            .map_err(|mut e| {
+                e.code = "invalid_request";
+                e
+            })?,
+    };
     let forwarded = match state.cfg.forward_client_key {
         true => Some(client_key(&headers, provider).ok_or_else(|| {
             ApiError::new(
@@ -117,7 +161,7 @@ async fn serve(
     let session = session_of(&headers, Some(&asked.params))?;
     if side::is_side(&state, &headers, &asked, session.as_deref())? {
         let beta = beta_of(&headers, provider);
-        return side::relay(&state, body, forwarded.as_ref(), beta.as_deref()).await;
+        return side::relay(&upstream, body, forwarded.as_ref(), beta.as_deref()).await;
     }
     turn::input_fits(&asked.text, session.as_deref(), state.cfg.max_record_bytes)?;
     let sid = session.as_deref().unwrap_or("");
@@ -168,6 +212,7 @@ async fn serve(
             key: forwarded,
             hash,
             beta: beta_of(&headers, provider),
+            responses,
             wants_usage: asked.params.iter().any(|(k, v)| {
                 k == "stream_options"
                     && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
@@ -175,6 +220,47 @@ async fn serve(
         }),
     };
     turn::respond(state, input).await
+}
+
+/// Checks a Responses request's `previous_response_id`: the log is the
+/// conversation, so the replay stands for it when it names a response
+/// this server gave on this log (remembered for `--idempotency-ttl`); any
+/// other is a 400 (send the input items instead).
+async fn previous_response(state: &Arc<AppState>, body: &[u8]) -> Result<(), ApiError> {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let Some(id) = v.get("previous_response_id").filter(|p| !p.is_null()) else {
+        return Ok(());
+    };
+    let Some(id) = id.as_str().filter(|i| !i.is_empty()).map(str::to_string) else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "`previous_response_id` must be a response's id",
+        ));
+    };
+    let st = state.clone();
+    let wanted = id.clone();
+    let known = tokio::task::spawn_blocking(move || {
+        let store = st.store()?;
+        let store = store.lock().unwrap_or_else(|p| p.into_inner());
+        store.answered_response(&st.cfg.log, &wanted)
+    })
+    .await
+    .map_err(|e| crate::server::errors::internal("turn_failed", e))?
+    .map_err(crate::server::app::snapshot::replay_failed)?;
+    if known {
+        return Ok(());
+    }
+    let mut e = ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "previous_response_not_found",
+        format!(
+            "Previous response with id '{id}' not found: this endpoint knows the responses it \
+             gave on this log; send the conversation's input items instead"
+        ),
+    );
+    e.code = "previous_response_not_found";
+    Err(e)
 }
 
 /// The log `id` names and its upstream, when the server calls `provider`'s

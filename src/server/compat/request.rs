@@ -25,6 +25,8 @@ pub(crate) struct Asked {
     /// conversation (never written), sent right after the turn's user
     /// message (the replay stands for the history they sat in).
     pub(crate) instructions: Vec<Value>,
+    /// OpenAI's Responses API: `messages` are its input items.
+    pub(crate) responses: bool,
     /// The index of the turn's user message: the last one that is the
     /// user's own words (not tool results).
     pub(crate) start: usize,
@@ -32,7 +34,7 @@ pub(crate) struct Asked {
     pub(crate) text: String,
 }
 
-fn bad(message: impl Into<String>) -> ApiError {
+pub(super) fn bad(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
 }
 
@@ -166,6 +168,7 @@ impl Asked {
             params: obj.into_iter().collect(),
             messages,
             instructions,
+            responses: false,
             start,
             text,
         })
@@ -331,7 +334,7 @@ pub(crate) fn content_text(content: &Value) -> Option<String> {
     }
 }
 
-fn system_text(v: &Value, name: &str) -> Result<String, ApiError> {
+pub(super) fn system_text(v: &Value, name: &str) -> Result<String, ApiError> {
     content_text(v).ok_or_else(|| {
         bad(format!(
             "`{name}` must be a string or text blocks: this endpoint keeps a log of text"

@@ -29,6 +29,7 @@ use super::request::Asked;
 use crate::server::app::AppState;
 use crate::server::errors::ApiError;
 use crate::server::upstream::ApiKey;
+use crate::server::upstream::call::Upstream;
 
 /// Sessions whose conversation's system prompt and tools are remembered.
 const SESSIONS: usize = 4096;
@@ -125,15 +126,11 @@ pub(crate) fn is_side(
 /// Relays a side request's body to the upstream as the client sent it
 /// and its answer back as the upstream gave it (a stream event by event).
 pub(crate) async fn relay(
-    state: &AppState,
+    upstream: &Upstream,
     body: Bytes,
     key: Option<&ApiKey>,
     beta: Option<&str>,
 ) -> Result<Response, ApiError> {
-    let upstream = state
-        .upstream
-        .as_ref()
-        .expect("a provider route has an upstream");
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let resp = upstream
         .call_as(&[body], deadline, key, beta)

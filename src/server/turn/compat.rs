@@ -51,8 +51,21 @@ pub(super) async fn run_compat(
         let mark = mark_room(state, &parts, &c.more);
         continued(&parts, &c.more, mark, None)
     };
+    let main = state.upstream.as_ref().expect("a turn has an upstream");
+    let other;
+    let upstream = match c.responses {
+        true => {
+            other = main.responses().expect("checked before the turn");
+            &other
+        }
+        false => &**main,
+    };
+    let body = match c.responses {
+        true => as_input(body),
+        false => body,
+    };
     let answer = match exchange(
-        state,
+        upstream,
         &body,
         &mut relay,
         &mut started,
@@ -88,6 +101,7 @@ pub(super) async fn run_compat(
     }));
     let out = match answer.raw.as_deref().map(serde_json::from_slice::<Value>) {
         Some(Ok(v)) => v,
+        _ if c.responses => crate::server::upstream::responses::whole(&c.model, &answer),
         _ => shapes::message(provider, &c.model, &answer),
     };
     let recorded = append_close(state, input, lines, &out).await;
@@ -134,7 +148,11 @@ pub(super) fn answered(c: &Compat, v: Value, stream: bool, repeated: bool) -> Re
     let mut v = v;
     let repeated = super::run::take_replayed(&mut v) || repeated;
     let mut r = if stream {
-        let mut r = Response::new(stream_body(shapes::events(p, &v, c.wants_usage)));
+        let events = match c.responses {
+            true => crate::server::upstream::responses::events(&v),
+            false => shapes::events(p, &v, c.wants_usage),
+        };
+        let mut r = Response::new(stream_body(events));
         sse_headers(&mut r);
         r
     } else {
@@ -145,6 +163,23 @@ pub(super) fn answered(c: &Compat, v: Value, stream: bool, repeated: bool) -> Re
             .insert("idempotent-replayed", HeaderValue::from_static("true"));
     }
     r
+}
+
+/// A Chat Completions body as a Responses one: its `messages` are the
+/// `input` (the same role-and-content items).
+fn as_input(mut parts: Vec<Bytes>) -> Vec<Bytes> {
+    const FROM: &[u8] = b"\"messages\":[";
+    for p in parts.iter_mut() {
+        if let Some(at) = memchr::memmem::find(p, FROM) {
+            let mut v = Vec::with_capacity(p.len());
+            v.extend_from_slice(&p[..at]);
+            v.extend_from_slice(b"\"input\":[");
+            v.extend_from_slice(&p[at + FROM.len()..]);
+            *p = Bytes::from(v);
+            break;
+        }
+    }
+    parts
 }
 
 /// Bytes of a tool record besides its input or content, with room to spare.

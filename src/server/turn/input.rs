@@ -60,6 +60,9 @@ pub(crate) struct Compat {
     /// The client's `anthropic-beta` features, sent upstream with the
     /// server's own.
     pub beta: Option<String>,
+    /// The client speaks OpenAI's Responses API: the request's messages go
+    /// as its `input`, to the upstream's Responses API.
+    pub responses: bool,
 }
 
 impl Input {

@@ -69,14 +69,24 @@ pub(super) async fn run_turn(
             tail_mark,
             (tools.any() && last).then(|| no_tool_choice(provider)),
         );
-        let answer =
-            match exchange(state, &body, &mut relay, &mut started, &mut cut, None, None).await {
-                Ok(a) => a,
-                Err((e, partial)) => {
-                    total.text.push_str(&partial);
-                    return fail(state, input, e, &total.text, started, &relay).await;
-                }
-            };
+        let upstream = state.upstream.as_ref().expect("a turn has an upstream");
+        let answer = match exchange(
+            upstream,
+            &body,
+            &mut relay,
+            &mut started,
+            &mut cut,
+            None,
+            None,
+        )
+        .await
+        {
+            Ok(a) => a,
+            Err((e, partial)) => {
+                total.text.push_str(&partial);
+                return fail(state, input, e, &total.text, started, &relay).await;
+            }
+        };
         // The rounds' texts, a blank line apart.
         if !total.text.is_empty() && !answer.text.is_empty() {
             total.text.push_str(ROUND_SEPARATOR);
@@ -248,7 +258,7 @@ pub(crate) fn continued(
 /// comes), its retries included; an error with the text a stream had
 /// relayed before it failed.
 pub(super) async fn exchange(
-    state: &Arc<AppState>,
+    upstream: &crate::server::upstream::call::Upstream,
     parts: &[Bytes],
     relay: &mut Option<Relay>,
     started: &mut Option<oneshot::Sender<Result<(), ApiError>>>,
@@ -256,7 +266,6 @@ pub(super) async fn exchange(
     key: Option<&crate::server::upstream::ApiKey>,
     beta: Option<&str>,
 ) -> Result<Answer, (ApiError, String)> {
-    let upstream = state.upstream.as_ref().expect("a turn has an upstream");
     let deadline = tokio::time::Instant::now() + upstream.timeout;
     let mut stream_retries = 0;
     loop {
@@ -337,6 +346,7 @@ pub(super) async fn fail(
 pub(super) fn error_event(relay: &Relay, e: &ApiError) -> Bytes {
     match relay.raw {
         None => sse("error", &e.json()),
+        Some(_) if relay.responses => crate::server::upstream::responses::error_event(e),
         Some(p) => crate::server::upstream::shapes::error_event(p, e),
     }
 }

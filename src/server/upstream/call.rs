@@ -23,7 +23,7 @@ use crate::server::sse::sse;
 pub(crate) const MAX_ERROR_BODY: usize = 64 << 10;
 
 /// The upstream a server calls: where, how, and how long it may take.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Upstream {
     pub(crate) client: reqwest::Client,
     /// The endpoint, checked at start.
@@ -37,6 +37,8 @@ pub(crate) struct Upstream {
     pub(crate) retry_min_delay: Duration,
     /// How long a call may take, retries included.
     pub(crate) timeout: Duration,
+    /// Whether the endpoint is OpenAI's Responses API (`/v1/responses`).
+    pub(crate) responses: bool,
 }
 
 /// Why an upstream call failed, before any of the answer was read.
@@ -123,6 +125,21 @@ pub(crate) fn without_url(e: &reqwest::Error) -> String {
 }
 
 impl Upstream {
+    /// The same upstream's Responses API (`…/v1/responses` beside its
+    /// `…/v1/chat/completions`): `None` for another provider or an
+    /// endpoint whose Responses API is not known.
+    pub(crate) fn responses(&self) -> Option<Upstream> {
+        let path = self.endpoint.path().trim_end_matches('/');
+        let base = match self.provider {
+            Provider::OpenAi => path.strip_suffix("/chat/completions")?,
+            Provider::Anthropic => return None,
+        };
+        let mut u = self.clone();
+        u.endpoint.set_path(&format!("{base}/responses"));
+        u.responses = true;
+        Some(u)
+    }
+
     /// Sends the request, retrying what may succeed on a later try.
     pub(crate) async fn call(
         &self,
@@ -379,7 +396,10 @@ impl Upstream {
         }
         let mut answer = v
             .as_ref()
-            .and_then(|v| self.provider.answer(v))
+            .and_then(|v| match self.responses {
+                true => super::responses::answer(v),
+                false => self.provider.answer(v),
+            })
             .ok_or_else(|| {
                 ApiError::new(
                     StatusCode::BAD_GATEWAY,
@@ -416,6 +436,7 @@ impl Upstream {
         use eventsource_stream::Eventsource;
         let mut events = resp.bytes_stream().eventsource();
         let mut decoder = self.provider.stream();
+        decoder.responses = self.responses;
         let idle = self.timeout;
         // Whether the upstream's own events went to the client.
         let mut relayed = false;
@@ -470,7 +491,10 @@ impl Upstream {
                 && !(tx.drop_usage_chunk && is_usage_chunk(&event.data))
             {
                 relayed = true;
-                let piece = raw_event(self.provider, &event.event, &event.data);
+                let piece = match self.responses {
+                    true => raw_event(Provider::Anthropic, &event.event, &event.data),
+                    false => raw_event(self.provider, &event.event, &event.data),
+                };
                 if matches!(step, Step::Done) || decoder.answer().stop_reason.is_some() {
                     tx.hold(piece);
                 } else if !tx.send_paced(piece).await {
@@ -564,5 +588,4 @@ pub(crate) enum Failure {
     Late(ApiError, String),
 }
 
-/// The stop reason of an answer cut by shutdown.
-pub(crate) const INTERRUPTED: &str = "interrupted";
+pub(crate) use super::INTERRUPTED;

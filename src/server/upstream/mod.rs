@@ -3,7 +3,7 @@
 //! events, and upstream errors (status, code, message, `retry-after`) with
 //! the API key redacted from anything relayed or logged. Each provider's own
 //! shapes are in `anthropic.rs` and `openai.rs`, which `provider.rs` picks
-//! between; `call.rs` sends a request and reads its answer; `embed.rs`
+//! between, and OpenAI's Responses API in `responses.rs`; `call.rs` sends a request and reads its answer; `embed.rs`
 //! calls the embedding model of hybrid search.
 
 mod anthropic;
@@ -12,6 +12,7 @@ pub mod embed;
 mod openai;
 mod provider;
 pub(crate) mod relay;
+pub(crate) mod responses;
 pub(crate) mod shapes;
 pub(crate) mod tools;
 
@@ -22,6 +23,9 @@ use std::fmt;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+
+/// The stop reason of an answer cut by shutdown.
+pub(crate) const INTERRUPTED: &str = "interrupted";
 
 /// Which API the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +90,8 @@ impl Provider {
             partial: Vec::new(),
             finished: false,
             refused: false,
+            responses: false,
+            part: None,
         }
     }
 
@@ -238,6 +244,10 @@ pub struct StreamDecoder {
     pub(super) finished: bool,
     /// OpenAI: a refusal's text has begun.
     pub(super) refused: bool,
+    /// The Responses API's events (an OpenAI upstream's other wire).
+    pub(crate) responses: bool,
+    /// Responses: the item and part the text so far belongs to.
+    pub(super) part: Option<String>,
 }
 
 /// What one streamed event means.

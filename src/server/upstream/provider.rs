@@ -50,6 +50,7 @@ impl StreamDecoder {
             return Step::Nothing;
         }
         let step = match self.provider {
+            _ if self.responses => super::responses::stream_event(self, event, data),
             Provider::Anthropic => anthropic::stream_event(self, event, data),
             Provider::OpenAi => openai::stream_event(self, data),
         };

@@ -36,6 +36,8 @@ pub(crate) struct Relay {
     /// (`stream_options.include_usage`), which the server asks for itself:
     /// the chunk is not relayed (its empty `choices` trips clients).
     pub(crate) drop_usage_chunk: bool,
+    /// A client of OpenAI's Responses API (its error events are its own).
+    pub(crate) responses: bool,
     /// The events that end the answer, held until the turn's records are
     /// written ([`Relay::release`]): a client that sends its next request
     /// on them finds the answer in the log.
@@ -65,6 +67,7 @@ pub(crate) fn relay(limit: usize) -> (Relay, RelayBody) {
             limit,
             raw: None,
             drop_usage_chunk: false,
+            responses: false,
             held: Vec::new(),
         },
         RelayBody {
