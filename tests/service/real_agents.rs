@@ -80,15 +80,17 @@ fn records(log: &Path) -> Vec<(String, String, Value)> {
         .collect()
 }
 
-/// No record of the conversation twice: each input, output, call and
-/// result once.
+/// No record of a conversation twice: each input, output, call and result
+/// of a session once.
 fn each_once(log: &Path) {
     let recs = records(log);
-    for (i, (k, w, _)) in recs.iter().enumerate() {
+    for (i, (k, w, r)) in recs.iter().enumerate() {
         if k == "text_output" && w.is_empty() {
             continue;
         }
-        let again = recs[i + 1..].iter().any(|(k2, w2, _)| k2 == k && w2 == w);
+        let again = recs[i + 1..]
+            .iter()
+            .any(|(k2, w2, r2)| k2 == k && w2 == w && r2["session_id"] == r["session_id"]);
         assert!(!again, "written twice: {k} {w:?}\n{recs:#?}");
     }
 }
@@ -198,6 +200,111 @@ async fn claude_code_through_the_anthropic_door() {
     );
     assert!(!raw.contains("sk-test-agent"));
     // Every record of the conversation names Claude Code's session.
+    assert!(
+        recs.iter().all(|r| r.2["session_id"].is_string()),
+        "{recs:#?}"
+    );
+    server.stop().await;
+}
+
+/// Codex (`codex exec`) through the Responses door, with its own tools and
+/// sandbox off: a plain turn, a shell round (its `exec_command`), `exec
+/// resume --last`, and a second process that sees the first conversation;
+/// every message once, its instructions never written.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the agents: bash .ci/agent-clients.sh"]
+async fn codex_through_the_responses_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (url, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&url), Provider::OpenAi);
+    cfg.upstream_retries = 0;
+    let server = start(cfg).await;
+    let home = dir.path().join("codex-home");
+    let cwd = dir.path().join("project");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::write(cwd.join("notes.txt"), "the secret number is 4242\n").unwrap();
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.1-codex\"\nmodel_provider = \"wm\"\n\
+             [model_providers.wm]\nname = \"wmreplay\"\nbase_url = \"{}/openai/v1\"\n\
+             env_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let env = vec![
+        ("HOME".to_string(), home.display().to_string()),
+        ("CODEX_HOME".into(), home.display().to_string()),
+        ("OPENAI_API_KEY".into(), "sk-test-agent".into()),
+    ];
+    let codex = |args: &[&str]| {
+        let mut all = vec![
+            "exec",
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",
+        ];
+        all.extend_from_slice(args);
+        run(
+            bin("codex"),
+            all.iter().map(|a| a.to_string()).collect(),
+            cwd.clone(),
+            env.clone(),
+        )
+    };
+    let out = codex(&["plain question"]).await;
+    assert!(out.contains("answer to"), "{out}");
+    let shell = "look at my notes\nTOOLS: [[{\"name\":\"exec_command\",\"input\":{\"cmd\":\"cat notes.txt\"}}]]";
+    let out = codex(&[shell]).await;
+    assert!(
+        out.contains("4242"),
+        "the command's output reached the model: {out}"
+    );
+    let out = codex(&["resume", "--last", "follow-up"]).await;
+    assert!(out.contains("answer to"), "{out}");
+    codex(&["what did I ask before?"]).await;
+    let sent = mock
+        .bodies()
+        .into_iter()
+        .rev()
+        .find(|b| b.to_string().contains("user_text: what did I ask before?"))
+        .expect("the second process's request")
+        .to_string();
+    assert!(
+        sent.contains("plain question") && sent.contains("4242"),
+        "the log replayed"
+    );
+
+    let recs = records(&log);
+    let inputs: Vec<&str> = recs
+        .iter()
+        .filter(|r| r.0 == "text_input")
+        .map(|r| r.1.as_str())
+        .collect();
+    for want in [
+        "plain question",
+        "look at my notes",
+        "follow-up",
+        "what did I ask before?",
+    ] {
+        let n = inputs.iter().filter(|t| t.contains(want)).count();
+        assert_eq!(n, 1, "{want:?} in {inputs:#?}");
+    }
+    each_once(&log);
+    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
+    assert_eq!(calls.len(), 1, "{recs:#?}");
+    assert_eq!(calls[0].2["name"], "exec_command");
+    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
+    assert_eq!(results.len(), 1);
+    assert!(results[0].2["content"].as_str().unwrap().contains("4242"));
+    let raw = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !raw.contains("You are a coding agent"),
+        "an instruction written"
+    );
+    assert!(!raw.contains("sk-test-agent"));
     assert!(
         recs.iter().all(|r| r.2["session_id"].is_string()),
         "{recs:#?}"
