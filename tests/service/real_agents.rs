@@ -311,3 +311,123 @@ async fn codex_through_the_responses_door() {
     );
     server.stop().await;
 }
+
+/// One framework's three steps, each in a process of its own, against a
+/// server of `provider` on a fresh log: a plain turn, a round of a
+/// function tool the framework runs, and a new process that sees both.
+async fn framework(
+    provider: Provider,
+    program: PathBuf,
+    args: &[&str],
+    cwd: PathBuf,
+    prefix: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (url, mock) = start_mock(provider, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&url), provider);
+    cfg.upstream_retries = 0;
+    let server = start(cfg).await;
+    let mut seen = Vec::new();
+    for step in ["plain", "tool", "recall"] {
+        let mut a: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        a.push(server.url.clone());
+        a.push(step.into());
+        let out = run(
+            program.clone(),
+            a,
+            cwd.clone(),
+            vec![("HOME".into(), dir.path().display().to_string())],
+        )
+        .await;
+        let v: Value = serde_json::from_str(out.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{args:?} {step}: not JSON ({e}): {out}"));
+        seen.push(v["final"].as_str().unwrap_or("").to_string());
+    }
+    let who = format!("{args:?}");
+    assert!(seen[0].contains("answer to"), "{who}: {seen:?}");
+    assert!(
+        seen[1].contains("Rainy in Oslo"),
+        "{who}: the tool's result: {seen:?}"
+    );
+    let recall = mock
+        .bodies()
+        .into_iter()
+        .rev()
+        .find(|b| b.to_string().contains("what did I ask before?"))
+        .unwrap()
+        .to_string();
+    assert!(
+        recall.contains("plain question") && recall.contains("Rainy in Oslo"),
+        "{who}: replayed"
+    );
+    let recs = records(&log);
+    let inputs: Vec<&str> = recs
+        .iter()
+        .filter(|r| r.0 == "text_input")
+        .map(|r| r.1.as_str())
+        .collect();
+    assert_eq!(inputs.len(), 3, "{who}: {inputs:#?}");
+    assert!(
+        inputs[0].ends_with(&format!("{prefix}plain question")),
+        "{who}: {inputs:#?}"
+    );
+    each_once(&log);
+    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
+    assert_eq!(calls.len(), 1, "{who}: {recs:#?}");
+    assert_eq!(calls[0].2["name"], "get_weather");
+    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
+    assert_eq!(results.len(), 1, "{who}: {recs:#?}");
+    assert_eq!(results[0].2["content"], "Rainy in Oslo");
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains("Answer briefly."),
+        "{who}: instructions written"
+    );
+    server.stop().await;
+}
+
+/// The OpenAI Agents SDK (Python and TypeScript) with its default model
+/// class, the Responses API; LangChain's `ChatOpenAI` in Responses mode and
+/// `ChatAnthropic`, each with `base_url` pointed at the server.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs the agents: bash .ci/agent-clients.sh"]
+async fn the_agents_sdks_and_langchain_through_the_doors() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let clients = root.join("target/agent-clients");
+    let python = clients.join("venv/bin/python");
+    let script = root
+        .join("tests/sdk/agent_frameworks.py")
+        .display()
+        .to_string();
+    for (provider, which) in [
+        (Provider::OpenAi, "agents"),
+        (Provider::OpenAi, "langchain-openai"),
+        (Provider::Anthropic, "langchain-anthropic"),
+    ] {
+        framework(
+            provider,
+            python.clone(),
+            &[&script, which],
+            root.to_path_buf(),
+            "",
+        )
+        .await;
+    }
+    // The TypeScript SDK resolves its packages beside the script.
+    let node_dir = clients.join("node");
+    std::fs::copy(
+        root.join("tests/sdk/agents_node.mjs"),
+        node_dir.join("agents_node.mjs"),
+    )
+    .unwrap();
+    framework(
+        Provider::OpenAi,
+        PathBuf::from("node"),
+        &["agents_node.mjs"],
+        node_dir,
+        "node ",
+    )
+    .await;
+}
