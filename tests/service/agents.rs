@@ -632,3 +632,81 @@ async fn side_requests_are_relayed_without_the_log_and_never_written() {
     );
     server.stop().await;
 }
+
+/// A request sent upstream never exceeds the client's model's context
+/// window, however long the log: without a window of the server's, the
+/// replay takes what the model takes less the request's own and its
+/// answer's room; `--max-tokens-window` replaces it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_fits_the_models_window_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("long.log");
+    let mut text = String::new();
+    for i in 0..20_000 {
+        let said = format!(
+            "record {i}: {}",
+            "words of a long working memory ".repeat(6)
+        );
+        text.push_str(&json!({"type": "text_input", "ts_ms": 1_000 + i, "text": said}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(&log, &text).unwrap();
+    assert!(text.len() > 4 << 20);
+    for (provider, path, model, window) in [
+        (
+            Provider::OpenAi,
+            "openai/v1/chat/completions",
+            "gpt-4o",
+            128_000usize,
+        ),
+        (
+            Provider::Anthropic,
+            "anthropic/v1/messages",
+            "claude-sonnet-4-5",
+            200_000,
+        ),
+    ] {
+        let (up, mock) = start_mock(provider, Mode::Ok).await;
+        let server = start(config(&log, Some(&up), provider)).await;
+        let body = json!({"model": model, "max_tokens": 4000,
+                          "messages": [{"role": "user", "content": format!("{model}: the newest record?")}]});
+        let (s, t) = post(&format!("{}/{path}", server.url), body.to_string()).await;
+        assert_eq!(s, 200, "{t}");
+        let seen = mock.seen.lock().unwrap().last().unwrap().raw.clone();
+        let sent = String::from_utf8_lossy(&seen);
+        // Counted as the server counts (o200k); Claude's tokenizer counts
+        // more, which the server's margin for Anthropic's models covers.
+        let tokens = wmreplay::Tokenizer::O200k.count(&sent) as usize;
+        let room = if provider == Provider::Anthropic {
+            window * 4 / 5
+        } else {
+            window
+        };
+        assert!(tokens + 4000 <= room, "{model}: {tokens} tokens sent");
+        assert!(
+            sent.len() > 100_000,
+            "{model}: a window's worth, {} bytes",
+            sent.len()
+        );
+        assert!(
+            sent.contains("record 19999:") && !sent.contains("record 0:"),
+            "{model}: the newest"
+        );
+        server.stop().await;
+    }
+    // The server's own window replaces the model's.
+    let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let mut cfg = config(&log, Some(&up), Provider::OpenAi);
+    cfg.selection.max_tokens = Some(5_000);
+    let server = start(cfg).await;
+    let body = json!({"model": "gpt-4.1", "messages": [{"role": "user", "content": "small"}]});
+    let (s, t) = post(
+        &format!("{}/openai/v1/chat/completions", server.url),
+        body.to_string(),
+    )
+    .await;
+    assert_eq!(s, 200, "{t}");
+    let sent = mock.seen.lock().unwrap().last().unwrap().raw.len();
+    assert!(sent < 40_000, "{sent}");
+    server.stop().await;
+}

@@ -39,7 +39,29 @@ pub(crate) fn snapshot_of(
     report: bool,
     commit: bool,
 ) -> Result<Snapshot, crate::Error> {
-    let sel = &st.cfg.selection;
+    snapshot_within(st, live, report, commit, None)
+}
+
+/// [`snapshot_of`] within `window` tokens when the server's selection has
+/// no window of its own (a provider-format request's model's).
+pub(crate) fn snapshot_within(
+    st: &AppState,
+    live: &mut LiveReplay,
+    report: bool,
+    commit: bool,
+    window: Option<u64>,
+) -> Result<Snapshot, crate::Error> {
+    let windowed;
+    let sel = match window {
+        Some(w) if !st.cfg.selection.has_window() => {
+            windowed = crate::Selection {
+                max_tokens: Some(w),
+                ..st.cfg.selection.clone()
+            };
+            &windowed
+        }
+        _ => &st.cfg.selection,
+    };
     let mut cache_marks = None;
     let (chunks, select) = if sel.is_everything()
         && !report

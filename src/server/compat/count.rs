@@ -22,7 +22,7 @@ use super::request::Asked;
 use super::{PROVIDER_BODY_LIMIT, client_key};
 use crate::CurrentRequest;
 use crate::server::app::logs::Server;
-use crate::server::app::snapshot::snapshot;
+use crate::server::app::snapshot::{snapshot_within, with_live};
 use crate::server::errors::{ApiError, json_response};
 use crate::server::upstream::{Provider, shapes};
 
@@ -95,7 +95,12 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
         more.extend_from_slice(m.to_string().as_bytes());
     }
     more.extend_from_slice(&asked.more());
-    let snap = snapshot(&state, false).await?;
+    // Within the window a turn of this request would be replayed into.
+    let window = super::window::budget(&asked, &more, beta.as_deref());
+    let snap = with_live(&state, move |st, live| {
+        snapshot_within(st, live, false, false, Some(window))
+    })
+    .await?;
     let system = super::system_of(&state, &asked).unwrap_or_else(|| state.system.clone());
     let current = CurrentRequest {
         text: &asked.text,

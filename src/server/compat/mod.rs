@@ -39,6 +39,7 @@ mod history;
 mod request;
 mod responses;
 mod side;
+mod window;
 
 pub(crate) use count::count_tokens;
 
@@ -193,6 +194,8 @@ async fn serve(
         None => conversation_key(&state, &plan, &hash).await?,
     };
     let system = system_of(&state, &asked);
+    let more = asked.more();
+    let window = window::budget(&asked, &more, beta_of(&headers, provider).as_deref());
     let input = Input {
         text: asked.text.clone(),
         session_id: session,
@@ -205,7 +208,7 @@ async fn serve(
             provider,
             model: asked.model.clone(),
             system,
-            more: asked.more(),
+            more,
             input: plan.input,
             before: plan.before,
             after: plan.after,
@@ -213,6 +216,7 @@ async fn serve(
             hash,
             beta: beta_of(&headers, provider),
             responses,
+            window,
             wants_usage: asked.params.iter().any(|(k, v)| {
                 k == "stream_options"
                     && v.get("include_usage") == Some(&serde_json::Value::Bool(true))

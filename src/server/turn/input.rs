@@ -63,9 +63,18 @@ pub(crate) struct Compat {
     /// The client speaks OpenAI's Responses API: the request's messages go
     /// as its `input`, to the upstream's Responses API.
     pub responses: bool,
+    /// The tokens the replay may take when the server's selection has no
+    /// window: what the client's model takes, less the request's own.
+    pub window: u64,
 }
 
 impl Input {
+    /// The window of this turn's replay when the server's selection has
+    /// none (a provider-format request's).
+    pub(crate) fn window(&self) -> Option<u64> {
+        self.compat.as_ref().map(|c| c.window)
+    }
+
     /// What a key's request is, for telling a repeat from a reuse: the
     /// text, session and params (not `stream`: a repeat may ask either way).
     pub(crate) fn hash(&self) -> String {

@@ -44,7 +44,9 @@ use keys::{Plan, finish_key, plan_for, wait_for};
 pub(crate) use run::continued;
 use run::{close_from_elsewhere, close_turn, run_turn};
 
-use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot_of, stats_json};
+use crate::server::app::snapshot::{
+    Snapshot, add_recall, replay_failed, snapshot_within, stats_json,
+};
 use crate::server::app::{AppState, Claim};
 use crate::server::errors::{ApiError, internal, json_response};
 use crate::server::sse::{sse, sse_headers, stream_body};
@@ -298,6 +300,7 @@ async fn begin(
     let key = input.key.clone();
     let text = input.text.clone();
     let hash = input.hash();
+    let budget = input.window();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
         move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
@@ -314,7 +317,8 @@ async fn begin(
                 // The live state has moved on: replay the log's prefix afresh.
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
-                let mut snap = snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?;
+                let mut snap =
+                    snapshot_within(&st, &mut fresh, false, true, budget).map_err(replay_failed)?;
                 add_recall(&st, &mut snap, &text, offset);
                 return Ok(Some((snap, offset, None)));
             }
@@ -375,9 +379,10 @@ async fn begin(
                 drop(live);
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
-                snapshot_of(&st, &mut fresh, false, true).map_err(replay_failed)?
+                snapshot_within(&st, &mut fresh, false, true, budget).map_err(replay_failed)?
             } else {
-                let s = snapshot_of(&st, &mut live, false, true).map_err(replay_failed)?;
+                let s =
+                    snapshot_within(&st, &mut live, false, true, budget).map_err(replay_failed)?;
                 st.note_held(&live);
                 drop(live);
                 s
