@@ -221,8 +221,19 @@ pub struct ServeArgs {
     #[arg(long, env = "WMREPLAY_RECORD", default_value = "raw", value_parser = parse_record)]
     record: wmreplay::RecordMode,
     /// Replay only records whose session_id is ID, and records with none.
-    #[arg(long, env = "WMREPLAY_SESSION", value_name = "ID")]
+    #[arg(
+        long,
+        env = "WMREPLAY_SESSION",
+        value_name = "ID",
+        conflicts_with = "sessions_apart"
+    )]
     session: Option<String>,
+    /// Keep sessions apart: each turn replays only its own session's records
+    /// (the session a request names: `session_id`, the `wmreplay-session`
+    /// header, or a client's own, such as Claude Code's) and records with
+    /// none. Without it every turn replays every session.
+    #[arg(long, env = "WMREPLAY_SESSIONS_APART")]
+    sessions_apart: bool,
     /// Replay only records whose type is one of these (comma-separated).
     #[arg(
         long,
@@ -430,6 +441,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let mut o = wmreplay::Selection::default();
         o.session = args.session;
         o.kinds = args.kinds;
+        cfg.sessions_apart = args.sessions_apart;
         o.since = args.since;
         o.until = args.until;
         o.tail = args.tail;

@@ -77,6 +77,9 @@ pub struct Config {
     pub replay: ReplayOptions,
     /// Filters, windows and the pending mark for every replay.
     pub selection: Selection,
+    /// Each turn replays only its own session's records (and those without
+    /// a session): `serve --sessions-apart`.
+    pub sessions_apart: bool,
     /// The state store (session positions, window starts) [default: the
     /// log's path with `.wmreplay.db` appended]; opened on first use.
     pub state: Option<PathBuf>,
@@ -275,6 +278,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             replay: ReplayOptions::default(),
             selection: Selection::default(),
+            sessions_apart: false,
             state: None,
             cache: true,
             cache_ttl: CacheTtl::FiveMinutes,

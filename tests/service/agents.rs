@@ -710,3 +710,30 @@ async fn the_replay_fits_the_models_window_by_default() {
     assert!(sent < 40_000, "{sent}");
     server.stop().await;
 }
+
+/// `serve --sessions-apart`: each turn replays its own session's records
+/// (and those without one), never another session's; without it every
+/// turn replays every session, so a second client process sees the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_kept_apart_when_asked() {
+    for apart in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+        let mut cfg = config(&log, Some(&up), Provider::Anthropic);
+        cfg.sessions_apart = apart;
+        let server = start(cfg).await;
+        let url = format!("{}/anthropic/v1/messages", server.url);
+        let ask = |t: &str| json!({"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": t}]});
+        assert_eq!(send_as(&url, "A", &ask("alpha secret")).await.0, 200);
+        assert_eq!(send_as(&url, "B", &ask("beta question")).await.0, 200);
+        let sent = mock.bodies().last().unwrap().to_string();
+        assert_eq!(sent.contains("alpha secret"), !apart, "apart: {apart}");
+        assert!(sent.contains("Stand-up"), "records without a session stay");
+        assert_eq!(send_as(&url, "A", &ask("alpha again")).await.0, 200);
+        let sent = mock.bodies().last().unwrap().to_string();
+        assert!(sent.contains("alpha secret"), "its own session");
+        assert_eq!(sent.contains("beta question"), !apart);
+        server.stop().await;
+    }
+}

@@ -168,6 +168,17 @@ async fn claude_code_through_the_anthropic_door() {
     let calls = mock.requests();
     claude(&["-p", "flaky\nMOCK_FAIL_ONCE: 529"]).await;
     assert_eq!(mock.requests(), calls + 2, "the failed call and its retry");
+    // A long conversation: fifteen more turns, a tool round every third.
+    for i in 0..15 {
+        let ask = match i % 3 {
+            0 => format!(
+                "turn {i}: read again\nTOOLS: [{{\"calls\":[{{\"name\":\"Read\",\"input\":{{\"file_path\":\"{}\"}}}}],\"text\":\"Reading, turn {i}.\"}}]",
+                notes.display()
+            ),
+            _ => format!("turn {i}"),
+        };
+        claude(&["-p", "--continue", &ask]).await;
+    }
 
     let recs = records(&log);
     let inputs: Vec<&str> = recs
@@ -175,23 +186,45 @@ async fn claude_code_through_the_anthropic_door() {
         .filter(|r| r.0 == "text_input")
         .map(|r| r.1.as_str())
         .collect();
+    // The user's words: after the reminder Claude Code puts first.
+    let words = |t: &str| {
+        let w = t
+            .rsplit("</system-reminder>")
+            .next()
+            .unwrap_or("")
+            .trim_start();
+        w.lines().next().unwrap_or("").to_string()
+    };
+    let turns: Vec<String> = (0..15).map(|i| format!("turn {i}")).collect();
     for want in [
         "plain question",
         "read my notes",
         "follow-up",
         "what did I ask before?",
         "flaky",
-    ] {
-        let n = inputs.iter().filter(|t| t.contains(want)).count();
+    ]
+    .into_iter()
+    .chain(turns.iter().map(String::as_str))
+    {
+        let n = inputs
+            .iter()
+            .map(|t| words(t))
+            .filter(|w| w == want || w.starts_with(&format!("{want}:")))
+            .count();
         assert_eq!(n, 1, "{want:?} in {inputs:#?}");
     }
+    assert_eq!(inputs.len(), 20, "{inputs:#?}");
     each_once(&log);
     let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
-    assert_eq!(calls.len(), 1, "{recs:#?}");
-    assert_eq!(calls[0].2["name"], "Read");
+    assert_eq!(calls.len(), 6, "{recs:#?}");
+    assert!(calls.iter().all(|c| c.2["name"] == "Read"));
     let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
-    assert_eq!(results.len(), 1);
-    assert!(results[0].2["content"].as_str().unwrap().contains("4242"));
+    assert_eq!(results.len(), 6);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.2["content"].as_str().unwrap().contains("4242"))
+    );
     // Its instructions (the environment, reminders) are not conversation.
     let raw = std::fs::read_to_string(&log).unwrap();
     assert!(
@@ -265,6 +298,14 @@ async fn codex_through_the_responses_door() {
     let out = codex(&["resume", "--last", "follow-up"]).await;
     assert!(out.contains("answer to"), "{out}");
     codex(&["what did I ask before?"]).await;
+    // A long conversation: fifteen more turns, a shell round every third.
+    for i in 0..15 {
+        let ask = match i % 3 {
+            0 => format!("turn {i}: again\n{}", shell.lines().nth(1).unwrap()),
+            _ => format!("turn {i}"),
+        };
+        codex(&["resume", "--last", &ask]).await;
+    }
     let sent = mock
         .bodies()
         .into_iter()
@@ -283,22 +324,37 @@ async fn codex_through_the_responses_door() {
         .filter(|r| r.0 == "text_input")
         .map(|r| r.1.as_str())
         .collect();
+    let turns: Vec<String> = (0..15).map(|i| format!("turn {i}")).collect();
     for want in [
         "plain question",
         "look at my notes",
         "follow-up",
         "what did I ask before?",
-    ] {
-        let n = inputs.iter().filter(|t| t.contains(want)).count();
+    ]
+    .into_iter()
+    .chain(turns.iter().map(String::as_str))
+    {
+        let n = inputs
+            .iter()
+            .filter(|t| {
+                t.lines()
+                    .next()
+                    .is_some_and(|l| l == want || l.starts_with(&format!("{want}:")))
+            })
+            .count();
         assert_eq!(n, 1, "{want:?} in {inputs:#?}");
     }
     each_once(&log);
     let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
-    assert_eq!(calls.len(), 1, "{recs:#?}");
-    assert_eq!(calls[0].2["name"], "exec_command");
+    assert_eq!(calls.len(), 6, "{recs:#?}");
+    assert!(calls.iter().all(|c| c.2["name"] == "exec_command"));
     let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
-    assert_eq!(results.len(), 1);
-    assert!(results[0].2["content"].as_str().unwrap().contains("4242"));
+    assert_eq!(results.len(), 6);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.2["content"].as_str().unwrap().contains("4242"))
+    );
     let raw = std::fs::read_to_string(&log).unwrap();
     assert!(
         !raw.contains("You are a coding agent"),

@@ -39,29 +39,68 @@ pub(crate) fn snapshot_of(
     report: bool,
     commit: bool,
 ) -> Result<Snapshot, crate::Error> {
-    snapshot_within(st, live, report, commit, None)
+    snapshot_within(st, live, report, commit, None, None)
 }
 
 /// [`snapshot_of`] within `window` tokens when the server's selection has
-/// no window of its own (a provider-format request's model's).
+/// no window of its own (a provider-format request's model's), and of the
+/// turn's `session` alone with `--sessions-apart`.
 pub(crate) fn snapshot_within(
     st: &AppState,
     live: &mut LiveReplay,
     report: bool,
     commit: bool,
     window: Option<u64>,
+    session: Option<&str>,
 ) -> Result<Snapshot, crate::Error> {
-    let windowed;
-    let sel = match window {
-        Some(w) if !st.cfg.selection.has_window() => {
-            windowed = crate::Selection {
-                max_tokens: Some(w),
-                ..st.cfg.selection.clone()
-            };
-            &windowed
+    match session.filter(|_| st.cfg.sessions_apart) {
+        // The live state replays every session: this session's is made
+        // for the turn, as far as the live state has read (a replay of the
+        // log, which keeping sessions apart costs).
+        Some(id) => {
+            let mut sel = st.cfg.selection.clone();
+            sel.session = Some(id.to_string());
+            let mut scoped = crate::LiveReplay::new(
+                &st.cfg.log,
+                st.cfg.provider.format(),
+                st.cfg.replay.clone(),
+            )
+            .with_selection(sel);
+            if st.cfg.recall.is_some() || st.cfg.tools.search_memory {
+                scoped = scoped.tracking_selected();
+            }
+            scoped.refresh_to(live.info().committed_bytes)?;
+            snapshot_in(st, &mut scoped, report, commit, window, Some(id))
         }
-        _ => &st.cfg.selection,
+        None => snapshot_in(st, live, report, commit, window, None),
+    }
+}
+
+/// The snapshot of `live` (of the turn's session alone when `apart`).
+fn snapshot_in(
+    st: &AppState,
+    live: &mut LiveReplay,
+    report: bool,
+    commit: bool,
+    window: Option<u64>,
+    apart: Option<&str>,
+) -> Result<Snapshot, crate::Error> {
+    let own;
+    let window = window.filter(|_| !st.cfg.selection.has_window());
+    let sel = if window.is_some() || apart.is_some() {
+        let mut s = st.cfg.selection.clone();
+        s.max_tokens = window.or(s.max_tokens);
+        if let Some(id) = apart {
+            s.session = Some(id.to_string());
+        }
+        own = s;
+        &own
+    } else {
+        &st.cfg.selection
     };
+    // A session's own window starts and cache marks are not the server's
+    // to remember.
+    let apart = apart.is_some();
     let mut cache_marks = None;
     let (chunks, select) = if sel.is_everything()
         && !report
@@ -75,17 +114,21 @@ pub(crate) fn snapshot_within(
         let (chunks, report) = if st.marks_cache() {
             let mut slot = st.cache.lock().unwrap_or_else(|p| p.into_inner());
             let mut memory = *slot;
-            let (chunks, report, marks) =
-                live.select_cached(sel, *window, &st.cache_policy(), &mut memory)?;
-            if commit {
+            let (chunks, report, marks) = live.select_cached(
+                sel,
+                if apart { None } else { *window },
+                &st.cache_policy(),
+                &mut memory,
+            )?;
+            if commit && !apart {
                 *slot = memory;
             }
             cache_marks = Some(marks);
             (chunks, report)
         } else {
-            live.select(sel, *window)?
+            live.select(sel, if apart { None } else { *window })?
         };
-        if sel.trim_to.is_some() && report.window_start != *window {
+        if sel.trim_to.is_some() && !apart && report.window_start != *window {
             *window = report.window_start;
             let store = st.store()?;
             let store = store.lock().unwrap_or_else(|p| p.into_inner());

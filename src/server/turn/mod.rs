@@ -301,6 +301,7 @@ async fn begin(
     let text = input.text.clone();
     let hash = input.hash();
     let budget = input.window();
+    let sid = input.session_id.clone();
     let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
     let r = tokio::task::spawn_blocking(
         move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
@@ -318,7 +319,8 @@ async fn begin(
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
                 let mut snap =
-                    snapshot_within(&st, &mut fresh, false, true, budget).map_err(replay_failed)?;
+                    snapshot_within(&st, &mut fresh, false, true, budget, sid.as_deref())
+                        .map_err(replay_failed)?;
                 add_recall(&st, &mut snap, &text, offset);
                 return Ok(Some((snap, offset, None)));
             }
@@ -379,10 +381,11 @@ async fn begin(
                 drop(live);
                 let mut fresh = st.cfg.live();
                 fresh.refresh_to(offset).map_err(replay_failed)?;
-                snapshot_within(&st, &mut fresh, false, true, budget).map_err(replay_failed)?
+                snapshot_within(&st, &mut fresh, false, true, budget, sid.as_deref())
+                    .map_err(replay_failed)?
             } else {
-                let s =
-                    snapshot_within(&st, &mut live, false, true, budget).map_err(replay_failed)?;
+                let s = snapshot_within(&st, &mut live, false, true, budget, sid.as_deref())
+                    .map_err(replay_failed)?;
                 st.note_held(&live);
                 drop(live);
                 s
