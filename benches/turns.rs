@@ -15,7 +15,9 @@
 //! `anthropic` (the provider-compatible `POST /anthropic/v1/messages`, a
 //! plain request), `anthropic-sdk` (the same with the header an official
 //! SDK sends, `x-stainless-retry-count`, which keys the turn so that the
-//! SDK's retries cannot run it twice).
+//! SDK's retries cannot run it twice), `anthropic-history` (the plain
+//! request with a resent history of 20 messages the log lacks, new each
+//! turn: what finding what the log holds costs, against `anthropic`).
 //!
 //! For each log and selection it:
 //! 1. copies the seed-1 corpus of that size (generated once into
@@ -348,8 +350,8 @@ async fn run_one(
     };
     let turn_route = match via {
         "respond" => "respond",
-        "anthropic" | "anthropic-sdk" => "anthropic/v1/messages",
-        other => panic!("--via {other}: respond, anthropic or anthropic-sdk"),
+        "anthropic" | "anthropic-sdk" | "anthropic-history" => "anthropic/v1/messages",
+        other => panic!("--via {other}: respond, anthropic, anthropic-sdk or anthropic-history"),
     };
     // The first context of each log builds its live state.
     let t = Instant::now();
@@ -376,6 +378,24 @@ async fn run_one(
     // then the measured ones, each with a direct call.
     let turn_body = |i: usize| match via {
         "respond" => bytes::Bytes::from(format!(r#"{{"text":"turn {i}: what next?"}}"#)),
+        "anthropic-history" => {
+            let mut m: Vec<String> = (0..20)
+                .map(|k| {
+                    let role = if k % 2 == 0 { "user" } else { "assistant" };
+                    format!(
+                        r#"{{"role":"{role}","content":"earlier message {k} of conversation {i}: {}"}}"#,
+                        "some words of it ".repeat(20)
+                    )
+                })
+                .collect();
+            m.push(format!(
+                r#"{{"role":"user","content":"turn {i}: what next?"}}"#
+            ));
+            bytes::Bytes::from(format!(
+                r#"{{"model":"m","max_tokens":16,"messages":[{}]}}"#,
+                m.join(",")
+            ))
+        }
         _ => bytes::Bytes::from(format!(
             r#"{{"model":"m","max_tokens":16,"messages":[{{"role":"user","content":"turn {i}: what next?"}}]}}"#
         )),
@@ -394,7 +414,8 @@ async fn run_one(
         turns.push(ms(post(
             &turn_client,
             &respond_urls[i % respond_urls.len()],
-            &turn_body(i),
+            // Not the warm-up's: each a new conversation.
+            &turn_body(i + 10_000),
         )
         .await));
         direct.push(ms(post(

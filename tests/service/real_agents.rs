@@ -95,6 +95,52 @@ fn each_once(log: &Path) {
     }
 }
 
+/// The checks of a long session with `asked` and fifteen `turn N`s, a
+/// round of `tool` every third: each input once (the user's words: after
+/// any reminder a client puts first), each record of a session once, six
+/// calls and their results. The number of inputs.
+fn long_session(log: &Path, asked: &[&str], tool: &str) -> usize {
+    let recs = records(log);
+    let inputs: Vec<&str> = recs
+        .iter()
+        .filter(|r| r.0 == "text_input")
+        .map(|r| r.1.as_str())
+        .collect();
+    let words = |t: &str| {
+        let w = t
+            .rsplit("</system-reminder>")
+            .next()
+            .unwrap_or("")
+            .trim_start();
+        w.lines().next().unwrap_or("").to_string()
+    };
+    let turns: Vec<String> = (0..15).map(|i| format!("turn {i}")).collect();
+    for want in asked
+        .iter()
+        .copied()
+        .chain(turns.iter().map(String::as_str))
+    {
+        let n = inputs
+            .iter()
+            .map(|t| words(t))
+            .filter(|w| w == want || w.starts_with(&format!("{want}:")))
+            .count();
+        assert_eq!(n, 1, "{want:?} in {inputs:#?}");
+    }
+    each_once(log);
+    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
+    assert_eq!(calls.len(), 6, "{recs:#?}");
+    assert!(calls.iter().all(|c| c.2["name"] == tool));
+    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
+    assert_eq!(results.len(), 6);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.2["content"].as_str().unwrap().contains("4242"))
+    );
+    inputs.len()
+}
+
 /// Claude Code with its default tools: a plain turn, a tool round (its
 /// own Read tool), `--continue`, a second process that sees the first
 /// conversation, and a 529 it retries by itself: one turn each, every
@@ -181,50 +227,18 @@ async fn claude_code_through_the_anthropic_door() {
     }
 
     let recs = records(&log);
-    let inputs: Vec<&str> = recs
-        .iter()
-        .filter(|r| r.0 == "text_input")
-        .map(|r| r.1.as_str())
-        .collect();
-    // The user's words: after the reminder Claude Code puts first.
-    let words = |t: &str| {
-        let w = t
-            .rsplit("</system-reminder>")
-            .next()
-            .unwrap_or("")
-            .trim_start();
-        w.lines().next().unwrap_or("").to_string()
-    };
-    let turns: Vec<String> = (0..15).map(|i| format!("turn {i}")).collect();
-    for want in [
-        "plain question",
-        "read my notes",
-        "follow-up",
-        "what did I ask before?",
-        "flaky",
-    ]
-    .into_iter()
-    .chain(turns.iter().map(String::as_str))
-    {
-        let n = inputs
-            .iter()
-            .map(|t| words(t))
-            .filter(|w| w == want || w.starts_with(&format!("{want}:")))
-            .count();
-        assert_eq!(n, 1, "{want:?} in {inputs:#?}");
-    }
-    assert_eq!(inputs.len(), 20, "{inputs:#?}");
-    each_once(&log);
-    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
-    assert_eq!(calls.len(), 6, "{recs:#?}");
-    assert!(calls.iter().all(|c| c.2["name"] == "Read"));
-    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
-    assert_eq!(results.len(), 6);
-    assert!(
-        results
-            .iter()
-            .all(|r| r.2["content"].as_str().unwrap().contains("4242"))
+    let inputs = long_session(
+        &log,
+        &[
+            "plain question",
+            "read my notes",
+            "follow-up",
+            "what did I ask before?",
+            "flaky",
+        ],
+        "Read",
     );
+    assert_eq!(inputs, 20);
     // Its instructions (the environment, reminders) are not conversation.
     let raw = std::fs::read_to_string(&log).unwrap();
     assert!(
@@ -319,41 +333,15 @@ async fn codex_through_the_responses_door() {
     );
 
     let recs = records(&log);
-    let inputs: Vec<&str> = recs
-        .iter()
-        .filter(|r| r.0 == "text_input")
-        .map(|r| r.1.as_str())
-        .collect();
-    let turns: Vec<String> = (0..15).map(|i| format!("turn {i}")).collect();
-    for want in [
-        "plain question",
-        "look at my notes",
-        "follow-up",
-        "what did I ask before?",
-    ]
-    .into_iter()
-    .chain(turns.iter().map(String::as_str))
-    {
-        let n = inputs
-            .iter()
-            .filter(|t| {
-                t.lines()
-                    .next()
-                    .is_some_and(|l| l == want || l.starts_with(&format!("{want}:")))
-            })
-            .count();
-        assert_eq!(n, 1, "{want:?} in {inputs:#?}");
-    }
-    each_once(&log);
-    let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
-    assert_eq!(calls.len(), 6, "{recs:#?}");
-    assert!(calls.iter().all(|c| c.2["name"] == "exec_command"));
-    let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
-    assert_eq!(results.len(), 6);
-    assert!(
-        results
-            .iter()
-            .all(|r| r.2["content"].as_str().unwrap().contains("4242"))
+    long_session(
+        &log,
+        &[
+            "plain question",
+            "look at my notes",
+            "follow-up",
+            "what did I ask before?",
+        ],
+        "exec_command",
     );
     let raw = std::fs::read_to_string(&log).unwrap();
     assert!(

@@ -77,6 +77,20 @@ pub(crate) struct Item {
     is_error: bool,
 }
 
+impl Item {
+    /// An item of message `msg` without a call's or result's details.
+    fn new(kind: Kind, what: String, msg: usize) -> Item {
+        Item {
+            kind,
+            what,
+            msg,
+            name: String::new(),
+            input: Value::Null,
+            is_error: false,
+        }
+    }
+}
+
 /// A record of the session, read from the log.
 pub(crate) struct Held {
     kind: Kind,
@@ -107,14 +121,7 @@ pub(crate) struct Plan {
 
 /// The items of `m`, in the order their records are written.
 pub(crate) fn items_of(p: Provider, m: &Value, msg: usize, out: &mut Vec<Item>) {
-    let item = |kind, what: String| Item {
-        kind,
-        what,
-        msg,
-        name: String::new(),
-        input: Value::Null,
-        is_error: false,
-    };
+    let item = |kind, what| Item::new(kind, what, msg);
     let results = results_of(p, m);
     if !results.is_empty() {
         for (id, content, is_error) in results {
@@ -164,14 +171,7 @@ pub(crate) fn items_of(p: Provider, m: &Value, msg: usize, out: &mut Vec<Item>) 
 /// (`reasoning`, a hosted tool's call), which is the client's.
 fn response_items_of(m: &Value, msg: usize, out: &mut Vec<Item>) {
     let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let item = |kind, what: String| Item {
-        kind,
-        what,
-        msg,
-        name: String::new(),
-        input: Value::Null,
-        is_error: false,
-    };
+    let item = |kind, what| Item::new(kind, what, msg);
     match m.get("type").and_then(Value::as_str).unwrap_or("message") {
         "function_call" => {
             let args = s("arguments");
@@ -447,14 +447,7 @@ mod tests {
     use super::*;
 
     fn item(kind: Kind, what: &str) -> Item {
-        Item {
-            kind,
-            what: what.into(),
-            msg: 0,
-            name: String::new(),
-            input: Value::Null,
-            is_error: false,
-        }
+        Item::new(kind, what.into(), 0)
     }
 
     fn log(lines: &[(&str, Option<&str>, &str)]) -> Vec<u8> {

@@ -68,16 +68,7 @@ impl Asked {
             e.code = "thread_unsupported_request";
             return Err(e);
         }
-        let model = match obj.remove("model") {
-            Some(Value::String(m)) if !m.is_empty() => m,
-            Some(_) => return Err(bad("`model` must be a non-empty string")),
-            None => return Err(bad("`model`: field required")),
-        };
-        let stream = match obj.remove("stream") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => b,
-            Some(_) => return Err(bad("`stream` must be a boolean")),
-        };
+        let (model, stream) = model_and_stream(&mut obj)?;
         let mut messages = match obj.remove("messages") {
             Some(Value::Array(m)) if !m.is_empty() => m,
             Some(Value::Array(_)) => return Err(bad("`messages` must hold at least one message")),
@@ -196,6 +187,22 @@ impl Asked {
         }
         out
     }
+}
+
+/// A request's `model` (required) and `stream` (a boolean, false when
+/// absent), taken out of it.
+pub(super) fn model_and_stream(obj: &mut Map<String, Value>) -> Result<(String, bool), ApiError> {
+    let model = match obj.remove("model") {
+        Some(Value::String(m)) if !m.is_empty() => m,
+        Some(_) => return Err(bad("`model` must be a non-empty string")),
+        None => return Err(bad("`model`: field required")),
+    };
+    let stream = match obj.remove("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err(bad("`stream` must be a boolean")),
+    };
+    Ok((model, stream))
 }
 
 /// Refuses what the provider refuses of a request's parameters, before

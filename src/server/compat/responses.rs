@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::request::{Asked, bad, role, system_text};
+use super::request::{Asked, bad, model_and_stream, role, system_text};
 use crate::server::errors::ApiError;
 use crate::server::upstream::Provider;
 
@@ -23,16 +23,7 @@ impl Asked {
         let Value::Object(mut obj) = v else {
             return Err(bad("the body must be a JSON object"));
         };
-        let model = match obj.remove("model") {
-            Some(Value::String(m)) if !m.is_empty() => m,
-            Some(_) => return Err(bad("`model` must be a non-empty string")),
-            None => return Err(bad("`model`: field required")),
-        };
-        let stream = match obj.remove("stream") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => b,
-            Some(_) => return Err(bad("`stream` must be a boolean")),
-        };
+        let (model, stream) = model_and_stream(&mut obj)?;
         let items = match obj.remove("input") {
             Some(Value::String(t)) => vec![serde_json::json!({"role": "user", "content": t})],
             Some(Value::Array(a)) if !a.is_empty() => a,
