@@ -287,8 +287,7 @@ async fn serve_connection(
     let conn_state = state.clone();
     let service = tower::service_fn(
         move |mut req: axum::extract::Request<hyper::body::Incoming>| {
-            // Who sent it (an SDK's retry of a request is told from another
-            // client's same request by it: `compat::implicit_key`).
+            // Who sent it, for the handlers that ask.
             req.extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer));
             let app = app.clone();

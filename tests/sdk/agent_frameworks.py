@@ -8,7 +8,9 @@ sent.
 
 Usage: python agent_frameworks.py agents|langchain-anthropic|langchain-openai ROOT_URL STEP
 STEP: plain (a turn), tool (a round of a function tool), recall (a new
-process asks about the first). Prints one JSON object: what the step saw.
+process asks about the first), long (a 20-turn conversation in one process,
+its whole history resent each turn, a tool round every fourth). Prints one
+JSON object: what the step saw.
 """
 
 import json
@@ -16,6 +18,16 @@ import sys
 
 TOOL = 'weather please\nTOOLS: [[{"name":"get_weather","input":{"city":"Oslo"}}]]'
 ASK = {"plain": "plain question", "tool": TOOL, "recall": "what did I ask before?"}
+
+
+def long_asks():
+    """The 20 turns of the long step: a tool round every fourth."""
+    for i in range(20):
+        if i % 4 == 0:
+            call = '{"name":"get_weather","input":{"city":"Oslo"}}'
+            yield f'long turn {i}: weather\nTOOLS: [{{"calls":[{call}],"text":"Checking, turn {i}."}}]'
+        else:
+            yield f"long turn {i}"
 
 
 def get_weather(city: str) -> str:
@@ -35,6 +47,12 @@ def agents(root, step):
         model="gpt-test",
         tools=[function_tool(get_weather)],
     )
+    if step == "long":
+        items = []
+        for ask in long_asks():
+            result = Runner.run_sync(agent, items + [{"role": "user", "content": ask}])
+            items = result.to_input_list()
+        return {"final": result.final_output, "items": len(items)}
     result = Runner.run_sync(agent, ASK[step])
     return {"final": result.final_output}
 
@@ -55,16 +73,25 @@ def langchain(root, step, provider):
                          use_responses_api=True, max_retries=0)
     weather = tool(get_weather)
     llm = llm.bind_tools([weather])
-    messages = [HumanMessage(ASK[step])]
-    ai = llm.invoke(messages)
-    rounds = 0
-    while ai.tool_calls and rounds < 4:
-        messages.append(ai)
-        for call in ai.tool_calls:
-            messages.append(ToolMessage(weather.invoke(call["args"]), tool_call_id=call["id"]))
+
+    def turn(messages):
         ai = llm.invoke(messages)
-        rounds += 1
-    return {"final": ai.text() if callable(getattr(ai, "text", None)) else str(ai.content), "rounds": rounds}
+        rounds = 0
+        while ai.tool_calls and rounds < 4:
+            messages.append(ai)
+            for call in ai.tool_calls:
+                messages.append(ToolMessage(weather.invoke(call["args"]), tool_call_id=call["id"]))
+            ai = llm.invoke(messages)
+            rounds += 1
+        messages.append(ai)
+        return ai
+
+    messages = []
+    for ask in long_asks() if step == "long" else [ASK[step]]:
+        messages.append(HumanMessage(ask))
+        ai = turn(messages)
+    text = ai.text  # a property (a method before langchain-core 1.0)
+    return {"final": str(text) if isinstance(text, str) else text()}
 
 
 def main():

@@ -4,7 +4,7 @@
 // Rust test that runs this script (tests/service/real_agents.rs) checks the
 // log and what the model was sent.
 //
-// Usage: node agents_node.mjs ROOT_URL plain|tool|recall
+// Usage: node agents_node.mjs ROOT_URL plain|tool|recall|long
 // Prints one JSON object: what the step saw.
 
 import { Agent, run, tool, setDefaultOpenAIClient, setTracingDisabled } from '@openai/agents';
@@ -37,5 +37,20 @@ const agent = new Agent({
   model: 'gpt-test',
   tools: [getWeather],
 });
-const result = await run(agent, ASK[step]);
-console.log(JSON.stringify({ final: result.finalOutput }));
+if (step === 'long') {
+  // A 20-turn conversation, its whole history resent each turn.
+  let history = [];
+  let result;
+  for (let i = 0; i < 20; i++) {
+    const ask =
+      i % 4 === 0
+        ? `node long turn ${i}: weather\nTOOLS: [{"calls":[{"name":"get_weather","input":{"city":"Oslo"}}],"text":"Checking, turn ${i}."}]`
+        : `node long turn ${i}`;
+    result = await run(agent, [...history, { role: 'user', content: ask }]);
+    history = result.history;
+  }
+  console.log(JSON.stringify({ final: result.finalOutput }));
+} else {
+  const result = await run(agent, ASK[step]);
+  console.log(JSON.stringify({ final: result.finalOutput }));
+}

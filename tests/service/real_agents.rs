@@ -356,9 +356,10 @@ async fn codex_through_the_responses_door() {
     server.stop().await;
 }
 
-/// One framework's three steps, each in a process of its own, against a
-/// server of `provider` on a fresh log: a plain turn, a round of a
-/// function tool the framework runs, and a new process that sees both.
+/// One framework's steps, each in a process of its own, against a server of
+/// `provider` on a fresh log: a plain turn, a round of a function tool the
+/// framework runs, a new process that sees both, and a 20-turn conversation
+/// whose whole history goes with each turn (a tool round every fourth).
 async fn framework(
     provider: Provider,
     program: PathBuf,
@@ -373,7 +374,7 @@ async fn framework(
     cfg.upstream_retries = 0;
     let server = start(cfg).await;
     let mut seen = Vec::new();
-    for step in ["plain", "tool", "recall"] {
+    for step in ["plain", "tool", "recall", "long"] {
         let mut a: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         a.push(server.url.clone());
         a.push(step.into());
@@ -411,18 +412,31 @@ async fn framework(
         .filter(|r| r.0 == "text_input")
         .map(|r| r.1.as_str())
         .collect();
-    assert_eq!(inputs.len(), 3, "{who}: {inputs:#?}");
+    // Three steps and twenty turns: each input once, nothing else.
+    assert_eq!(inputs.len(), 23, "{who}: {inputs:#?}");
     assert!(
         inputs[0].ends_with(&format!("{prefix}plain question")),
         "{who}: {inputs:#?}"
     );
+    for i in 0..20 {
+        let turn = format!("{prefix}long turn {i}");
+        let n = inputs
+            .iter()
+            .filter(|t| {
+                t.lines()
+                    .next()
+                    .is_some_and(|l| l == turn || l.starts_with(&format!("{turn}:")))
+            })
+            .count();
+        assert_eq!(n, 1, "{who}: {turn:?} in {inputs:#?}");
+    }
     each_once(&log);
     let calls: Vec<_> = recs.iter().filter(|r| r.0 == "tool_call").collect();
-    assert_eq!(calls.len(), 1, "{who}: {recs:#?}");
-    assert_eq!(calls[0].2["name"], "get_weather");
+    assert_eq!(calls.len(), 6, "{who}: {recs:#?}");
+    assert!(calls.iter().all(|c| c.2["name"] == "get_weather"));
     let results: Vec<_> = recs.iter().filter(|r| r.0 == "tool_result").collect();
-    assert_eq!(results.len(), 1, "{who}: {recs:#?}");
-    assert_eq!(results[0].2["content"], "Rainy in Oslo");
+    assert_eq!(results.len(), 6, "{who}: {recs:#?}");
+    assert!(results.iter().all(|r| r.2["content"] == "Rainy in Oslo"));
     assert!(
         !std::fs::read_to_string(&log)
             .unwrap()
