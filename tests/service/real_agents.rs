@@ -141,6 +141,45 @@ fn long_session(log: &Path, asked: &[&str], tool: &str) -> usize {
     inputs.len()
 }
 
+/// A server of `provider` on a fresh log with the mock behind it (no
+/// retries of its own, so a client's are its own), and an agent's home and
+/// project, the project holding `notes.txt`.
+struct Agent {
+    dir: tempfile::TempDir,
+    log: PathBuf,
+    mock: Mock,
+    server: Running,
+    home: PathBuf,
+    cwd: PathBuf,
+    notes: PathBuf,
+}
+
+impl Agent {
+    async fn start(provider: Provider) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (url, mock) = start_mock(provider, Mode::Ok).await;
+        let mut cfg = config(&log, Some(&url), provider);
+        cfg.upstream_retries = 0;
+        let server = start(cfg).await;
+        let home = dir.path().join("home");
+        let cwd = dir.path().join("project");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        let notes = cwd.join("notes.txt");
+        std::fs::write(&notes, "the secret number is 4242\n").unwrap();
+        Agent {
+            dir,
+            log,
+            mock,
+            server,
+            home,
+            cwd,
+            notes,
+        }
+    }
+}
+
 /// Claude Code with its default tools: a plain turn, a tool round (its
 /// own Read tool), `--continue`, a second process that sees the first
 /// conversation, and a 529 it retries by itself: one turn each, every
@@ -148,18 +187,15 @@ fn long_session(log: &Path, asked: &[&str], tool: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the agents: bash .ci/agent-clients.sh"]
 async fn claude_code_through_the_anthropic_door() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = example_log(dir.path());
-    let (url, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
-    let mut cfg = config(&log, Some(&url), Provider::Anthropic);
-    cfg.upstream_retries = 0;
-    let server = start(cfg).await;
-    let home = dir.path().join("home");
-    let cwd = dir.path().join("project");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(&cwd).unwrap();
-    let notes = cwd.join("notes.txt");
-    std::fs::write(&notes, "the secret number is 4242\n").unwrap();
+    let Agent {
+        dir: _dir,
+        log,
+        mock,
+        server,
+        home,
+        cwd,
+        notes,
+    } = Agent::start(Provider::Anthropic).await;
     let env = vec![
         ("HOME".to_string(), home.display().to_string()),
         (
@@ -261,17 +297,15 @@ async fn claude_code_through_the_anthropic_door() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs the agents: bash .ci/agent-clients.sh"]
 async fn codex_through_the_responses_door() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = example_log(dir.path());
-    let (url, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
-    let mut cfg = config(&log, Some(&url), Provider::OpenAi);
-    cfg.upstream_retries = 0;
-    let server = start(cfg).await;
-    let home = dir.path().join("codex-home");
-    let cwd = dir.path().join("project");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(&cwd).unwrap();
-    std::fs::write(cwd.join("notes.txt"), "the secret number is 4242\n").unwrap();
+    let Agent {
+        dir: _dir,
+        log,
+        mock,
+        server,
+        home,
+        cwd,
+        ..
+    } = Agent::start(Provider::OpenAi).await;
     std::fs::write(
         home.join("config.toml"),
         format!(

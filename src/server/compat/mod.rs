@@ -114,9 +114,10 @@ async fn serve(
     req: Request,
 ) -> Result<Response, ApiError> {
     let (state, main) = called(&server, id, provider)?;
-    let upstream = match responses {
-        false => (*main).clone(),
-        true => main.responses().ok_or_else(|| {
+    // A Responses request goes to the upstream's Responses API.
+    let alt = match responses {
+        false => None,
+        true => Some(main.responses().ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "not_found",
@@ -124,7 +125,7 @@ async fn serve(
                  point --upstream at the API's base (https://api.openai.com) or at \
                  …/v1/chat/completions",
             )
-        })?,
+        })?),
     };
     let headers = req.headers().clone();
     // What the provider takes (Claude Code's own requests pass 1 MiB); the
@@ -138,7 +139,9 @@ async fn serve(
     // What the provider would refuse is refused before anything is written.
     let fields = match responses {
         true => {
-            previous_response(&state, &body).await?;
+            if let Some(id) = &asked.previous_response_id {
+                previous_response(&state, id).await?;
+            }
             responses::responses_fields(&asked)
         }
         false => state
@@ -162,7 +165,8 @@ async fn serve(
     let session = session_of(&headers, Some(&asked.params))?;
     if side::is_side(&state, &headers, &asked, session.as_deref())? {
         let beta = beta_of(&headers, provider);
-        return side::relay(&upstream, body, forwarded.as_ref(), beta.as_deref()).await;
+        let upstream = alt.as_ref().unwrap_or(&main);
+        return side::relay(upstream, body, forwarded.as_ref(), beta.as_deref()).await;
     }
     turn::input_fits(&asked.text, session.as_deref(), state.cfg.max_record_bytes)?;
     let sid = session.as_deref().unwrap_or("");
@@ -215,7 +219,7 @@ async fn serve(
             key: forwarded,
             hash,
             beta: beta_of(&headers, provider),
-            responses,
+            responses: alt,
             window,
             wants_usage: asked.params.iter().any(|(k, v)| {
                 k == "stream_options"
@@ -230,20 +234,9 @@ async fn serve(
 /// conversation, so the replay stands for it when it names a response
 /// this server gave on this log (remembered for `--idempotency-ttl`); any
 /// other is a 400 (send the input items instead).
-async fn previous_response(state: &Arc<AppState>, body: &[u8]) -> Result<(), ApiError> {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-    let Some(id) = v.get("previous_response_id").filter(|p| !p.is_null()) else {
-        return Ok(());
-    };
-    let Some(id) = id.as_str().filter(|i| !i.is_empty()).map(str::to_string) else {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_request",
-            "`previous_response_id` must be a response's id",
-        ));
-    };
+async fn previous_response(state: &Arc<AppState>, id: &str) -> Result<(), ApiError> {
     let st = state.clone();
-    let wanted = id.clone();
+    let wanted = id.to_string();
     let known = tokio::task::spawn_blocking(move || {
         let store = st.store()?;
         let store = store.lock().unwrap_or_else(|p| p.into_inner());

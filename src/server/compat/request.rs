@@ -27,6 +27,9 @@ pub(crate) struct Asked {
     pub(crate) instructions: Vec<Value>,
     /// OpenAI's Responses API: `messages` are its input items.
     pub(crate) responses: bool,
+    /// Responses: the response the request continues, checked by the
+    /// caller.
+    pub(crate) previous_response_id: Option<String>,
     /// The index of the turn's user message: the last one that is the
     /// user's own words (not tool results).
     pub(crate) start: usize,
@@ -160,6 +163,7 @@ impl Asked {
             messages,
             instructions,
             responses: false,
+            previous_response_id: None,
             start,
             text,
         })

@@ -116,7 +116,11 @@ impl Asked {
                 _ => {}
             }
         }
-        obj.remove("previous_response_id");
+        let previous_response_id = match obj.remove("previous_response_id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) if !id.is_empty() => Some(id),
+            Some(_) => return Err(bad("`previous_response_id` must be a response's id")),
+        };
         let system = (!texts.is_empty()).then(|| texts.join("\n\n"));
         Ok(Asked {
             provider: Provider::OpenAi,
@@ -127,6 +131,7 @@ impl Asked {
             messages,
             instructions: Vec::new(),
             responses: true,
+            previous_response_id,
             start,
             text,
         })

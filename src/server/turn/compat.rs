@@ -51,18 +51,13 @@ pub(super) async fn run_compat(
         let mark = mark_room(state, &parts, &c.more);
         continued(&parts, &c.more, mark, None)
     };
-    let main = state.upstream.as_ref().expect("a turn has an upstream");
-    let other;
-    let upstream = match c.responses {
-        true => {
-            other = main.responses().expect("checked before the turn");
-            &other
-        }
-        false => &**main,
+    let upstream = match &c.responses {
+        Some(r) => r,
+        None => state.upstream.as_ref().expect("a turn has an upstream"),
     };
     let body = match c.responses {
-        true => as_input(body),
-        false => body,
+        Some(_) => as_input(body),
+        None => body,
     };
     let answer = match exchange(
         upstream,
@@ -101,7 +96,7 @@ pub(super) async fn run_compat(
     }));
     let out = match answer.raw.as_deref().map(serde_json::from_slice::<Value>) {
         Some(Ok(v)) => v,
-        _ if c.responses => crate::server::upstream::responses::whole(&c.model, &answer),
+        _ if c.responses.is_some() => crate::server::upstream::responses::whole(&c.model, &answer),
         _ => shapes::message(provider, &c.model, &answer),
     };
     let recorded = append_close(state, input, lines, &out).await;
@@ -149,8 +144,8 @@ pub(super) fn answered(c: &Compat, v: Value, stream: bool, repeated: bool) -> Re
     let repeated = super::run::take_replayed(&mut v) || repeated;
     let mut r = if stream {
         let events = match c.responses {
-            true => crate::server::upstream::responses::events(&v),
-            false => shapes::events(p, &v, c.wants_usage),
+            Some(_) => crate::server::upstream::responses::events(&v),
+            None => shapes::events(p, &v, c.wants_usage),
         };
         let mut r = Response::new(stream_body(events));
         sse_headers(&mut r);

@@ -61,8 +61,8 @@ pub(crate) struct Compat {
     /// server's own.
     pub beta: Option<String>,
     /// The client speaks OpenAI's Responses API: the request's messages go
-    /// as its `input`, to the upstream's Responses API.
-    pub responses: bool,
+    /// as its `input`, to this, the upstream's Responses API.
+    pub responses: Option<crate::server::upstream::call::Upstream>,
     /// The tokens the replay may take when the server's selection has no
     /// window: what the client's model takes, less the request's own.
     pub window: u64,

@@ -199,7 +199,7 @@ async fn run_owned(
             let (mut r, b) = relay(RELAY_LIMIT);
             r.raw = input.compat.as_ref().map(|c| c.provider);
             r.drop_usage_chunk = input.compat.as_ref().is_some_and(|c| !c.wants_usage);
-            r.responses = input.compat.as_ref().is_some_and(|c| c.responses);
+            r.responses = input.compat.as_ref().is_some_and(|c| c.responses.is_some());
             (Some(r), Some(b))
         }
         false => (None, None),
