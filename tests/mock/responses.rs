@@ -123,6 +123,9 @@ pub async fn handler(
             format!("CURRENT_USER_REQUEST\nsession_id: none\nuser_text: {text}")}]}),
         )
     });
+    if let Some(Mode::Slow(ms)) = mode {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     if let Some(Mode::Fail { status, .. }) = mode {
         let body = json!({"error": {"message": "mock failure", "type": "server_error",
                                     "param": null, "code": null}});

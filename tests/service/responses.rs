@@ -237,3 +237,38 @@ async fn previous_response_ids_and_bad_input() {
     assert!(serde_json::from_str::<Value>(&text).unwrap()["error"]["message"].is_string());
     server.stop().await;
 }
+
+/// A turn is the server's: a client that hangs up while its Responses turn
+/// runs, then sends the same request again, gets that turn's answer; the
+/// model is called once and the log holds the turn once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_and_retries_gets_the_one_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), Provider::OpenAi)).await;
+    let url = format!("{}/openai/v1/responses", server.url);
+    let body = json!({"model": "m", "stream": true, "input": "slow one\nMOCK_SLOW: 800"});
+    let impatient = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let cut = impatient
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await;
+    assert!(cut.is_err(), "the client gave up");
+    let (s, text, h) = send(&url, &body).await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(h["idempotent-replayed"], "true");
+    let evs = events(&text);
+    assert_eq!(evs.last().unwrap().0, "response.completed");
+    assert_eq!(mock.requests(), 1, "the model called once");
+    assert_eq!(turns(&log, "text_input").len(), 1);
+    let outputs = turns(&log, "text_output");
+    assert_eq!(outputs.len(), 1);
+    assert!(outputs[0]["text"].as_str().unwrap().contains("slow one"));
+    server.stop().await;
+}
