@@ -19,10 +19,11 @@ pub struct EmbedArgs {
     /// model, an OpenAI-compatible API (POST URL/v1/embeddings; a URL
     /// ending in /v1 or /v1/embeddings is taken as is): OpenAI, vLLM,
     /// Ollama, llama.cpp's server, TEI. Records are embedded as they are
-    /// indexed (64 texts a request, 4 at once), their vectors kept in 8
+    /// indexed (--embed-batch texts a request, --embed-concurrency at
+    /// once), their vectors kept in 8
     /// bits next to the index (LOG.wmreplay.idx.vec); a query fuses the
-    /// words' ranking with the vectors' (reciprocal rank fusion), and a
-    /// hit's score is then the fused score. When the model fails or is
+    /// words' ranking with the vectors' (see --embed-weight), and a hit's
+    /// score is then the fused score. When the model fails or is
     /// slow, search is by words only, and records not embedded are
     /// embedded by a later search. Without it nothing is called. Needs
     /// --embed-model. Example: --embed-upstream http://localhost:11434
@@ -57,12 +58,22 @@ pub struct EmbedArgs {
     /// it the search is by words only.
     #[arg(long, env = "WMREPLAY_EMBED_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = parse_timeout)]
     pub embed_timeout: Duration,
-    /// How much the meaning's ranking counts against the words' (which
-    /// counts 1) when the two are fused: 1 trusts both alike, 0 keeps the
-    /// words' order and only adds what the model alone found. The default
-    /// was the best on a long-conversation benchmark with a small model
-    /// (all-MiniLM-L6-v2); a model that finds more than the words on your
-    /// questions wants 1 or more: measure (docs/cli.md, "Hybrid search").
+    /// Texts sent in one embedding request while records are embedded.
+    #[arg(long, env = "WMREPLAY_EMBED_BATCH", value_name = "N", default_value_t = wmreplay::search::HybridOptions::default().batch as u64, value_parser = clap::value_parser!(u64).range(1..=2048))]
+    pub embed_batch: u64,
+    /// Embedding requests in flight at once while records are embedded.
+    #[arg(long, env = "WMREPLAY_EMBED_CONCURRENCY", value_name = "N", default_value_t = wmreplay::search::HybridOptions::default().concurrency as u64, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub embed_concurrency: u64,
+    /// How much the meaning counts against the words. Each ranking's
+    /// scores are scaled (the words' by their best, the cosines between
+    /// the lowest and highest of the candidates) and added, the vectors'
+    /// times W: the model lifts a record by W at most, so the words'
+    /// confident top stays first whatever the model. 0 keeps the words'
+    /// order and only adds what the model alone found. The default is
+    /// safe for a small model weaker than the words (all-MiniLM-L6-v2 on
+    /// two long-conversation benchmarks); a model that finds more than
+    /// the words on your questions wants 0.5 to 1: measure (docs/cli.md,
+    /// "Hybrid search").
     #[arg(long, env = "WMREPLAY_EMBED_WEIGHT", value_name = "W", default_value_t = wmreplay::search::HybridOptions::default().vector_weight, value_parser = parse_embed_weight)]
     pub embed_weight: f64,
 }
@@ -97,6 +108,8 @@ impl EmbedArgs {
         cfg.dimensions = self.embed_dimensions;
         cfg.hybrid.query_timeout = self.embed_timeout;
         cfg.hybrid.vector_weight = self.embed_weight;
+        cfg.hybrid.batch = self.embed_batch as usize;
+        cfg.hybrid.concurrency = self.embed_concurrency as usize;
         Ok(Some(cfg))
     }
 

@@ -2,8 +2,9 @@
 //! BM25 over their terms (a record's terms are those of its JSON string
 //! values but the top-level `type` and `session_id`: the words of its
 //! prose, stemmed in the index's [`Language`], and its identifiers apart;
-//! the rules are in `docs/contract.md`, "Search"), from an index kept next
-//! to the log and brought up to date before each search. With an embedding
+//! the rules are in `docs/contract.md`, "Search"), each record given a
+//! share of the scores of the records beside it (`rank.rs`), from an index
+//! kept next to the log and brought up to date before each search. With an embedding
 //! model ([`SearchIndex::with_embedder`]) the search is hybrid: records are
 //! also found by meaning, and the two rankings fused (`hybrid/`).
 //!
@@ -38,6 +39,7 @@ mod hybrid;
 mod index;
 mod meta;
 pub(crate) mod naive;
+mod rank;
 mod recall;
 mod stop_words;
 #[cfg(test)]
@@ -52,7 +54,7 @@ pub use analysis::Language;
 use analysis::{Analyzer, Terms};
 pub use hybrid::{EmbedError, Embedded, Embedder, HybridOptions, VectorsStatus};
 pub use index::Refreshed;
-use index::{Damaged, Index, Top};
+use index::{Damaged, Index};
 pub use recall::recall_text;
 pub(crate) use recall::{query_text, recall_json};
 
@@ -127,9 +129,11 @@ pub struct Hit {
     pub ts_ms: f64,
     /// Its `type`.
     pub kind: String,
-    /// Its score, higher is better: its BM25 score; in a hybrid search
-    /// whose query was embedded, its reciprocal-rank-fusion score (the sum
-    /// of `1 / (60 + rank)` over the lexical and the vector rankings).
+    /// Its score, higher is better: its BM25 score plus the shares its
+    /// neighbours gave it (`docs/contract.md`, "Search"); in a hybrid
+    /// search whose query was embedded, the fused score (its lexical score
+    /// over the best one, plus the weight times its cosine's place among
+    /// the vectors' candidates).
     pub score: f64,
     /// The line as written (invalid UTF-8 replaced).
     pub line: String,
@@ -310,91 +314,6 @@ impl SearchIndex {
             return self.hybrid_search(query, &terms, options, &|_| false);
         }
         self.search_terms(&terms, options, &|_| false)
-    }
-
-    /// The search for `terms` (checked, with the limit, by the caller)
-    /// without a refresh first, leaving out the records whose offsets `skip`
-    /// names.
-    fn search_terms(
-        &mut self,
-        terms: &Terms,
-        options: &SearchOptions,
-        skip: &dyn Fn(u64) -> bool,
-    ) -> Result<Vec<Hit>, Error> {
-        let Some((file, _)) = crate::input::open_regular(&self.log, self.refuse_links)? else {
-            return Ok(Vec::new());
-        };
-        let filters = options.filters();
-        let mut parser = LineParser::new(self.max_depth);
-        let mut buf = Vec::new();
-        // The best `limit` and some more, so that ties at the cut are put in
-        // log order; more again when filters or `skip` leave too few.
-        let mut want = options.limit + TIE_MARGIN;
-        let mut rebuilt = false;
-        loop {
-            let top = match self.index.top(terms, want)? {
-                Top::Hits(top) => top,
-                Top::Damaged(why) => {
-                    // Built again from the log, and searched again: nothing
-                    // read from the damaged index is used.
-                    if rebuilt {
-                        return Err(Error::Search {
-                            path: self.index.path().to_path_buf(),
-                            message: format!(
-                                "the index was damaged again right after it was built ({})",
-                                why.0
-                            ),
-                        });
-                    }
-                    rebuilt = true;
-                    self.rebuild_damaged(&why)?;
-                    continue;
-                }
-            };
-            let mut hits = Vec::new();
-            let mut wrong = None;
-            for &(offset, score) in &top {
-                if hits.len() == options.limit {
-                    break;
-                }
-                if skip(offset) {
-                    continue;
-                }
-                match read_hit(
-                    &file,
-                    &self.log,
-                    offset,
-                    score,
-                    &filters,
-                    Some(terms),
-                    &mut self.analyzer,
-                    &mut parser,
-                    &mut buf,
-                )? {
-                    Read::Hit(hit) => hits.push(hit),
-                    Read::Filtered => {}
-                    Read::Wrong(why) => {
-                        wrong = Some(why);
-                        break;
-                    }
-                }
-            }
-            if let Some(why) = wrong {
-                if rebuilt {
-                    return Err(Error::Search {
-                        path: self.index.path().to_path_buf(),
-                        message: format!("the index built again still points wrong: {why}"),
-                    });
-                }
-                rebuilt = true;
-                self.rebuild_damaged(&Damaged(why))?;
-                continue;
-            }
-            if hits.len() == options.limit || top.len() < want {
-                return Ok(hits);
-            }
-            want = want.saturating_mul(4);
-        }
     }
 
     /// Builds the index again after it was found damaged (logged, with why).

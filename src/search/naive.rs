@@ -97,17 +97,79 @@ pub fn search(
         .collect();
     scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     let filters = options.filters();
-    scored
-        .into_iter()
-        .filter(|&(offset, _)| {
-            let rest = &log[offset as usize..];
-            let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
-            let line = &line[crate::input::lines::trim(line)];
-            parser
-                .parse(line, 0)
-                .is_ok_and(|r| filters.matches(&r, line))
+    let mut kept = |offset: u64| {
+        let line = line_at(&log[..end], offset);
+        parser.parse(line, 0).is_ok_and(|r| {
+            filters.matches(&r, line) && !text::UNSEARCHED.iter().any(|k| r.kind_is(line, k))
         })
-        .take(options.limit)
+    };
+    let ranked: Vec<(u64, f64)> = scored
+        .into_iter()
+        .filter(|&(offset, _)| kept(offset))
         .map(|(o, s)| (o, -s))
-        .collect()
+        .collect();
+    // The first POOL records give their neighbours (the next and previous
+    // lines that are not blank, when records of the same session that the
+    // filters keep and that hold a word) a share of their scores; the rest
+    // follow in order.
+    use super::rank::{POOL, TO_NEXT, TO_PREV, session_of};
+    let lines: Vec<u64> = line_starts(&log[..end]);
+    let pool = ranked.len().min(POOL);
+    let mut head: Vec<(u64, f64)> = ranked[..pool].to_vec();
+    for &(offset, score) in &ranked[..pool] {
+        let session =
+            session_of(&String::from_utf8_lossy(line_at(log, offset))).map(<[u8]>::to_vec);
+        let k = lines
+            .binary_search(&offset)
+            .expect("a record starts a line");
+        let sides = [(k.checked_sub(1), TO_PREV), (Some(k + 1), TO_NEXT)];
+        for (side, share) in sides {
+            let Some(&o) = side.and_then(|j| lines.get(j)) else {
+                continue;
+            };
+            if !kept(o)
+                || session_of(&String::from_utf8_lossy(line_at(log, o))) != session.as_deref()
+            {
+                continue;
+            }
+            match head.iter().position(|h| h.0 == o) {
+                Some(j) => head[j].1 += share * score,
+                // Ranked below the pool: its share alone.
+                None if ranked.iter().any(|r| r.0 == o) => head.push((o, share * score)),
+                None => {}
+            }
+        }
+    }
+    head.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let rest: Vec<(u64, f64)> = ranked[pool..]
+        .iter()
+        .filter(|r| !head.iter().any(|h| h.0 == r.0))
+        .copied()
+        .collect();
+    head.extend(rest);
+    head.truncate(options.limit);
+    head
+}
+
+/// The line of `log` starting at `offset`, trimmed.
+fn line_at(log: &[u8], offset: u64) -> &[u8] {
+    let rest = &log[offset as usize..];
+    let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
+    &line[crate::input::lines::trim(line)]
+}
+
+/// Where each line of `log` that is not blank starts (after its leading
+/// whitespace and, first, a byte-order mark), whole lines only.
+fn line_starts(log: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut pos = crate::input::lines::content_start(log);
+    for line in log[pos..].split_inclusive(|&b| b == b'\n') {
+        if line.last() == Some(&b'\n')
+            && let Some(k) = line.iter().position(|b| !b.is_ascii_whitespace())
+        {
+            out.push((pos + k) as u64);
+        }
+        pos += line.len();
+    }
+    out
 }

@@ -50,11 +50,26 @@ pub(crate) fn words(text: &str, joins: bool, scratch: &mut String, mut word: imp
 /// valid JSON object (a record's line as the replay parsed it). A line
 /// that is not one gives what could be read of it.
 pub(crate) fn record_values(line: &[u8], scratch: &mut Scratch, mut value: impl FnMut(&str)) {
+    record_values_by(line, scratch, |_, v| value(v));
+}
+
+/// The top-level keys whose string value says who spoke a record.
+pub(crate) const SPEAKER_KEYS: [&[u8]; 4] = [b"speaker", b"author", b"sender", b"role"];
+
+/// [`record_values`], each value told with whether it is who spoke the
+/// record (a top-level [`SPEAKER_KEYS`] member).
+pub(crate) fn record_values_by(
+    line: &[u8],
+    scratch: &mut Scratch,
+    mut value: impl FnMut(bool, &str),
+) {
     let Scratch { text, bytes, stack } = scratch;
     stack.clear();
     let mut i = 0usize;
-    // Whether the last top-level key read is `type` or `session_id`.
+    // Whether the last top-level key read is `type` or `session_id`, or
+    // one that names a speaker.
     let mut top_key_skipped = false;
+    let mut top_key_speaker = false;
     while i < line.len() {
         match line[i] {
             b'{' => {
@@ -91,6 +106,7 @@ pub(crate) fn record_values(line: &[u8], scratch: &mut Scratch, mut value: impl 
                 if is_key {
                     if stack.len() == 1 {
                         top_key_skipped = raw == b"type" || raw == b"session_id";
+                        top_key_speaker = SPEAKER_KEYS.contains(&raw);
                     }
                     continue;
                 }
@@ -98,7 +114,7 @@ pub(crate) fn record_values(line: &[u8], scratch: &mut Scratch, mut value: impl 
                     continue;
                 }
                 decode(raw, bytes, text);
-                value(text);
+                value(stack.len() == 1 && top_key_speaker, text);
             }
             _ => i += 1,
         }

@@ -159,13 +159,13 @@ fn hybrid_finds_by_meaning_what_the_words_miss() {
     assert_eq!(v["hits"], json!([]));
     assert!(api.requests().is_empty());
     assert!(!vec_path(&log).exists());
-    // Hybrid: the automobile, ranked first by vector, absent by words,
-    // so its score is the vectors' weight over 61.
+    // Hybrid: the automobile, the vectors' nearest, absent by words, so
+    // its score is the vectors' weight times 1.
     let (v, err) = cli_search(&log, "vehicle", &embed_args(&url, "mock-embed"));
     assert!(!err.contains("warning"), "{err}");
     assert_eq!(offsets(&v["hits"])[0], p.car, "{v}");
     let w = HybridOptions::default().vector_weight;
-    assert!((scores(&v["hits"])[0] - w / 61.0).abs() < 1e-9, "{v}");
+    assert!((scores(&v["hits"])[0] - w).abs() < 1e-9, "{v}");
     assert!(vec_path(&log).exists());
     let reqs = api.requests();
     assert!(
@@ -187,13 +187,15 @@ fn hybrid_finds_by_meaning_what_the_words_miss() {
     // rankings for "doctor appointment", so first.
     let (v, _) = cli_search(&log, "doctor appointment", &embed_args(&url, "mock-embed"));
     assert_eq!(offsets(&v["hits"])[0], p.doctor, "{v}");
-    assert!(scores(&v["hits"])[0] > (1.0 + w / 2.0) / 61.0);
+    // More than the vectors alone can give: the words count too.
+    assert!(scores(&v["hits"])[0] > w, "{v}");
     assert_eq!(api.texts(), p.records + 3, "queries only");
 }
 
-/// `--embed-weight`: how much the vectors' ranking counts against the
-/// words'. Every hit's score is `1/(60 + lexical rank) + W/(60 + vector
-/// rank)`; at 0 the words' order stands, what only the vectors found after it.
+/// `--embed-weight`: how much the vectors count against the words. Every
+/// hit's score is its lexical score over the best one plus `W` times its
+/// cosine's place among the vectors' candidates; at 0 the words' order
+/// stands, what only the vectors found after it.
 #[test]
 fn the_fusion_weight_says_how_far_meaning_counts_against_words() {
     let (url, _api, _rt) = embed::start_blocking();
@@ -203,6 +205,7 @@ fn the_fusion_weight_says_how_far_meaning_counts_against_words() {
     // "vehicle invoice": the invoices by words, the automobile by meaning.
     let query = "vehicle invoice";
     let (lexical, _) = cli_search(&log, query, &[]);
+    let lexical_scores = scores(&lexical["hits"]);
     let lexical = offsets(&lexical["hits"]);
     assert!(lexical.len() >= 5 && !lexical.contains(&p.car));
     let weighted = |w: &str, limit: &str| {
@@ -213,8 +216,8 @@ fn the_fusion_weight_says_how_far_meaning_counts_against_words() {
     // Weight 0: the words' order exactly, then what only the vectors found.
     let zero = weighted("0", "10");
     assert_eq!(offsets(&zero)[..lexical.len()], lexical[..]);
-    for (i, s) in scores(&zero).iter().take(lexical.len()).enumerate() {
-        assert!((s - 1.0 / (61.0 + i as f64)).abs() < 1e-9, "{zero}");
+    for (s, l) in scores(&zero).iter().zip(&lexical_scores) {
+        assert!((s - l / lexical_scores[0]).abs() < 1e-9, "{zero}");
     }
     // The vectors' part of a score is proportional to the weight: for a
     // record hit at weights 0, 1 and 3, s3 - s0 = 3 (s1 - s0).

@@ -304,10 +304,10 @@ def test_hybrid_search_takes_the_cli_embed_options_and_gives_its_hits(tmp_path, 
         assert api.calls >= 2  # the records, then the query
         args = ["--embed-upstream", api.url, "--embed-model", "mock-embed"]
         assert hits == cli_hits(p, "canine", *args)
-        # The fusion's weight, as --embed-weight: the vectors' first hit scores weight/61.
+        # The fusion's weight, as --embed-weight: the vectors' nearest, found by no word, scores the weight.
         weighted = wmreplay.search(p, "canine", embed_weight=2, **opts)
         assert weighted == cli_hits(p, "canine", *args, "--embed-weight", "2")
-        assert abs(weighted[0]["score"] - 2 / 61) < 1e-9
+        assert abs(weighted[0]["score"] - 2) < 1e-9
         index = wmreplay.SearchIndex(p, embed_upstream=api.url, embed_model="mock-embed", embed_timeout=5)
         car = len(json.dumps(lines[0])) + 1
         assert [h["offset"] for h in index.search("automobile", limit=1)] == [car]

@@ -119,15 +119,16 @@ pub struct HybridOptions {
     /// After an embedding that failed, the next is tried no sooner than
     /// this. Default 5 s.
     pub retry_pause: Duration,
-    /// Each ranking fused takes `depth × limit` candidates (at least 20).
-    /// Default 4.
-    pub depth: usize,
-    /// How much the vectors' ranking counts in the fusion against the
-    /// words' (which counts 1): a record's fused score is
-    /// `1/(60 + its lexical rank) + vector_weight/(60 + its vector rank)`.
-    /// 1 trusts both alike; 0 keeps the words' order and only appends
-    /// what the vectors alone found. Default 0.2, chosen on a benchmark
-    /// (the project's BENCHMARKS.md, "Hybrid search").
+    /// How much the vectors count against the words: a record's fused
+    /// score is its lexical score over the best one plus `vector_weight`
+    /// times its cosine placed between the lowest (0) and the highest (1)
+    /// of the vectors' candidates. The vectors lift a record by this much
+    /// at most, so a record the words score more than this above another
+    /// (as a share of their best) stays above it. 0 keeps the words'
+    /// order and only appends what the vectors alone found. Default
+    /// 0.3, chosen on two benchmarks with a small model weaker than the
+    /// words there; a model stronger than the words on your records wants
+    /// more (the project's BENCHMARKS.md, "Recall on long conversations").
     pub vector_weight: f64,
 }
 
@@ -135,7 +136,7 @@ pub struct HybridOptions {
 /// long-conversation recall benchmark with a small general-purpose
 /// embedding model, whose ranking alone is below the words' ranking:
 /// equal weights lost recall there, a lower weight gained it.
-pub(crate) const VECTOR_WEIGHT: f64 = 0.2;
+pub(crate) const VECTOR_WEIGHT: f64 = 0.3;
 
 impl Default for HybridOptions {
     fn default() -> Self {
@@ -147,15 +148,7 @@ impl Default for HybridOptions {
             query_timeout: Duration::from_secs(2),
             wait: None,
             retry_pause: Duration::from_secs(5),
-            depth: 4,
             vector_weight: VECTOR_WEIGHT,
         }
-    }
-}
-
-impl HybridOptions {
-    /// Candidates taken from each ranking for `limit` hits.
-    pub(crate) fn candidates(&self, limit: usize) -> usize {
-        limit.saturating_mul(self.depth.max(1)).max(20)
     }
 }

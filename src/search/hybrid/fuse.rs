@@ -1,89 +1,167 @@
-//! Weighted reciprocal rank fusion: each ranking gives a record
-//! `weight / (k + rank)` (rank 1 the best), a record's fused score is the
-//! sum over the rankings that hold it, best first, ties in log order (by
-//! offset). It needs no calibration between BM25 scores and cosines, which
-//! live on scales of their own (Cormack, Clarke and Büttcher, SIGIR 2009,
-//! with k = 60); the weight says how far one ranking is trusted against
-//! the other.
+//! Fusing the words' ranking with the vectors': each score brought to a
+//! common scale within its own ranking, then added, the vectors' weighted.
+//!
+//! A record's lexical part is its score over the best lexical score (1
+//! for the first, between 0 and 1 for the rest); its vector part is its
+//! cosine placed between the lowest and the highest cosine of the
+//! vectors' [`DEPTH`] candidates (1 for the nearest, 0 for the last; the
+//! lowest is 0 when fewer records than that have a positive cosine),
+//! times the weight. So the vectors can lift a record by at most the weight: a
+//! record the words score more than `weight` above another's share of
+//! the top stays above it whatever the model says, and the words'
+//! confident top is kept. Where the words are unsure (scores close
+//! together, or none), the vectors decide. Rank fusion (1/(60 + rank))
+//! gave no such guarantee: there, lexical ranks 1 and 10 differ by less
+//! than a weak model's spread, and a model weaker than the words pushed
+//! their first hits down.
+//!
+//! Both rankings are taken [`DEPTH`] deep whatever the limit, so that
+//! the first k hits of a deeper search are those of a search for k.
 
-/// The constant of reciprocal rank fusion.
-pub(crate) const RRF_K: f64 = 60.0;
+/// Candidates taken from each ranking and fused; a search for more adds
+/// the rest after them, the lexical ones first.
+pub(crate) const DEPTH: usize = 100;
 
-/// The records of `rankings` (offsets, best first, each once per ranking,
-/// and the ranking's weight) with their fused scores, best first, ties by
-/// offset.
-pub(crate) fn rrf(rankings: &[(&[u64], f64)]) -> Vec<(u64, f64)> {
+/// The records of the `lexical` and `vector` rankings (offset and score,
+/// best first, each once), the first [`DEPTH`] of each fused, best
+/// first, ties in log order, with their fused scores; then the rest of
+/// `lexical`, then the rest of `vector`, with theirs (the lexical part
+/// alone, then the vector part alone).
+pub(crate) fn fuse(lexical: &[(u64, f64)], vector: &[(u64, f64)], weight: f64) -> Vec<(u64, f64)> {
+    let (lex_head, lex_tail) = lexical.split_at(lexical.len().min(DEPTH));
+    let (vec_head, vec_tail) = vector.split_at(vector.len().min(DEPTH));
+    let lex_part = scale(lex_head.first().map_or(0.0, |h| h.1), 0.0);
+    // The lowest cosine is the 100th; with fewer candidates every record
+    // of a positive cosine is among them, and the floor is 0.
+    let floor = match vec_head.last() {
+        Some(last) if vec_head.len() == DEPTH => last.1,
+        _ => 0.0,
+    };
+    let vec_part = scale(vec_head.first().map_or(0.0, |h| h.1), floor);
     let mut fused: Vec<(u64, f64)> = Vec::new();
     let mut at: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
-    for (ranking, weight) in rankings {
-        for (i, &offset) in ranking.iter().enumerate() {
-            let s = weight / (RRF_K + (i + 1) as f64);
-            match at.get(&offset) {
-                Some(&j) => fused[j].1 += s,
-                None => {
-                    at.insert(offset, fused.len());
-                    fused.push((offset, s));
-                }
+    let parts = lex_head
+        .iter()
+        .map(|&(offset, score)| (offset, lex_part(score)))
+        .chain(
+            vec_head
+                .iter()
+                .map(|&(offset, cosine)| (offset, weight * vec_part(cosine))),
+        );
+    for (offset, s) in parts {
+        match at.get(&offset) {
+            Some(&j) => fused[j].1 += s,
+            None => {
+                at.insert(offset, fused.len());
+                fused.push((offset, s));
             }
         }
     }
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let tails = lex_tail
+        .iter()
+        .map(|&(offset, score)| (offset, lex_part(score)))
+        .chain(
+            vec_tail
+                .iter()
+                .map(|&(offset, cosine)| (offset, weight * vec_part(cosine))),
+        );
+    for (offset, s) in tails {
+        if at.insert(offset, fused.len()).is_none() {
+            fused.push((offset, s));
+        }
+    }
     fused
+}
+
+/// A score's place between `low` (0) and `high` (1). When they are equal
+/// (one candidate, or all alike), each is the best there is: 1, unless
+/// that best is nothing (0 or less).
+fn scale(high: f64, low: f64) -> impl Fn(f64) -> f64 {
+    move |s| {
+        if high > low {
+            ((s - low) / (high - low)).clamp(0.0, 1.0)
+        } else if high > 0.0 {
+            1.0
+        } else {
+            0.0
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn rrf_sums_reciprocal_ranks_and_breaks_ties_in_log_order() {
-        // Lexical: 10, 20, 30; vector: 30, 40, 10.
-        let got = rrf(&[(&[10, 20, 30], 1.0), (&[30, 40, 10], 1.0)]);
-        let s = |r: f64| 1.0 / (60.0 + r);
-        let want = [
-            // 10: 1st and 3rd; 30: 3rd and 1st — equal, log order.
-            (10, s(1.0) + s(3.0)),
-            (30, s(3.0) + s(1.0)),
-            // 20 and 40: both 2nd once — equal, log order.
-            (20, s(2.0)),
-            (40, s(2.0)),
-        ];
-        assert_eq!(got.len(), want.len());
-        for ((o, f), (wo, wf)) in got.iter().zip(want) {
-            assert_eq!(*o, wo);
-            assert!((f - wf).abs() < 1e-12, "{o}: {f} vs {wf}");
-        }
-        // One ranking alone keeps its order.
-        let one: Vec<u64> = rrf(&[(&[5, 3, 9], 1.0)]).iter().map(|x| x.0).collect();
-        assert_eq!(one, [5, 3, 9]);
-        // A record in both beats one ranked first in only one.
-        let both = rrf(&[(&[1, 2], 1.0), (&[3, 2], 1.0)]);
-        assert_eq!(both[0].0, 2);
-        assert!(rrf(&[]).is_empty());
+    fn order(f: &[(u64, f64)]) -> Vec<u64> {
+        f.iter().map(|x| x.0).collect()
     }
 
     #[test]
-    fn a_ranking_weighs_what_its_weight_says() {
-        let s = |w: f64, r: f64| w / (60.0 + r);
-        // Lexical 1, 2; vector (weight 0.3) 3, 1.
-        let got = rrf(&[(&[1, 2], 1.0), (&[3, 1], 0.3)]);
-        let order: Vec<u64> = got.iter().map(|x| x.0).collect();
-        // The vector's first (3) falls below the lexical second (2):
-        // 0.3/61 < 1/62. Equal weights would put 3 above 2.
-        assert_eq!(order, [1, 2, 3]);
-        assert!((got[0].1 - (s(1.0, 1.0) + s(0.3, 2.0))).abs() < 1e-12);
-        assert!((got[2].1 - s(0.3, 1.0)).abs() < 1e-12);
-        let equal: Vec<u64> = rrf(&[(&[1, 2], 1.0), (&[3, 1], 1.0)])
-            .iter()
-            .map(|x| x.0)
+    fn scores_are_scaled_in_their_ranking_and_added() {
+        // Lexical 10 (8), 20 (4), 30 (2); vector 30 (0.9), 40 (0.7), 10 (0.5).
+        let lex = [(10, 8.0), (20, 4.0), (30, 2.0)];
+        let vec = [(30, 0.9), (40, 0.7), (10, 0.5)];
+        let got = fuse(&lex, &vec, 0.5);
+        let want = [
+            (10, 1.0 + 0.5 * 0.5 / 0.9), // 8/8 + 0.5 × 0.5/0.9
+            (30, 0.25 + 0.5),            // 2/8 + 0.5 × 1
+            (20, 0.5),                   // 4/8
+            (40, 0.5 * 0.7 / 0.9),       // 0.5 × 0.7/0.9
+        ];
+        // Fewer than DEPTH candidates: the floor is 0. With DEPTH of
+        // them, the lowest cosine is the floor.
+        assert_eq!(order(&got), order(&want));
+        for ((o, f), (_, w)) in got.iter().zip(want) {
+            assert!((f - w).abs() < 1e-12, "{o}: {f} vs {w}");
+        }
+        assert!(fuse(&[], &[], 0.3).is_empty());
+        let full: Vec<(u64, f64)> = (0..DEPTH as u64)
+            .map(|i| (i, 0.9 - i as f64 * 0.001))
             .collect();
-        assert_eq!(equal, [1, 3, 2]);
-        // Weight 0: the vector's records come after every lexical one, in
-        // log order (all at 0), and do not reorder the lexical ranking.
-        let zero: Vec<u64> = rrf(&[(&[7, 5], 1.0), (&[5, 2, 9], 0.0)])
-            .iter()
-            .map(|x| x.0)
+        let got = fuse(&[], &full, 1.0);
+        assert!((got[0].1 - 1.0).abs() < 1e-12 && got[DEPTH - 1].1.abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_vectors_lift_a_record_by_the_weight_at_most() {
+        // The words' first is more than 0.3 above their second: no model
+        // at weight 0.3 puts the second first, even the vectors' nearest.
+        let lex = [(1, 10.0), (2, 6.9), (3, 6.0)];
+        let vec = [(2, 0.99), (3, 0.5), (9, 0.1)];
+        assert_eq!(order(&fuse(&lex, &vec, 0.3))[0], 1);
+        // Closer together, the vectors decide.
+        let lex = [(1, 10.0), (2, 9.0)];
+        assert_eq!(order(&fuse(&lex, &vec, 0.3))[..2], [2, 1]);
+        // Weight 0 keeps the words' order, the vectors' records after
+        // theirs in log order.
+        assert_eq!(
+            order(&fuse(&[(7, 2.0), (5, 1.0)], &[(9, 0.8), (2, 0.4)], 0.0)),
+            [7, 5, 2, 9]
+        );
+        // Ties in log order; one ranking alone keeps its order.
+        assert_eq!(order(&fuse(&[(5, 1.0), (3, 1.0)], &[], 0.3)), [3, 5]);
+        assert_eq!(
+            order(&fuse(&[], &[(5, 0.9), (3, 0.8), (9, 0.1)], 0.3)),
+            [5, 3, 9]
+        );
+    }
+
+    #[test]
+    fn a_deeper_search_begins_with_a_shallower_one() {
+        // Rankings longer than DEPTH: the fused head depends on their
+        // first DEPTH only, the rest follows it.
+        let lex: Vec<(u64, f64)> = (0..250u64).map(|i| (i * 2, 1000.0 - i as f64)).collect();
+        let vec: Vec<(u64, f64)> = (0..250u64)
+            .map(|i| (i * 3 + 1, 0.9 - i as f64 / 1000.0))
             .collect();
-        assert_eq!(zero, [7, 5, 2, 9]);
+        let deep = fuse(&lex, &vec, 0.3);
+        let shallow = fuse(&lex[..DEPTH], &vec[..DEPTH], 0.3);
+        assert_eq!(order(&deep[..shallow.len()]), order(&shallow));
+        // Every record once.
+        let mut all = order(&deep);
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), deep.len());
     }
 }

@@ -462,7 +462,7 @@ impl SearchIndex {
             None => shared.query_vector(query),
         };
         shared.wait(until);
-        let n = shared.options.candidates(options.limit);
+        let n = options.limit.max(fuse::DEPTH);
         let mut deep = options.clone();
         deep.limit = n;
         let mut lexical = self.search_terms(terms, &deep, skip)?;
@@ -471,24 +471,22 @@ impl SearchIndex {
             return Ok(lexical);
         };
         let vector = self.vector_hits(&shared, &q, n, options, skip)?;
-        let lex: Vec<u64> = lexical.iter().map(|h| h.offset).collect();
-        let vec: Vec<u64> = vector.iter().map(|h| h.offset).collect();
+        let lex: Vec<(u64, f64)> = lexical.iter().map(|h| (h.offset, h.score)).collect();
+        let vec: Vec<(u64, f64)> = vector.iter().map(|h| (h.offset, h.score)).collect();
         let mut by_offset: std::collections::HashMap<u64, Hit> = vector
             .into_iter()
             .chain(lexical)
             .map(|h| (h.offset, h))
             .collect();
-        Ok(
-            fuse::rrf(&[(&lex, 1.0), (&vec, shared.options.vector_weight)])
-                .into_iter()
-                .take(options.limit)
-                .filter_map(|(offset, score)| {
-                    let mut h = by_offset.remove(&offset)?;
-                    h.score = score;
-                    Some(h)
-                })
-                .collect(),
-        )
+        Ok(fuse::fuse(&lex, &vec, shared.options.vector_weight)
+            .into_iter()
+            .take(options.limit)
+            .filter_map(|(offset, score)| {
+                let mut h = by_offset.remove(&offset)?;
+                h.score = score;
+                Some(h)
+            })
+            .collect())
     }
 
     /// The `n` records nearest to `query` that pass the filters and

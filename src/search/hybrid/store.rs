@@ -30,7 +30,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the file's layout, or what a record's text is, changes.
-pub(crate) const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 2;
 const MAGIC: &[u8; 8] = b"wmrvec\0\0";
 const HEADER: u64 = 256;
 const MAX_MODEL: usize = 160;

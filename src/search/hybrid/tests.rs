@@ -125,10 +125,10 @@ fn hybrid_finds_by_meaning_what_no_word_of_the_query_matches() {
         .search("vehicle car", &SearchOptions::with_limit(2))
         .unwrap();
     assert_eq!(hits[0].offset, car, "{hits:?}");
-    // The fused score: ranked first by vector (its weight), absent
+    // The fused score: the vectors' nearest (its weight times 1), absent
     // lexically.
     assert!(
-        (hits[0].score - options().vector_weight / 61.0).abs() < 1e-9,
+        (hits[0].score - options().vector_weight).abs() < 1e-9,
         "{}",
         hits[0].score
     );
@@ -289,4 +289,37 @@ fn vectors_of_another_log_in_place_start_over_at_the_search() {
         .unwrap();
     assert_eq!(hits[0].offset, offset_of(&a, "automobile"));
     assert_eq!(index.vectors().unwrap().records, 5);
+}
+
+#[test]
+fn a_search_for_k_is_the_first_k_of_a_deeper_one() {
+    // Enough records that rankings run past the fusion's depth: each holds
+    // a few of a small vocabulary, so scores repeat and spread.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let words = [
+        "car", "doctor", "invoice", "bridge", "apples", "deploy", "rest", "notes",
+    ];
+    let texts: Vec<String> = (0..400usize)
+        .map(|i| {
+            (0..1 + i % 4)
+                .map(|j| words[(i * 7 + j * 3) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    write_log(&log, &texts.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut index = SearchIndex::new(&log).with_embedder(Mock::new("m"), options());
+    for query in ["car invoice", "physician apples", "automobile"] {
+        let deep = offsets(
+            &index
+                .search(query, &SearchOptions::with_limit(300))
+                .unwrap(),
+        );
+        assert!(deep.len() > super::fuse::DEPTH, "{query}: {}", deep.len());
+        for k in [1, 5, 10, 50, 100, 150] {
+            let got = offsets(&index.search(query, &SearchOptions::with_limit(k)).unwrap());
+            assert_eq!(got, deep[..k], "{query}, limit {k}");
+        }
+    }
 }
