@@ -393,6 +393,23 @@ fn read_hit(
         return wrong("past the log's last whole line");
     };
     let line = &body[crate::input::lines::trim(&body[..end])];
+    Ok(judge_line(
+        offset, line, score, filters, terms, analyzer, parser,
+    ))
+}
+
+/// What the record `line` (trimmed, starting at `offset`) is to a search:
+/// [`read_hit`] once the line is read.
+fn judge_line(
+    offset: u64,
+    line: &[u8],
+    score: f64,
+    filters: &Selection,
+    terms: Option<&Terms>,
+    analyzer: &mut Analyzer,
+    parser: &mut LineParser,
+) -> Read {
+    let wrong = |why: &str| Read::Wrong(format!("offset {offset}: {why}"));
     let Ok(r) = parser.parse(line, 0) else {
         return wrong("not a record");
     };
@@ -406,15 +423,15 @@ fn read_hit(
         return wrong("a record holding none of the words searched for");
     }
     if !filters.matches(&r, line) {
-        return Ok(Read::Filtered);
+        return Read::Filtered;
     }
-    Ok(Read::Hit(Hit {
+    Read::Hit(Hit {
         offset,
         ts_ms: r.ts_ms(),
         kind: r.kind(line),
         score,
         line: String::from_utf8_lossy(line).into_owned(),
-    }))
+    })
 }
 
 /// Logs an index found damaged (the server's log and stderr may name the

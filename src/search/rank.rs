@@ -5,7 +5,7 @@
 //! the interview go?" / "Better than I expected, they want a second
 //! round"), and a fact is often spread over a turn and the reply that
 //! asks about it. So a record shares in the score of the records beside
-//! it in its session: each of the best [`POOL`] records by BM25 gives
+//! it in its session: each of the best [`POOL`] (30) records by BM25 gives
 //! [`TO_NEXT`] of its score to the record after it and [`TO_PREV`] to the
 //! one before (the next or previous line that is a record of the same
 //! `session_id` passing the filters), which may bring in a record that
@@ -18,18 +18,19 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::ops::Range;
 use std::path::Path;
 
 use super::analysis::Terms;
 use super::index::Top;
-use super::{Damaged, Hit, Read, SearchIndex, SearchOptions, TIE_MARGIN, read_hit};
+use super::{Damaged, Hit, Read, SearchIndex, SearchOptions, TIE_MARGIN, judge_line, read_hit};
 use crate::error::Error;
 use crate::parse::LineParser;
 use crate::select::Selection;
 
 /// The records by BM25 whose neighbours share in their score; the first
 /// `POOL` hits of a search do not depend on its limit.
-pub(crate) const POOL: usize = 50;
+pub(crate) const POOL: usize = 30;
 /// The share of a record's score given to the record after it.
 pub(crate) const TO_NEXT: f64 = 0.15;
 /// The share of a record's score given to the record before it.
@@ -166,27 +167,26 @@ impl SearchIndex {
         for i in 0..head.len() {
             let (offset, score) = (head[i].offset, head[i].score);
             let session = session_of(&head[i].line).map(<[u8]>::to_vec);
-            let (prev, next) = neighbours(file, &self.log, offset, &mut buf)?;
-            for (side, share) in [(prev, TO_PREV), (next, TO_NEXT)] {
-                let Some(o) = side else { continue };
+            let (from, sides) = neighbours(file, &self.log, offset, &mut buf)?;
+            for (side, share) in sides.into_iter().zip([TO_PREV, TO_NEXT]) {
+                let Some(range) = side else { continue };
+                let o = from + range.start as u64;
                 if skip(o) {
                     continue;
                 }
                 let j = match at.get(&o) {
                     Some(&j) => j,
                     None => {
-                        let read = read_hit(
-                            file,
-                            &self.log,
+                        let judged = judge_line(
                             o,
+                            &buf[range],
                             0.0,
                             filters,
                             Some(terms),
                             &mut self.analyzer,
                             &mut parser,
-                            &mut buf,
-                        )?;
-                        let Read::Hit(h) = read else { continue };
+                        );
+                        let Read::Hit(h) = judged else { continue };
                         if session_of(&h.line) != session.as_deref()
                             || super::text::UNSEARCHED.contains(&h.kind.as_str())
                         {
@@ -217,83 +217,78 @@ pub(crate) fn session_of(line: &str) -> Option<&[u8]> {
     crate::parse::json::top_level_value(line.as_bytes(), b"session_id")
 }
 
-/// Where the lines before and after the one starting at `offset` start
-/// (blank lines passed over), when there are such lines within
-/// [`MAX_SCAN`] bytes.
+/// The lines before and after the one starting at `offset` (blank lines
+/// passed over), read in one window of the log: where the window starts,
+/// and each line's range in `buf` (trimmed), `None` on a side with no
+/// whole line within [`MAX_SCAN`] bytes.
 fn neighbours(
     file: &File,
     log: &Path,
     offset: u64,
     buf: &mut Vec<u8>,
-) -> Result<(Option<u64>, Option<u64>), Error> {
-    let read = |from: u64, len: u64, buf: &mut Vec<u8>| {
-        buf.clear();
-        crate::input::read_from(file, from, len, buf).map_err(|e| Error::io(log, "cannot read", e))
-    };
-    // The next: past this line's `\n` and any blank lines.
-    let mut next = None;
-    let mut want = 4096u64;
-    while want <= MAX_SCAN {
-        read(offset, want, buf)?;
-        let after_nl = memchr::memchr(b'\n', buf).map(|i| i + 1);
-        if let Some(start) = after_nl {
-            let rest = &buf[start..];
-            if let Some(k) = rest.iter().position(|b| !b.is_ascii_whitespace()) {
-                next = Some(offset + (start + k) as u64);
-                break;
-            }
-        }
-        if (buf.len() as u64) < want {
-            break;
-        }
-        want *= 4;
-    }
-    // The previous: the line before the `\n` that ends it, blank ones
-    // passed over.
-    let prev = if offset == 0 {
-        None
-    } else {
-        previous_start(offset, buf, read)?
-    };
-    Ok((prev, next))
-}
-
-/// Where the line before the one starting at `offset` (> 0) starts, blank
-/// lines passed over, reading back at most [`MAX_SCAN`] bytes with `read`.
-fn previous_start(
-    offset: u64,
-    buf: &mut Vec<u8>,
-    read: impl Fn(u64, u64, &mut Vec<u8>) -> Result<(), Error>,
-) -> Result<Option<u64>, Error> {
-    let mut want = 4096u64;
+) -> Result<(u64, [Option<Range<usize>>; 2]), Error> {
+    let mut reach = 4096u64;
     loop {
-        let from = offset.saturating_sub(want);
-        read(from, offset - from, buf)?;
-        let before = &buf[..];
-        let first_text = |at: usize| {
-            at + before[at..]
+        let from = offset.saturating_sub(reach);
+        let want = offset - from + reach;
+        buf.clear();
+        crate::input::read_from(file, from, want, buf)
+            .map_err(|e| Error::io(log, "cannot read", e))?;
+        let at_end = (buf.len() as u64) < want;
+        let here = (offset - from) as usize;
+        let text_from = |at: usize| {
+            at + buf[at..]
                 .iter()
                 .position(|b| !b.is_ascii_whitespace())
-                .unwrap_or(0)
+                .unwrap_or(buf.len() - at)
         };
-        // The last byte that is not whitespace before `offset`, and the
-        // `\n` before it.
-        match before.iter().rposition(|b| !b.is_ascii_whitespace()) {
-            Some(last) => match memchr::memrchr(b'\n', &before[..last]) {
-                Some(nl) => return Ok(Some(from + first_text(nl + 1) as u64)),
-                // The first line, after any byte-order mark.
-                None if from == 0 => {
-                    let start = crate::input::lines::content_start(before);
-                    return Ok(Some(first_text(start) as u64));
+        let trimmed = |r: Range<usize>| {
+            let t = crate::input::lines::trim(&buf[r.clone()]);
+            r.start + t.start..r.start + t.end
+        };
+        // After: past this line's `\n`, the next line that is not blank,
+        // to its `\n` (a last line without one is not whole).
+        let mut short = false;
+        let next = match memchr::memchr(b'\n', &buf[here..]) {
+            Some(e) => {
+                let start = text_from(here + e + 1);
+                match memchr::memchr(b'\n', &buf[start..]) {
+                    Some(len) => Some(trimmed(start..start + len)),
+                    None => {
+                        short |= !at_end;
+                        None
+                    }
                 }
-                None => {}
+            }
+            None => {
+                short |= !at_end;
+                None
+            }
+        };
+        // Before: the last byte that is not whitespace before `offset`,
+        // back to the `\n` before it (or the log's start).
+        let prev = match buf[..here].iter().rposition(|b| !b.is_ascii_whitespace()) {
+            Some(last) => match memchr::memrchr(b'\n', &buf[..last]) {
+                Some(nl) => Some(trimmed(text_from(nl + 1)..last + 1)),
+                // The first line, after any byte-order mark (which may be
+                // all there is before this line).
+                None if from == 0 => {
+                    let start = text_from(crate::input::lines::content_start(buf));
+                    (start <= last).then(|| trimmed(start..last + 1))
+                }
+                None => {
+                    short = true;
+                    None
+                }
             },
-            None if from == 0 => return Ok(None),
-            None => {}
+            None => {
+                short |= from > 0;
+                None
+            }
+        };
+        if !short || reach >= MAX_SCAN {
+            return Ok((from, [prev, next]));
         }
-        if want >= MAX_SCAN {
-            return Ok(None);
-        }
-        want *= 4;
+        reach *= 4;
     }
 }

@@ -2,7 +2,8 @@
 //! common scale within its own ranking, then added, the vectors' weighted.
 //!
 //! A record's lexical part is its score over the best lexical score (1
-//! for the first, between 0 and 1 for the rest); its vector part is its
+//! for the first, between 0 and 1 for the rest; never more than the part
+//! of a record the words rank above it); its vector part is its
 //! cosine placed between the lowest and the highest cosine of the
 //! vectors' [`DEPTH`] candidates (1 for the nearest, 0 for the last; the
 //! lowest is 0 when fewer records than that have a positive cosine),
@@ -40,9 +41,18 @@ pub(crate) fn fuse(lexical: &[(u64, f64)], vector: &[(u64, f64)], weight: f64) -
     let vec_part = scale(vec_head.first().map_or(0.0, |h| h.1), floor);
     let mut fused: Vec<(u64, f64)> = Vec::new();
     let mut at: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    // The words' parts never rise down their ranking: a record that the
+    // ranking puts below another (a neighbour given its share alone, above
+    // records of a higher BM25 further down) keeps its place.
+    let mut lowest = 1.0f64;
     let parts = lex_head
         .iter()
-        .map(|&(offset, score)| (offset, lex_part(score)))
+        .map(|&(offset, score)| {
+            lowest = lowest.min(lex_part(score));
+            (offset, lowest)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
         .chain(
             vec_head
                 .iter()
@@ -57,10 +67,11 @@ pub(crate) fn fuse(lexical: &[(u64, f64)], vector: &[(u64, f64)], weight: f64) -
             }
         }
     }
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Stable: ties keep the words' order, then the vectors'.
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1));
     let tails = lex_tail
         .iter()
-        .map(|&(offset, score)| (offset, lex_part(score)))
+        .map(|&(offset, score)| (offset, lex_part(score).min(lowest)))
         .chain(
             vec_tail
                 .iter()
@@ -134,13 +145,18 @@ mod tests {
         let lex = [(1, 10.0), (2, 9.0)];
         assert_eq!(order(&fuse(&lex, &vec, 0.3))[..2], [2, 1]);
         // Weight 0 keeps the words' order, the vectors' records after
-        // theirs in log order.
+        // theirs in the vectors' order.
         assert_eq!(
             order(&fuse(&[(7, 2.0), (5, 1.0)], &[(9, 0.8), (2, 0.4)], 0.0)),
-            [7, 5, 2, 9]
+            [7, 5, 9, 2]
         );
-        // Ties in log order; one ranking alone keeps its order.
-        assert_eq!(order(&fuse(&[(5, 1.0), (3, 1.0)], &[], 0.3)), [3, 5]);
+        // A record the words rank below another keeps its place, whatever
+        // its score (a neighbour's share above a deeper record's BM25).
+        assert_eq!(
+            order(&fuse(&[(1, 10.0), (9, 2.0), (3, 5.0)], &[], 0.3)),
+            [1, 9, 3]
+        );
+        // One ranking alone keeps its order.
         assert_eq!(
             order(&fuse(&[], &[(5, 0.9), (3, 0.8), (9, 0.1)], 0.3)),
             [5, 3, 9]
