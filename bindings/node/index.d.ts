@@ -235,7 +235,7 @@ export interface SearchHit {
   ts_ms: number | null;
   /** Its `type`. */
   type: string;
-  /** Its BM25 score: higher is better. */
+  /** Its score, higher is better: BM25 plus its neighbours' shares, or the fused score of a hybrid search. */
   score: number;
   /** The line's JSON, parsed. */
   record: Record<string, any>;

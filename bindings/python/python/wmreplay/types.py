@@ -89,7 +89,8 @@ class Hit(TypedDict):
     """One record found by ``search()``: what ``wmreplay search`` prints for
     it. ``offset`` is the byte offset of its line in the log, ``ts_ms`` its
     ``ts_ms`` (``None`` when not a finite number), ``type`` its ``type``,
-    ``score`` its BM25 score (higher is better) and ``record`` the line's
+    ``score`` its score (higher is better; BM25 with its neighbours' shares, or
+    the fused score of a hybrid search) and ``record`` the line's
     JSON, decoded."""
 
     offset: int
