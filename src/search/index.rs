@@ -463,12 +463,20 @@ impl Index {
                 )
                 .map_err(|e| err(&path, e))?;
             let mut out = Vec::with_capacity(top.len());
+            // Each segment's offsets column opened once (opening one is
+            // most of what a hit costs).
+            let mut columns = std::collections::HashMap::new();
             for (score, at) in top {
-                let column = searcher
-                    .segment_reader(at.segment_ord)
-                    .fast_fields()
-                    .u64("offset")
-                    .map_err(|e| err(&path, e))?;
+                let column = match columns.entry(at.segment_ord) {
+                    std::collections::hash_map::Entry::Occupied(c) => c.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(v) => v.insert(
+                        searcher
+                            .segment_reader(at.segment_ord)
+                            .fast_fields()
+                            .u64("offset")
+                            .map_err(|e| err(&path, e))?,
+                    ),
+                };
                 if let Some(offset) = column.first(at.doc_id) {
                     out.push((offset, f64::from(score)));
                 }
