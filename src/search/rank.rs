@@ -217,6 +217,9 @@ pub(crate) fn session_of(line: &str) -> Option<&[u8]> {
     crate::parse::json::top_level_value(line.as_bytes(), b"session_id")
 }
 
+/// The lines before and after a record's line: their ranges in a buffer.
+type Sides = [Option<Range<usize>>; 2];
+
 /// The lines before and after the one starting at `offset` (blank lines
 /// passed over), read in one window of the log: where the window starts,
 /// and each line's range in `buf` (trimmed), `None` on a side with no
@@ -226,7 +229,7 @@ fn neighbours(
     log: &Path,
     offset: u64,
     buf: &mut Vec<u8>,
-) -> Result<(u64, [Option<Range<usize>>; 2]), Error> {
+) -> Result<(u64, Sides), Error> {
     let mut reach = 4096u64;
     loop {
         let from = offset.saturating_sub(reach);
