@@ -117,8 +117,7 @@ pub fn search(
     let pool = ranked.len().min(POOL);
     let mut head: Vec<(u64, f64)> = ranked[..pool].to_vec();
     for &(offset, score) in &ranked[..pool] {
-        let session =
-            session_of(&String::from_utf8_lossy(line_at(log, offset))).map(<[u8]>::to_vec);
+        let session = session_of(line_at(log, offset)).map(<[u8]>::to_vec);
         let k = lines
             .binary_search(&offset)
             .expect("a record starts a line");
@@ -127,9 +126,7 @@ pub fn search(
             let Some(&o) = side.and_then(|j| lines.get(j)) else {
                 continue;
             };
-            if !kept(o)
-                || session_of(&String::from_utf8_lossy(line_at(log, o))) != session.as_deref()
-            {
+            if !kept(o) || session_of(line_at(log, o)) != session.as_deref() {
                 continue;
             }
             match head.iter().position(|h| h.0 == o) {

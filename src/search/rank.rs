@@ -166,12 +166,12 @@ impl SearchIndex {
         let mut gains: Vec<f64> = vec![0.0; head.len()];
         for i in 0..head.len() {
             let (offset, score) = (head[i].offset, head[i].score);
-            let session = session_of(&head[i].line).map(<[u8]>::to_vec);
+            let session = session_of(head[i].line.as_bytes()).map(<[u8]>::to_vec);
             let (from, sides) = neighbours(file, &self.log, offset, &mut buf)?;
             for (side, share) in sides.into_iter().zip([TO_PREV, TO_NEXT]) {
                 let Some(range) = side else { continue };
                 let o = from + range.start as u64;
-                if skip(o) {
+                if skip(o) || session_of(&buf[range.clone()]) != session.as_deref() {
                     continue;
                 }
                 let j = match at.get(&o) {
@@ -187,9 +187,7 @@ impl SearchIndex {
                             &mut parser,
                         );
                         let Read::Hit(h) = judged else { continue };
-                        if session_of(&h.line) != session.as_deref()
-                            || super::text::UNSEARCHED.contains(&h.kind.as_str())
-                        {
+                        if super::text::UNSEARCHED.contains(&h.kind.as_str()) {
                             continue;
                         }
                         at.insert(o, head.len());
@@ -198,9 +196,7 @@ impl SearchIndex {
                         head.len() - 1
                     }
                 };
-                if session_of(&head[j].line) == session.as_deref() {
-                    gains[j] += share * score;
-                }
+                gains[j] += share * score;
             }
         }
         for (h, g) in head.iter_mut().zip(&gains) {
@@ -213,8 +209,8 @@ impl SearchIndex {
 }
 
 /// The raw value of a line's top-level `session_id`, if it has one.
-pub(crate) fn session_of(line: &str) -> Option<&[u8]> {
-    crate::parse::json::top_level_value(line.as_bytes(), b"session_id")
+pub(crate) fn session_of(line: &[u8]) -> Option<&[u8]> {
+    crate::parse::json::top_level_value(line, b"session_id")
 }
 
 /// The lines before and after a record's line: their ranges in a buffer.

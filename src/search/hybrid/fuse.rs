@@ -41,34 +41,28 @@ pub(crate) fn fuse(lexical: &[(u64, f64)], vector: &[(u64, f64)], weight: f64) -
     let vec_part = scale(vec_head.first().map_or(0.0, |h| h.1), floor);
     let mut fused: Vec<(u64, f64)> = Vec::new();
     let mut at: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+    let mut add = |fused: &mut Vec<(u64, f64)>, offset: u64, s: f64| match at.get(&offset) {
+        Some(&j) => fused[j].1 += s,
+        None => {
+            at.insert(offset, fused.len());
+            fused.push((offset, s));
+        }
+    };
     // The words' parts never rise down their ranking: a record that the
     // ranking puts below another (a neighbour given its share alone, above
     // records of a higher BM25 further down) keeps its place.
     let mut lowest = 1.0f64;
-    let parts = lex_head
-        .iter()
-        .map(|&(offset, score)| {
-            lowest = lowest.min(lex_part(score));
-            (offset, lowest)
-        })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .chain(
-            vec_head
-                .iter()
-                .map(|&(offset, cosine)| (offset, weight * vec_part(cosine))),
-        );
-    for (offset, s) in parts {
-        match at.get(&offset) {
-            Some(&j) => fused[j].1 += s,
-            None => {
-                at.insert(offset, fused.len());
-                fused.push((offset, s));
-            }
-        }
+    for &(offset, score) in lex_head {
+        lowest = lowest.min(lex_part(score));
+        add(&mut fused, offset, lowest);
+    }
+    for &(offset, cosine) in vec_head {
+        add(&mut fused, offset, weight * vec_part(cosine));
     }
     // Stable: ties keep the words' order, then the vectors'.
     fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+    // The rest after the head, each record once.
+    let mut seen: std::collections::HashSet<u64> = fused.iter().map(|f| f.0).collect();
     let tails = lex_tail
         .iter()
         .map(|&(offset, score)| (offset, lex_part(score).min(lowest)))
@@ -78,7 +72,7 @@ pub(crate) fn fuse(lexical: &[(u64, f64)], vector: &[(u64, f64)], weight: f64) -
                 .map(|&(offset, cosine)| (offset, weight * vec_part(cosine))),
         );
     for (offset, s) in tails {
-        if at.insert(offset, fused.len()).is_none() {
+        if seen.insert(offset) {
             fused.push((offset, s));
         }
     }
