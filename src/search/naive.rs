@@ -116,7 +116,12 @@ pub fn search(
     let lines: Vec<u64> = line_starts(&log[..end]);
     let pool = ranked.len().min(POOL);
     let mut head: Vec<(u64, f64)> = ranked[..pool].to_vec();
-    for &(offset, score) in &ranked[..pool] {
+    // Those tied with the first record past the pool give nothing.
+    let cut = ranked.get(POOL).map(|r| r.1);
+    let givers = ranked[..pool]
+        .iter()
+        .take_while(|r| cut.is_none_or(|c| r.1 > c));
+    for &(offset, score) in givers {
         let session = session_of(line_at(log, offset)).map(<[u8]>::to_vec);
         let k = lines
             .binary_search(&offset)

@@ -53,7 +53,8 @@ impl SearchIndex {
             return Ok(Vec::new());
         };
         let filters = options.filters();
-        let depth = options.limit.max(POOL);
+        // One past the pool: whether the pool's last records tie with it.
+        let depth = options.limit.max(POOL + 1);
         let ranked = self.bm25_hits(&file, terms, depth, &filters, skip)?;
         let mut hits = self.with_neighbours(&file, terms, ranked, &filters, skip)?;
         hits.truncate(options.limit);
@@ -164,7 +165,15 @@ impl SearchIndex {
             .map(|(i, h)| (h.offset, i))
             .collect();
         let mut gains: Vec<f64> = vec![0.0; head.len()];
-        for i in 0..head.len() {
+        // Records tied with the first one past the pool give nothing: which
+        // of a tie the index returns at the cut is its own affair, and the
+        // shares must not depend on it.
+        let cut = ranked.as_slice().first().map(|h| h.score);
+        let givers = head
+            .iter()
+            .take_while(|h| cut.is_none_or(|c| h.score > c))
+            .count();
+        for i in 0..givers {
             let (offset, score) = (head[i].offset, head[i].score);
             let session = session_of(head[i].line.as_bytes()).map(<[u8]>::to_vec);
             let (from, sides) = neighbours(file, &self.log, offset, &mut buf)?;
