@@ -17,7 +17,11 @@
 //! SDK sends, `x-stainless-retry-count`, which keys the turn so that the
 //! SDK's retries cannot run it twice), `anthropic-history` (the plain
 //! request with a resent history of 20 messages the log lacks, new each
-//! turn: what finding what the log holds costs, against `anthropic`).
+//! turn: what finding what the log holds costs, against `anthropic`),
+//! `respond-stream` and `anthropic-stream` (those streamed: the mock sends
+//! its events one chunk each), `claude-code` (a request shaped as Claude
+//! Code's: 69 KB, 3 system blocks, 24 tools, streamed, keyed by the SDK's
+//! header; its direct call carries the same system and tools).
 //!
 //! For each log and selection it:
 //! 1. copies the seed-1 corpus of that size (generated once into
@@ -41,6 +45,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use wmreplay::__internals::corpus::{GenOptions, generate, parse_size};
+
+#[path = "common/turn_bodies.rs"]
+mod bodies;
 
 const ANSWER: &str = r#"{"id":"msg_bench","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"m","stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#;
 
@@ -145,12 +152,29 @@ fn selection_flags(select: &str) -> Vec<&'static str> {
     }
 }
 
-/// The instant mock model: answers every POST with one fixed message.
+/// The instant mock model: answers every POST with one fixed message, or
+/// a streamed request with its events, one chunk each.
 async fn mock() -> (u16, tokio::task::JoinHandle<()>) {
+    use axum::response::IntoResponse;
     use axum::routing::post;
     let app = axum::Router::new().route(
         "/v1/messages",
-        post(|_body: axum::body::Bytes| async { ([("content-type", "application/json")], ANSWER) }),
+        post(|body: axum::body::Bytes| async move {
+            let streamed = memchr::memmem::find(&body, br#""stream":true"#).is_some();
+            if !streamed {
+                return ([("content-type", "application/json")], ANSWER).into_response();
+            }
+            let events = futures_util::stream::iter(
+                bodies::stream_events()
+                    .into_iter()
+                    .map(Ok::<_, std::convert::Infallible>),
+            );
+            (
+                [("content-type", "text/event-stream")],
+                axum::body::Body::from_stream(events),
+            )
+                .into_response()
+        }),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -335,7 +359,7 @@ async fn run_one(
     select: &str,
     via: &str,
 ) {
-    let sdk = via == "anthropic-sdk";
+    let sdk = bodies::sdk(via);
     let (mock_port, mock_task) = mock().await;
     let where_refs: Vec<&str> = where_.iter().map(String::as_str).collect();
     let server = Server::start(o, &where_refs, select, mock_port);
@@ -348,11 +372,7 @@ async fn run_one(
         None if route == "context" => "/v1/context".to_string(),
         None => format!("/{route}"),
     };
-    let turn_route = match via {
-        "respond" => "respond",
-        "anthropic" | "anthropic-sdk" | "anthropic-history" => "anthropic/v1/messages",
-        other => panic!("--via {other}: respond, anthropic, anthropic-sdk or anthropic-history"),
-    };
+    let turn_route = bodies::route(via);
     // The first context of each log builds its live state.
     let t = Instant::now();
     let mut direct_bodies = Vec::new();
@@ -364,7 +384,7 @@ async fn run_one(
             .await
             .unwrap();
         assert!(r.status().is_success(), "context: {}", r.status());
-        direct_bodies.push(r.bytes().await.unwrap());
+        direct_bodies.push(bodies::direct(via, &r.bytes().await.unwrap()));
     }
     let first_context = t.elapsed();
     let body_kb = direct_bodies[0].len() as f64 / 1024.0;
@@ -376,30 +396,7 @@ async fn run_one(
     let turn_client = self::client(sdk);
     // Warm-up turns (a log's first turn opens its writer and journal),
     // then the measured ones, each with a direct call.
-    let turn_body = |i: usize| match via {
-        "respond" => bytes::Bytes::from(format!(r#"{{"text":"turn {i}: what next?"}}"#)),
-        "anthropic-history" => {
-            let mut m: Vec<String> = (0..20)
-                .map(|k| {
-                    let role = if k % 2 == 0 { "user" } else { "assistant" };
-                    format!(
-                        r#"{{"role":"{role}","content":"earlier message {k} of conversation {i}: {}"}}"#,
-                        "some words of it ".repeat(20)
-                    )
-                })
-                .collect();
-            m.push(format!(
-                r#"{{"role":"user","content":"turn {i}: what next?"}}"#
-            ));
-            bytes::Bytes::from(format!(
-                r#"{{"model":"m","max_tokens":16,"messages":[{}]}}"#,
-                m.join(",")
-            ))
-        }
-        _ => bytes::Bytes::from(format!(
-            r#"{{"model":"m","max_tokens":16,"messages":[{{"role":"user","content":"turn {i}: what next?"}}]}}"#
-        )),
-    };
+    let turn_body = |i: usize| bodies::turn(via, i);
     for i in 0..20.max(respond_urls.len()) {
         post(
             &turn_client,

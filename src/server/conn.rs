@@ -243,6 +243,12 @@ pub(super) async fn accept_loop(
             },
             () = &mut shutdown => break,
         };
+        // Nagle off: a relayed event is small, and with it on each waits for
+        // the ACK of the one before, which a client's delayed ACK holds for
+        // 40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY refused");
+        }
         while tasks.try_join_next().is_some() {}
         let app = app.clone();
         let builder = builder.clone();

@@ -303,6 +303,8 @@ pub(crate) fn upstream_of(cfg: &Config) -> Result<Option<Arc<Upstream>>, ServeEr
     .map(|u| cfg.provider.endpoint(&u));
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        // Nagle off, as reqwest has it by default: said, not assumed.
+        .tcp_nodelay(true)
         .user_agent(concat!("wmreplay/", env!("CARGO_PKG_VERSION")))
         // The key goes to the configured upstream only: a redirect is an
         // upstream error, never followed.

@@ -124,6 +124,9 @@ pub struct Mock {
     pub embeddings: embed::Embeddings,
     /// The bodies `POST /v1/messages/count_tokens` was asked to count.
     pub counted: Arc<Mutex<Vec<Value>>>,
+    /// When the last event of each stream was handed to the socket (the
+    /// mock's sockets have Nagle off: that is when it left).
+    pub stream_ends: Arc<Mutex<Vec<std::time::Instant>>>,
     /// The current texts a `MOCK_FAIL_ONCE` directive failed already.
     failed_once: Arc<Mutex<std::collections::HashSet<String>>>,
     started: std::time::Instant,
@@ -584,11 +587,19 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     }
     let provider = m.provider;
     let events: Vec<String> = events.iter().map(|e| event(provider, &v, e)).collect();
-    let stream = futures_util::stream::iter(events).then(move |e| async move {
-        if pause > 0 {
-            tokio::time::sleep(Duration::from_millis(pause)).await;
+    let last = events.len() - 1;
+    let ends = m.stream_ends.clone();
+    let stream = futures_util::stream::iter(events.into_iter().enumerate()).then(move |(i, e)| {
+        let ends = ends.clone();
+        async move {
+            if pause > 0 {
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+            }
+            if i == last {
+                ends.lock().unwrap().push(std::time::Instant::now());
+            }
+            Ok::<_, std::convert::Infallible>(e)
         }
-        Ok::<_, std::convert::Infallible>(e)
     });
     (
         [("content-type", "text/event-stream")],
@@ -758,6 +769,7 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         cache: Arc::default(),
         embeddings: embed::Embeddings::default(),
         counted: Arc::default(),
+        stream_ends: Arc::default(),
         failed_once: Arc::default(),
         started: std::time::Instant::now(),
     };
@@ -773,6 +785,10 @@ pub async fn start_mock(provider: Provider, mode: Mode) -> (String, Mock) {
         .with_state(m.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    // Nagle off, as the providers' servers have it: each event leaves at
+    // once, so that a stall measured through the server is the server's.
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|s| s.set_nodelay(true).unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}"), m)
 }

@@ -9,6 +9,7 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::{CacheUsage, Mock, Mode, Seen, answer_to, directive, tools};
@@ -247,7 +248,7 @@ pub async fn handler(
         events.push(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
     }
     events.push(json!({"type": "response.completed", "response": response}));
-    let sse: String = events
+    let sse: Vec<String> = events
         .iter_mut()
         .enumerate()
         .map(|(i, e)| {
@@ -255,5 +256,28 @@ pub async fn handler(
             format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
         })
         .collect();
-    ([("content-type", "text/event-stream")], sse).into_response()
+    // At a model's pace (`Mode::SlowStream`): an event at a time, the time
+    // the last left kept; otherwise all at once.
+    let Mode::SlowStream(pause) = m.mode else {
+        return ([("content-type", "text/event-stream")], sse.concat()).into_response();
+    };
+    let last = sse.len() - 1;
+    let ends = m.stream_ends.clone();
+    let stream = futures_util::stream::iter(sse.into_iter().enumerate()).then(move |(i, e)| {
+        let ends = ends.clone();
+        async move {
+            if pause > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
+            if i == last {
+                ends.lock().unwrap().push(std::time::Instant::now());
+            }
+            Ok::<_, std::convert::Infallible>(e)
+        }
+    });
+    (
+        [("content-type", "text/event-stream")],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
 }

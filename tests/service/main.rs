@@ -37,4 +37,5 @@ mod sdk_clients;
 mod search;
 mod serve_process;
 mod server;
+mod streams;
 mod tools;

@@ -189,6 +189,8 @@ impl HttpEmbedder {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // Nagle off, as reqwest has it by default: said, not assumed.
+            .tcp_nodelay(true)
             .user_agent(concat!("wmreplay/", env!("CARGO_PKG_VERSION")))
             .redirect(reqwest::redirect::Policy::none())
             .build()
