@@ -165,6 +165,10 @@ pub(crate) struct Terms {
     pub(crate) stop: Vec<String>,
     /// Identifiers.
     pub(crate) ident: Vec<String>,
+    /// Whether the query asks about time (`when::asks_when`, English).
+    pub(crate) when: bool,
+    /// For such a query, the words that name a day, analysed.
+    pub(crate) dates: Vec<String>,
 }
 
 impl Terms {
@@ -305,10 +309,19 @@ impl Analyzer {
                 }
             }
         }
+        let when = self.language == Language::ENGLISH && super::when::asks_when(query);
+        let dates = match when {
+            true => (super::when::DATE_WORDS.iter())
+                .map(|w| self.stem(w).to_string())
+                .collect(),
+            false => Vec::new(),
+        };
         Terms {
             prose: words.into_iter().map(|(w, _)| w).collect(),
             stop,
             ident,
+            when,
+            dates,
         }
     }
 }

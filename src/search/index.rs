@@ -20,14 +20,14 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-use tantivy::schema::{FAST, Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
+use tantivy::schema::{FAST, IndexRecordOption, Schema, TextFieldIndexing, TextOptions};
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
-use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy, Term};
+use tantivy::{Index as Tantivy, IndexReader, ReloadPolicy};
 
-use super::analysis::{Field as Of, Language, Terms};
+use super::analysis::{Language, Terms};
 use super::dir::{self, Unsynced};
 use super::meta::{Fields, Meta, VERSION, err};
+use super::query::Part;
 use super::write::{add_lines, commit, has_line, with_cause, writer};
 use crate::error::Error;
 
@@ -73,7 +73,10 @@ pub(crate) struct Damaged(pub(crate) String);
 
 /// What [`Index::top`] found.
 pub(crate) enum Top {
-    Hits(Vec<(u64, f64)>),
+    /// (offset, score), best first; and each of the query's weighted terms'
+    /// weight in BM25 (its IDF × (1 + k1) × its boost), in
+    /// [`Terms::weighted`] order.
+    Hits(Vec<(u64, f64)>, Vec<f32>),
     Damaged(Damaged),
 }
 
@@ -414,53 +417,31 @@ impl Index {
         })
     }
 
-    /// The documents matching any of `terms` (deduplicated, at least one),
-    /// the best `limit` of them: (offset, score), best first, ties in log
-    /// order (among those tantivy returns); or [`Top::Damaged`] when what
-    /// the index holds cannot be trusted (a file changed or truncated under
-    /// the reader, a read that panicked).
-    pub(crate) fn top(&mut self, terms: &Terms, limit: usize) -> Result<Top, Error> {
+    /// The documents of `part` matching `terms` (deduplicated, at least
+    /// one), the best `limit` of them: (offset, score), best first, ties in
+    /// log order (among those tantivy returns); or [`Top::Damaged`] when
+    /// what the index holds cannot be trusted (a file changed or truncated
+    /// under the reader, a read that panicked).
+    pub(crate) fn top(&mut self, terms: &Terms, part: Part, limit: usize) -> Result<Top, Error> {
         let path = self.path.clone();
         let Some(open) = self.open.as_mut() else {
             if self.connect().is_none() {
-                return Ok(Top::Hits(Vec::new()));
+                return Ok(Top::Hits(Vec::new(), Vec::new()));
             }
-            return self.top(terms, limit);
+            return self.top(terms, part, limit);
         };
         if let Some(d) = open.changed(&path) {
             return Ok(Top::Damaged(d));
         }
         let open = self.open.as_ref().expect("checked above");
-        let run = || -> Result<Vec<(u64, f64)>, Error> {
-            let term = |field: Field, t: &str| -> Box<dyn Query> {
-                Box::new(TermQuery::new(
-                    Term::from_field_text(field, t),
-                    IndexRecordOption::WithFreqs,
-                ))
-            };
-            let queries: Vec<(Occur, Box<dyn Query>)> = terms
-                .weighted()
-                .into_iter()
-                .map(|(field, t, weight)| {
-                    let field = match field {
-                        Of::Prose => open.fields.body,
-                        Of::Ident => open.fields.ids,
-                    };
-                    let q = term(field, t);
-                    let q: Box<dyn Query> = if weight == 1.0 {
-                        q
-                    } else {
-                        Box::new(BoostQuery::new(q, weight))
-                    };
-                    (Occur::Should, q)
-                })
-                .collect();
+        type Found = (Vec<(u64, f64)>, Vec<f32>);
+        let run = || -> Result<Found, Error> {
             let searcher = open.reader.searcher();
+            let query = super::query::build(terms, part, open.fields);
+            let weights =
+                super::query::weights(&searcher, terms, open.fields).map_err(|e| err(&path, e))?;
             let top = searcher
-                .search(
-                    &BooleanQuery::new(queries),
-                    &TopDocs::with_limit(limit).order_by_score(),
-                )
+                .search(&query, &TopDocs::with_limit(limit).order_by_score())
                 .map_err(|e| err(&path, e))?;
             let mut out = Vec::with_capacity(top.len());
             // Each segment's offsets column opened once (opening one is
@@ -481,7 +462,7 @@ impl Index {
                     out.push((offset, f64::from(score)));
                 }
             }
-            Ok(out)
+            Ok((out, weights))
         };
         // Bytes garbled in place can make the reader index past a slice's
         // end: a panic here is the index's damage, not the server's.
@@ -491,7 +472,7 @@ impl Index {
                 "a file of the index was cut short under a search".into(),
             )));
         }
-        let mut out = match found {
+        let (mut out, weights) = match found {
             Ok(Ok(out)) => out,
             Ok(Err(e)) => {
                 return Ok(Top::Damaged(Damaged(format!("the search failed: {e}"))));
@@ -508,7 +489,7 @@ impl Index {
             }
         };
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        Ok(Top::Hits(out))
+        Ok(Top::Hits(out, weights))
     }
 }
 

@@ -39,12 +39,15 @@ mod hybrid;
 mod index;
 mod meta;
 pub(crate) mod naive;
+mod prior;
+mod query;
 mod rank;
 mod recall;
 mod stop_words;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text;
+mod when;
 mod write;
 
 use std::fs::File;
@@ -337,7 +340,8 @@ pub fn search(
 
 /// What [`read_hit`] found at a hit's offset.
 enum Read {
-    Hit(Hit),
+    /// A hit, and what it holds of the words searched for.
+    Hit(Hit, prior::Held),
     /// A record the filters leave out.
     Filtered,
     /// Not a record holding any of the words: the index that named it is
@@ -414,9 +418,11 @@ fn judge_line(
         return wrong("not a record");
     };
     let mut holds = terms.is_none();
+    let mut held = prior::Held::default();
     if let Some(terms) = terms {
         analyzer.record(line, &mut text::Scratch::default(), |field, t| {
             holds |= terms.has(field, t);
+            held.note(terms, field, t);
         });
     }
     if !holds {
@@ -425,13 +431,16 @@ fn judge_line(
     if !filters.matches(&r, line) {
         return Read::Filtered;
     }
-    Read::Hit(Hit {
-        offset,
-        ts_ms: r.ts_ms(),
-        kind: r.kind(line),
-        score,
-        line: String::from_utf8_lossy(line).into_owned(),
-    })
+    Read::Hit(
+        Hit {
+            offset,
+            ts_ms: r.ts_ms(),
+            kind: r.kind(line),
+            score,
+            line: String::from_utf8_lossy(line).into_owned(),
+        },
+        held,
+    )
 }
 
 /// Logs an index found damaged (the server's log and stderr may name the

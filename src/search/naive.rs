@@ -1,9 +1,12 @@
 //! The search as a plain scan of the log, scored as tantivy scores a
 //! disjunction of terms with BM25 (k1 = 1.2, b = 0.75), each field with its
-//! own statistics and identifiers at their weight: the oracle of the
+//! own statistics and identifiers at their weight; then the best records
+//! scored again without their length and by the words they hold and a
+//! question's dates; then the neighbours' shares: the oracle of the
 //! index, and the brute-force baseline it is measured against.
 
 use super::analysis::{Analyzer, Field, Language};
+use super::prior::{DATED, Held, RERANK, coord};
 use super::text::{self, Scratch};
 use super::{SearchOptions, query_words};
 use crate::parse::LineParser;
@@ -14,6 +17,7 @@ struct Doc {
     offset: u64,
     len: [u64; 2],
     freq: Vec<u64>,
+    held: Held,
 }
 
 /// The best `options.limit` records of `log` for `query`, its words
@@ -45,9 +49,11 @@ pub fn search(
             offset: at as u64,
             len: [0, 0],
             freq: vec![0; weighted.len()],
+            held: Held::default(),
         };
         analyzer.record(line, &mut scratch, |f, t| {
             d.len[slot(f)] += 1;
+            d.held.note(&terms, f, t);
             if let Some(i) = weighted.iter().position(|&(qf, q, _)| qf == f && q == t) {
                 d.freq[i] += 1;
             }
@@ -77,13 +83,19 @@ pub fn search(
             if boost == 1.0 { w } else { w * boost }
         })
         .collect();
-    let mut scored: Vec<(u64, f64)> = docs
+    // The records holding a word that is not a stop word, then those
+    // holding only stop words (a part of their own: `sort_by` puts the
+    // first part first).
+    let stops = terms.prose.len()..terms.prose.len() + terms.stop.len();
+    let content = |d: &Doc| (d.freq.iter().enumerate()).any(|(i, &f)| f > 0 && !stops.contains(&i));
+    let mut scored: Vec<(bool, u64, f64)> = docs
         .iter()
         .filter(|d| d.freq.iter().any(|&f| f > 0))
         .map(|d| {
+            let part = content(d);
             let mut score = 0.0f32;
             for (i, &f) in d.freq.iter().enumerate() {
-                if f > 0 {
+                if f > 0 && (part || stops.contains(&i)) {
                     let s = slot(weighted[i].0);
                     let id = FieldNormReader::fieldnorm_to_id(d.len[s] as u32);
                     let norm = FieldNormReader::id_to_fieldnorm(id) as f32;
@@ -92,10 +104,14 @@ pub fn search(
                     score += weight[i] * (f / (f + cache));
                 }
             }
-            (d.offset, -f64::from(score))
+            (!part, d.offset, -f64::from(score))
         })
         .collect();
-    scored.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    scored.sort_by(|a, b| {
+        (a.0.cmp(&b.0))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.1.cmp(&b.1))
+    });
     let filters = options.filters();
     let mut kept = |offset: u64| {
         let line = line_at(&log[..end], offset);
@@ -105,9 +121,43 @@ pub fn search(
     };
     let ranked: Vec<(u64, f64)> = scored
         .into_iter()
-        .filter(|&(offset, _)| kept(offset))
-        .map(|(o, s)| (o, -s))
+        .filter(|&(_, offset, _)| kept(offset))
+        .map(|(_, o, s)| (o, -s))
         .collect();
+    // The best RERANK (less those tied with the first past them) scored
+    // again: BM25 without lengths (b = 0), times the share of the query's
+    // full words held, squared; for
+    // a question about time, a share of the best score so made to those
+    // naming a day. Then in that order, the rest after them.
+    // (The documents are in log order.)
+    let held = |offset: u64| {
+        let i = docs.binary_search_by_key(&offset, |d| d.offset);
+        &docs[i.expect("a scored document")].held
+    };
+    let cut = ranked.get(RERANK).map(|r| r.1);
+    let size = ranked
+        .iter()
+        .take(RERANK)
+        .take_while(|r| cut.is_none_or(|c| r.1 > c))
+        .count();
+    let mut again: Vec<(u64, f64)> = ranked[..size]
+        .iter()
+        .map(|&(o, _)| {
+            let (h, n) = (held(o), terms.prose.len());
+            (o, h.flat_bm25(&weight) * coord(h.words(n), n))
+        })
+        .collect();
+    if terms.when {
+        let best = again.iter().map(|r| r.1).fold(0.0, f64::max);
+        for r in &mut again {
+            if held(r.0).dated {
+                r.1 += DATED * best;
+            }
+        }
+    }
+    again.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    again.extend_from_slice(&ranked[size..]);
+    let ranked = again;
     // The first POOL records give their neighbours (the next and previous
     // lines that are not blank, when records of the same session that the
     // filters keep and that hold a word) a share of their scores; the rest

@@ -23,6 +23,8 @@ use std::path::Path;
 
 use super::analysis::Terms;
 use super::index::Top;
+use super::prior::{Held, RERANK};
+use super::query::Part;
 use super::{Damaged, Hit, Read, SearchIndex, SearchOptions, TIE_MARGIN, judge_line, read_hit};
 use crate::error::Error;
 use crate::parse::LineParser;
@@ -53,17 +55,20 @@ impl SearchIndex {
             return Ok(Vec::new());
         };
         let filters = options.filters();
-        // One past the pool: whether the pool's last records tie with it.
-        let depth = options.limit.max(POOL + 1);
-        let ranked = self.bm25_hits(&file, terms, depth, &filters, skip)?;
+        // One past the set rescored: whether its last records tie with it.
+        let depth = options.limit.max(RERANK + 1);
+        let (ranked, weights) = self.bm25_hits(&file, terms, depth, &filters, skip)?;
+        let ranked = super::prior::rescore(ranked, terms, &weights);
         let mut hits = self.with_neighbours(&file, terms, ranked, &filters, skip)?;
         hits.truncate(options.limit);
         Ok(hits)
     }
 
     /// The best `limit` records by BM25 that pass the filters and `skip`,
-    /// best first, ties in log order. A damaged index is built again
-    /// (once) and searched again.
+    /// best first, ties in log order, with what each holds of `terms`; and
+    /// the terms' weights: those holding a word of the query that is not a
+    /// stop word, by those words, then, if they are fewer, those holding
+    /// only its stop words, by those.
     fn bm25_hits(
         &mut self,
         file: &File,
@@ -71,7 +76,28 @@ impl SearchIndex {
         limit: usize,
         filters: &Selection,
         skip: &dyn Fn(u64) -> bool,
-    ) -> Result<Vec<Hit>, Error> {
+    ) -> Result<Ranked, Error> {
+        let (mut hits, weights) =
+            self.bm25_part(file, terms, Part::Content, limit, filters, skip)?;
+        if hits.len() < limit && !terms.stop.is_empty() {
+            let more = limit - hits.len();
+            let (rest, _) = self.bm25_part(file, terms, Part::StopOnly, more, filters, skip)?;
+            hits.extend(rest);
+        }
+        Ok((hits, weights))
+    }
+
+    /// [`Self::bm25_hits`] in one part of the records. A damaged index is
+    /// built again (once) and searched again.
+    fn bm25_part(
+        &mut self,
+        file: &File,
+        terms: &Terms,
+        part: Part,
+        limit: usize,
+        filters: &Selection,
+        skip: &dyn Fn(u64) -> bool,
+    ) -> Result<Ranked, Error> {
         let mut parser = LineParser::new(self.max_depth);
         let mut buf = Vec::new();
         // The best `limit` and some more, so that ties at the cut are put in
@@ -79,8 +105,8 @@ impl SearchIndex {
         let mut want = limit + TIE_MARGIN;
         let mut rebuilt = false;
         loop {
-            let top = match self.index.top(terms, want)? {
-                Top::Hits(top) => top,
+            let (top, weights) = match self.index.top(terms, part, want)? {
+                Top::Hits(top, weights) => (top, weights),
                 Top::Damaged(why) => {
                     // Built again from the log, and searched again: nothing
                     // read from the damaged index is used.
@@ -118,7 +144,7 @@ impl SearchIndex {
                     &mut parser,
                     &mut buf,
                 )? {
-                    Read::Hit(hit) => hits.push(hit),
+                    Read::Hit(hit, held) => hits.push((hit, held)),
                     Read::Filtered => {}
                     Read::Wrong(why) => {
                         wrong = Some(why);
@@ -138,7 +164,7 @@ impl SearchIndex {
                 continue;
             }
             if hits.len() == limit || top.len() < want {
-                return Ok(hits);
+                return Ok((hits, weights));
             }
             want = want.saturating_mul(4);
         }
@@ -195,7 +221,7 @@ impl SearchIndex {
                             &mut self.analyzer,
                             &mut parser,
                         );
-                        let Read::Hit(h) = judged else { continue };
+                        let Read::Hit(h, _) = judged else { continue };
                         if super::text::UNSEARCHED.contains(&h.kind.as_str()) {
                             continue;
                         }
@@ -216,6 +242,10 @@ impl SearchIndex {
         Ok(head)
     }
 }
+
+/// Hits by BM25 with what each holds of the query's terms, and the terms'
+/// weights.
+type Ranked = (Vec<(Hit, Held)>, Vec<f32>);
 
 /// The raw value of a line's top-level `session_id`, if it has one.
 pub(crate) fn session_of(line: &[u8]) -> Option<&[u8]> {

@@ -10,10 +10,11 @@ use super::{SearchIndex, SearchOptions, naive};
 
 /// Words the analysis changes: stems (`hiking`, `hikes`), stop words,
 /// a possessive, diacritics, and an identifier (`D1:3`: whole in a query,
-/// two words in prose).
-const WORDS: [&str; 13] = [
+/// two words in prose); and words naming a day (`friday`, `12th`) for
+/// questions about time.
+const WORDS: [&str; 14] = [
     "lisbon", "invoice", "paid", "friday", "Café", "tea", "the", "x9", "hiking", "hikes", "what",
-    "Maya’s", "D1:3",
+    "Maya’s", "D1:3", "12th",
 ];
 
 fn line() -> impl Strategy<Value = String> {
@@ -69,13 +70,16 @@ fn query() -> impl Strategy<Value = (String, SearchOptions)> {
         prop::option::of(prop::sample::select(vec!["text_input", "wm_event"])),
         prop::option::of(prop::sample::select(vec!["a", "b"])),
         prop::option::of(0f64..50.0),
+        any::<bool>(),
     )
-        .prop_map(|(words, limit, kind, session, since)| {
+        .prop_map(|(words, limit, kind, session, since, when)| {
             let mut o = SearchOptions::with_limit(limit);
             o.kinds = kind.map(|k| vec![k.to_string()]);
             o.session = session.map(str::to_string);
             o.since = since;
-            (words.join(" "), o)
+            // A question about time, sometimes.
+            let ask = if when { "when did " } else { "" };
+            (format!("{ask}{}", words.join(" ")), o)
         })
 }
 
@@ -322,4 +326,54 @@ fn appends_one_at_a_time_are_merged() {
         .unwrap()
         .len();
     assert!(segments <= 16, "{segments} segments");
+}
+
+/// The best records by BM25 are scored again: a question about time puts
+/// the record that says when first, and a record holding more of the
+/// question's words passes one that repeats a single rare word.
+#[test]
+fn a_when_question_prefers_the_dated_record_and_more_words_beat_one_rare_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let mut lines = vec![
+        r#"{"type":"text_input","ts_ms":1,"text":"Maya moved to Lisbon, and she loves the light there"}"#.to_string(),
+        r#"{"type":"text_input","ts_ms":2,"text":"Maya moved to Lisbon on Friday the 12th"}"#.to_string(),
+        r#"{"type":"text_input","ts_ms":3,"text":"a zebra, zebra, zebra and zebra"}"#.to_string(),
+        r#"{"type":"text_input","ts_ms":4,"text":"the invoice for the zoo tickets was paid"}"#.to_string(),
+    ];
+    // Filler that makes "invoice" and "paid" common, "zebra" rare.
+    for i in 0..40 {
+        lines.push(format!(
+            r#"{{"type":"wm_event","ts_ms":{},"text":"invoice {i} paid"}}"#,
+            10 + i
+        ));
+    }
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let offset = |needle: &str| {
+        let body = std::fs::read_to_string(&log).unwrap();
+        body.find(needle)
+            .map(|i| body[..i].rfind('\n').map_or(0, |n| n + 1))
+            .unwrap() as u64
+    };
+    let mut index = SearchIndex::new(&log);
+    let first = |index: &mut SearchIndex, q: &str| {
+        index.search(q, &SearchOptions::with_limit(5)).unwrap()[0].offset
+    };
+    // The same words, the same flat score: log order, unless the question
+    // asks when.
+    assert_eq!(
+        first(&mut index, "Did Maya move to Lisbon?"),
+        offset("loves the light")
+    );
+    assert_eq!(
+        first(&mut index, "When did Maya move to Lisbon?"),
+        offset("Friday the 12th")
+    );
+    // "zebra" four times outweighs "invoice paid zoo" by BM25 (about 5.8
+    // against 3.1); holding three of the four words wins.
+    let hits = index
+        .search("zebra invoice paid zoo", &SearchOptions::with_limit(5))
+        .unwrap();
+    assert_eq!(hits[0].offset, offset("zoo tickets"));
+    assert_eq!(hits[1].offset, offset("zebra and zebra"));
 }

@@ -529,7 +529,7 @@ impl SearchIndex {
                     &mut buf,
                 )?;
                 match read {
-                    Read::Hit(h) => hits.push(h),
+                    Read::Hit(h, _) => hits.push(h),
                     Read::Filtered => {}
                     Read::Wrong(why) => {
                         let mut st = shared.store();
