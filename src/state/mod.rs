@@ -27,6 +27,7 @@
 #[cfg(feature = "server")]
 mod batches;
 mod sessions;
+mod sync;
 mod turns;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ use crate::select::WindowStart;
 #[cfg(feature = "server")]
 pub(crate) use batches::{BatchLine, PendingBatch};
 pub use sessions::{Acked, Mode, PrepareRequest, Prepared, prepare};
+pub use sync::SyncTicket;
 pub use turns::{TurnBegin, TurnStatus};
 
 /// The durable state of one log.
@@ -76,6 +78,9 @@ pub use turns::{TurnBegin, TurnStatus};
 pub struct Store {
     path: PathBuf,
     conn: Connection,
+    syncer: std::sync::Arc<sync::Syncer>,
+    /// When expired turns were last forgotten.
+    expired_at: Option<std::time::Instant>,
 }
 
 /// Where a log is and what it is, at one moment.
@@ -144,7 +149,13 @@ impl Store {
 
     fn open_with(path: PathBuf, flags: rusqlite::OpenFlags) -> Result<Store, Error> {
         let conn = Connection::open_with_flags(&path, flags).map_err(|e| state_err(&path, e))?;
-        let store = Store { path, conn };
+        let syncer = std::sync::Arc::new(sync::Syncer::new(&path));
+        let store = Store {
+            path,
+            conn,
+            syncer,
+            expired_at: None,
+        };
         store
             .conn
             .execute_batch(
@@ -182,6 +193,7 @@ impl Store {
                      response TEXT,
                      created_ms INTEGER NOT NULL);
                  CREATE INDEX IF NOT EXISTS turns_by_input ON turns(input_offset);
+                 CREATE INDEX IF NOT EXISTS turns_by_age ON turns(created_ms);
                  CREATE TABLE IF NOT EXISTS batches(
                      id INTEGER PRIMARY KEY,
                      dev INTEGER NOT NULL, inode INTEGER NOT NULL,

@@ -41,8 +41,9 @@ pub enum TurnBegin {
 }
 
 impl Store {
-    /// Looks `key` up and, if it is new, records it as running. Keys older
-    /// than `ttl` are forgotten first.
+    /// Looks `key` up and, if it is new, records it as running. A key
+    /// older than `ttl` is new again; such keys are deleted once a minute
+    /// (or a `ttl`, if shorter), through an index of their age.
     pub fn begin_turn(
         &mut self,
         log: &Path,
@@ -59,11 +60,13 @@ impl Store {
             .map_err(err)?;
         let now = now_ms();
         let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
-        tx.execute(
-            "DELETE FROM turns WHERE created_ms < ?1",
-            params![now.saturating_sub(ttl_ms)],
-        )
-        .map_err(err)?;
+        let cutoff = now.saturating_sub(ttl_ms);
+        let every = ttl.min(std::time::Duration::from_secs(60));
+        if self.expired_at.is_none_or(|t| t.elapsed() >= every) {
+            tx.execute("DELETE FROM turns WHERE created_ms < ?1", params![cutoff])
+                .map_err(err)?;
+            self.expired_at = Some(std::time::Instant::now());
+        }
         type Row = (
             String,
             i64,
@@ -76,8 +79,8 @@ impl Store {
         let row: Option<Row> = tx
             .query_row(
                 "SELECT request_hash, dev, inode, status, input_offset, response, owner
-                 FROM turns WHERE idempotency_key = ?1",
-                params![key],
+                 FROM turns WHERE idempotency_key = ?1 AND created_ms >= ?2",
+                params![key, cutoff],
                 |r| {
                     Ok((
                         r.get(0)?,
@@ -145,28 +148,31 @@ impl Store {
         offset: u64,
         sync: bool,
     ) -> Result<(), Error> {
-        let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
-        let level = |l: &str| {
-            self.conn
-                .pragma_update(None, "synchronous", l)
-                .map_err(|e| self.err(e))
-        };
+        let ticket = self.note_turn_input(log, key, offset)?;
         if sync {
-            level("FULL")?;
+            ticket.wait()?;
         }
-        let done = self
-            .conn
+        Ok(())
+    }
+
+    /// [`Self::set_turn_input`], made durable by waiting on the ticket
+    /// returned, which a caller does after letting go of the store: the
+    /// turns that wait together are synced together.
+    pub fn note_turn_input(
+        &self,
+        log: &Path,
+        key: &str,
+        offset: u64,
+    ) -> Result<super::SyncTicket, Error> {
+        let id = log_id(log)?.unwrap_or(LogId { dev: 0, inode: 0 });
+        self.conn
             .execute(
                 "UPDATE turns SET input_offset = ?2, dev = ?3, inode = ?4
                  WHERE idempotency_key = ?1",
                 params![key, offset as i64, id.dev as i64, id.inode as i64],
             )
-            .map(|_| ())
-            .map_err(|e| self.err(e));
-        if sync {
-            level("NORMAL")?;
-        }
-        done
+            .map_err(|e| self.err(e))?;
+        Ok(self.syncer.ticket())
     }
 
     /// Records how `key`'s turn ended: `Some(response)` answered, `None`

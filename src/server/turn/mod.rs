@@ -252,15 +252,19 @@ enum Begun {
     Elsewhere,
 }
 
-/// Records, durably, that `key`'s turn has its input at `offset`.
+/// Records, durably, that `key`'s turn has its input at `offset`: synced
+/// with the other turns recording theirs now, outside the store's lock.
 fn record_input(st: &AppState, key: &str, offset: u64) {
     let recorded = st.store().and_then(|s| {
-        s.lock().unwrap_or_else(|p| p.into_inner()).set_turn_input(
+        let ticket = (s.lock().unwrap_or_else(|p| p.into_inner())).note_turn_input(
             &st.cfg.log,
             key,
             offset,
-            st.cfg.fsync,
-        )
+        )?;
+        match st.cfg.fsync {
+            true => ticket.wait(),
+            false => Ok(()),
+        }
     });
     if let Err(e) = recorded {
         tracing::error!(error = %e, "cannot record a turn's input offset");
