@@ -197,6 +197,7 @@ pub async fn serve(
         budget: Arc::new(app::budget::Budget::new(cfg.max_memory)),
         cfg,
     });
+    let ready: Arc<OnceLock<Result<(), String>>> = Arc::default();
     let logs = match &shared.cfg.log_dir {
         Some(dir) => {
             let fd_limit = app::logs::raise_fd_limit();
@@ -211,11 +212,15 @@ pub async fn serve(
             tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
             Logs::Dir(dir)
         }
-        None => Logs::One(open_one(&shared).await?),
+        None => Logs::One(open_one(&shared, &ready)?),
     };
+    if matches!(logs, Logs::Dir(_)) {
+        let _ = ready.set(Ok(()));
+    }
     let server = Arc::new(Server {
         shared: shared.clone(),
         logs,
+        ready,
     });
     if let Some(every) = server.sweep_every() {
         let weak = Arc::downgrade(&server);
@@ -343,37 +348,54 @@ fn cut_margin(timeout: Duration) -> Duration {
 
 /// The one `--log`: its writer started (the log created) and its replay
 /// built before the server answers, its window start resumed.
-async fn open_one(shared: &Arc<Shared>) -> Result<Arc<AppState>, ServeError> {
+/// The one log's state, its writer open; its first replay runs in the
+/// background (a request that needs it waits on the replay's lock), and
+/// `ready` says when it has ended.
+fn open_one(
+    shared: &Arc<Shared>,
+    ready: &Arc<OnceLock<Result<(), String>>>,
+) -> Result<Arc<AppState>, ServeError> {
     let state = Arc::new(shared.open(shared.cfg.log.clone(), None, true));
     state.writer().map_err(|source| ServeError::Writer {
         path: state.cfg.log.clone(),
         source,
     })?;
+    // A request that comes first takes the replay's lock and replays the
+    // log itself; either way the other waits on the lock, and the log is
+    // replayed once.
     let live = state.live.clone();
-    let first = tokio::task::spawn_blocking(move || {
-        let mut live = live.lock().unwrap_or_else(|p| p.into_inner());
-        live.refresh().map(|r| (r, live.info().records))
-    })
-    .await
-    .expect("the first replay does not panic");
-    let (first, records) = first?;
-    tracing::info!(
-        log = %state.cfg.log.display(),
-        records,
-        bytes = first.bytes_committed,
-        "log replayed"
-    );
-    if state.cfg.selection.trim_to.is_some() {
-        // Resume the window where the last run left it.
-        let st = state.clone();
-        let start = tokio::task::spawn_blocking(move || {
-            let store = st.store()?;
-            let store = store.lock().unwrap_or_else(|p| p.into_inner());
-            store.window_start(&st.cfg.log, &st.cfg.selection.window_key())
-        })
-        .await
-        .expect("reading the window start does not panic")?;
-        *state.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
+    let (st, ready) = (state.clone(), ready.clone());
+    let first = std::thread::Builder::new()
+        .name("wmreplay-first-replay".into())
+        .spawn(move || {
+            let mut guard = live.lock().unwrap_or_else(|p| p.into_inner());
+            let replayed = guard.refresh().map(|r| (r, guard.info().records));
+            drop(guard);
+            let outcome = replayed.and_then(|(first, records)| {
+                tracing::info!(
+                    log = %st.cfg.log.display(),
+                    records,
+                    bytes = first.bytes_committed,
+                    "log replayed: ready"
+                );
+                if st.cfg.selection.trim_to.is_some() {
+                    // Resume the window where the last run left it.
+                    let store = st.store()?;
+                    let start = (store.lock().unwrap_or_else(|p| p.into_inner()))
+                        .window_start(&st.cfg.log, &st.cfg.selection.window_key())?;
+                    *st.window.lock().unwrap_or_else(|p| p.into_inner()) = start;
+                }
+                Ok(())
+            });
+            if let Err(e) = &outcome {
+                tracing::error!(log = %st.cfg.log.display(), error = %e, "the first replay failed");
+            }
+            let _ = ready.set(outcome.map_err(|e| e.to_string()));
+        });
+    if let Err(e) = first {
+        return Err(ServeError::Config(format!(
+            "cannot start the first replay: {e}"
+        )));
     }
     // A fold a stop left undone is due again.
     app::compact::compact_soon(&state);

@@ -819,7 +819,8 @@ pub async fn start(cfg: Config) -> Running {
     let done = tokio::spawn(server::serve(cfg, listener, async {
         let _ = rx.await;
     }));
-    // Up once it answers (the first replay happens before it serves).
+    // Up once it answers (it answers before the first replay ends; a
+    // request waits for it).
     for _ in 0..400 {
         if let Ok(r) = client().get(format!("{url}/healthz")).send().await
             && r.status() == 200

@@ -37,5 +37,6 @@ mod sdk_clients;
 mod search;
 mod serve_process;
 mod server;
+mod startup;
 mod streams;
 mod tools;

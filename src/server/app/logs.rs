@@ -164,6 +164,10 @@ pub(crate) fn open_logs_for(limit: u64, connections: usize) -> usize {
 pub(crate) struct Server {
     pub(crate) shared: Arc<Shared>,
     pub(crate) logs: Logs,
+    /// Set when the one log's first replay has ended (`Err`: how it
+    /// failed); under `--log-dir`, set at start (each log is replayed at
+    /// its first request).
+    pub(crate) ready: Arc<std::sync::OnceLock<Result<(), String>>>,
 }
 
 /// Whether `id` is a log id: `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.

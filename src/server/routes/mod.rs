@@ -2,10 +2,10 @@
 //! `/v1/context`), `records.rs` (`/v1/records`), `facts.rs` (`/v1/facts`),
 //! `search.rs` (`/v1/search`),
 //! `sessions.rs`
-//! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`), `logs.rs`
+//! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`, `/readyz`), `logs.rs`
 //! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
 //! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
-//! the bearer-token check in front of every route but `/healthz`, and
+//! the bearer-token check in front of every route but `/healthz` and `/readyz`, and
 //! before it the refusal of what a web page can make a browser send
 //! (`server/browser.rs`).
 
@@ -241,6 +241,16 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     routes
         .layer(axum::middleware::from_fn(stale_header))
         .route("/healthz", get(stats::healthz))
+        .route(
+            "/readyz",
+            get({
+                let ready = server.ready.clone();
+                move || {
+                    let ready = ready.clone();
+                    async move { stats::readyz(&ready) }
+                }
+            }),
+        )
         .fallback(fallback)
         .method_not_allowed_fallback(wrong_method)
         .layer(

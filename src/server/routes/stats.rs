@@ -15,6 +15,26 @@ pub(crate) async fn healthz() -> Response {
     json_response(StatusCode::OK, json!({"status": "ok"}).to_string())
 }
 
+/// `GET /readyz`: 200 once the log is replayed (under `--log-dir`, at
+/// once: each log is replayed at its first request); 503 before, or with
+/// the error if the first replay failed. A turn that comes before is not
+/// refused: it waits for the replay.
+pub(crate) fn readyz(ready: &std::sync::OnceLock<Result<(), String>>) -> Response {
+    match ready.get() {
+        Some(Ok(())) => json_response(StatusCode::OK, json!({"status": "ready"}).to_string()),
+        None => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "starting", "message": "the log is being replayed"}).to_string(),
+        ),
+        // Why is in the server's log: a client is not told its paths.
+        Some(Err(_)) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"status": "failed", "message": "the first replay failed; the server's log says why"})
+                .to_string(),
+        ),
+    }
+}
+
 pub(crate) async fn stats(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
     let _permit = state.permit()?;
     let snap = snapshot(&state, true).await?;
