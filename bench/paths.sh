@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The paths users take, each against its floor, interleaved, median of RUNS:
 #
-#   - `serve` start-up (until GET /v1/stats answers: the live state's first
-#     replay) and its peak and settled RSS, against `respond` on the same log;
+#   - `serve` start-up: until GET /healthz answers (at once), and until GET
+#     /v1/stats answers (the live state's first replay; a request sent
+#     earlier waits for it), with its peak and settled RSS, against `respond`
+#     on the same log;
 #   - `respond` into a pipe read by `cat > /dev/null`, against `respond` into
 #     /dev/null;
 #   - `respond` end to end against `wc -l` on the same log;
@@ -66,11 +68,14 @@ now() { date +%s.%N; }
 secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$1" "$2"; }
 median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
 
-startup=() peak=() settled=() respond=() pipe=() null100=() wc=() sfirst=() srespond=() sanon=()
+health=() startup=() peak=() settled=() respond=() pipe=() null100=() wc=() sfirst=() srespond=() sanon=()
 for _ in $(seq "$RUNS"); do
   t0=$(now)
   RUST_LOG=warn "$BIN" serve --log "$LOG" --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
   SERVER=$!
+  until curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz"; do sleep 0.002; done
+  th=$(now)
+  health+=("$(secs "$t0" "$th")")
   until curl -sf -o /dev/null "http://127.0.0.1:$PORT/v1/stats"; do sleep 0.005; done
   t1=$(now)
   startup+=("$(secs "$t0" "$t1")")
@@ -97,11 +102,13 @@ done
 LEN=$(stat -L -c %s "$LOG")
 S=$(median "${startup[@]}"); R=$(median "${respond[@]}"); P=$(median "${pipe[@]}"); W=$(median "${wc[@]}")
 python3 - "$LEN" "$S" "$R" "$P" "$W" "$(median "${peak[@]}")" "$(median "${settled[@]}")" \
-  "$(median "${sfirst[@]}")" "$(median "${srespond[@]}")" "$(median "${sanon[@]}")" <<'PY'
+  "$(median "${sfirst[@]}")" "$(median "${srespond[@]}")" "$(median "${sanon[@]}")" \
+  "$(median "${health[@]}")" <<'PY'
 import sys
-n, s, r, p, w, peak, settled, sf, sr, anon = map(float, sys.argv[1:])
+n, s, r, p, w, peak, settled, sf, sr, anon, h = map(float, sys.argv[1:])
 print(f"log: {n / 2**20:.0f} MiB")
-print(f"serve start-up   {s:.3f} s   = {s / r:.2f}x respond")
+print(f"serve /healthz   {h * 1000:.0f} ms after start")
+print(f"serve start-up   {s:.3f} s   = {s / r:.2f}x respond (its first /v1/stats answer)")
 print(f"serve RSS        peak {peak / n:.2f}x the log, settled {settled / n:.2f}x")
 print(f"respond          {r:.3f} s   = {r / w:.2f}x wc -l ({w:.3f} s)")
 print(f"respond | cat    {p:.3f} s   = {p / r:.2f}x respond > /dev/null")

@@ -587,8 +587,18 @@ async fn handler(State(m): State<Mock>, headers: HeaderMap, body: axum::body::By
     }
     let provider = m.provider;
     let events: Vec<String> = events.iter().map(|e| event(provider, &v, e)).collect();
+    paced(events, pause, &m.stream_ends)
+}
+
+/// A stream of `events`, one chunk each, `pause` ms before each; the time
+/// the last was handed to the socket is pushed to `ends`.
+pub fn paced(
+    events: Vec<String>,
+    pause: u64,
+    ends: &Arc<Mutex<Vec<std::time::Instant>>>,
+) -> Response {
     let last = events.len() - 1;
-    let ends = m.stream_ends.clone();
+    let ends = ends.clone();
     let stream = futures_util::stream::iter(events.into_iter().enumerate()).then(move |(i, e)| {
         let ends = ends.clone();
         async move {

@@ -9,7 +9,6 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::{CacheUsage, Mock, Mode, Seen, answer_to, directive, tools};
@@ -261,23 +260,5 @@ pub async fn handler(
     let Mode::SlowStream(pause) = m.mode else {
         return ([("content-type", "text/event-stream")], sse.concat()).into_response();
     };
-    let last = sse.len() - 1;
-    let ends = m.stream_ends.clone();
-    let stream = futures_util::stream::iter(sse.into_iter().enumerate()).then(move |(i, e)| {
-        let ends = ends.clone();
-        async move {
-            if pause > 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-            }
-            if i == last {
-                ends.lock().unwrap().push(std::time::Instant::now());
-            }
-            Ok::<_, std::convert::Infallible>(e)
-        }
-    });
-    (
-        [("content-type", "text/event-stream")],
-        axum::body::Body::from_stream(stream),
-    )
-        .into_response()
+    super::paced(sse, pause, &m.stream_ends)
 }
