@@ -56,7 +56,8 @@ impl Syncer {
     }
 
     fn sync_wal(&self) -> Result<(), Error> {
-        match std::fs::File::open(&self.wal) {
+        // Opened for writing: Windows flushes only a handle that may write.
+        match std::fs::OpenOptions::new().write(true).open(&self.wal) {
             Ok(f) => f
                 .sync_data()
                 .map_err(|e| Error::io(&self.wal, "cannot sync", e)),
