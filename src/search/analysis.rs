@@ -176,14 +176,6 @@ impl Terms {
         self.prose.is_empty() && self.ident.is_empty()
     }
 
-    /// Whether `term` of `field` is one of these.
-    pub(crate) fn has(&self, field: Field, term: &str) -> bool {
-        match field {
-            Field::Prose => self.prose.iter().chain(&self.stop).any(|t| t == term),
-            Field::Ident => self.ident.iter().any(|t| t == term),
-        }
-    }
-
     /// Each term with its field and weight.
     pub(crate) fn weighted(&self) -> Vec<(Field, &str, f32)> {
         let prose = self.prose.iter().map(|t| (Field::Prose, t.as_str(), 1.0));

@@ -417,15 +417,13 @@ fn judge_line(
     let Ok(r) = parser.parse(line, 0) else {
         return wrong("not a record");
     };
-    let mut holds = terms.is_none();
     let mut held = prior::Held::default();
     if let Some(terms) = terms {
         analyzer.record(line, &mut text::Scratch::default(), |field, t| {
-            holds |= terms.has(field, t);
             held.note(terms, field, t);
         });
     }
-    if !holds {
+    if terms.is_some() && !held.any() {
         return wrong("a record holding none of the words searched for");
     }
     if !filters.matches(&r, line) {

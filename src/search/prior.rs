@@ -81,6 +81,11 @@ impl Held {
         f64::from(score)
     }
 
+    /// Whether the record holds any of the query's terms.
+    pub(crate) fn any(&self) -> bool {
+        self.tf.iter().any(|&f| f > 0)
+    }
+
     /// How many of the query's `n` full words (the first of the weighted
     /// terms) the record holds.
     pub(crate) fn words(&self, n: usize) -> u32 {
@@ -125,7 +130,7 @@ pub(crate) fn rescore(ranked: Vec<(Hit, Held)>, terms: &Terms, weights: &[f32]) 
     if terms.when {
         let best = head.iter().map(|h| h.0.score).fold(0.0, f64::max);
         for (hit, held) in &mut head {
-            if held.dated && hit.score > 0.0 {
+            if held.dated {
                 hit.score += DATED * best;
             }
         }
