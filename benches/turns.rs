@@ -39,17 +39,16 @@
 //! 6. reads the server's resident memory (VmRSS, VmHWM) from /proc.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use wmreplay::__internals::corpus::{GenOptions, generate, parse_size};
-
 #[path = "common/turn_bodies.rs"]
 mod bodies;
+#[path = "common/serve.rs"]
+mod serve;
 
-const ANSWER: &str = r#"{"id":"msg_bench","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"m","stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#;
+use serve::{Server, client, corpus, median, mock, ms, pct, post, wait_healthy};
 
 struct Opts {
     sizes: Vec<String>,
@@ -123,26 +122,6 @@ fn opts() -> Opts {
     o
 }
 
-/// The seed-1 corpus of `spec` bytes, generated once.
-fn corpus(spec: &str) -> PathBuf {
-    let size = parse_size(spec).expect("a size like 1GiB");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join(format!("bench-{spec}-seed1.log"));
-    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
-        eprintln!("generating {}", source.display());
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
-        let options = GenOptions {
-            size,
-            seed: 1,
-            ..GenOptions::default()
-        };
-        generate(&options, &mut f, &|_| {}).unwrap();
-        std::io::Write::flush(&mut f).unwrap();
-    }
-    source
-}
-
 fn selection_flags(select: &str) -> Vec<&'static str> {
     match select {
         "window" => vec!["--max-tokens-window", "100000", "--start-on", "text_input"],
@@ -150,154 +129,6 @@ fn selection_flags(select: &str) -> Vec<&'static str> {
         "all" => vec![],
         other => panic!("--select window|tail|all, not {other}"),
     }
-}
-
-/// The instant mock model: answers every POST with one fixed message, or
-/// a streamed request with its events, one chunk each.
-async fn mock() -> (u16, tokio::task::JoinHandle<()>) {
-    use axum::response::IntoResponse;
-    use axum::routing::post;
-    let app = axum::Router::new().route(
-        "/v1/messages",
-        post(|body: axum::body::Bytes| async move {
-            let streamed = memchr::memmem::find(&body, br#""stream":true"#).is_some();
-            if !streamed {
-                return ([("content-type", "application/json")], ANSWER).into_response();
-            }
-            let events = futures_util::stream::iter(
-                bodies::stream_events()
-                    .into_iter()
-                    .map(Ok::<_, std::convert::Infallible>),
-            );
-            (
-                [("content-type", "text/event-stream")],
-                axum::body::Body::from_stream(events),
-            )
-                .into_response()
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let task = tokio::spawn(async move {
-        use axum::serve::ListenerExt;
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app).await.unwrap();
-    });
-    (port, task)
-}
-
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(o: &Opts, where_: &[&str], select: &str, mock: u16) -> Server {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let mut cmd = Command::new(&o.bin);
-        cmd.arg("serve")
-            .args(where_)
-            .args(["--addr", &format!("127.0.0.1:{port}")])
-            .args(["--upstream", &format!("http://127.0.0.1:{mock}")])
-            .args(["--model", "m", "--api-key-env", "WMREPLAY_BENCH_KEY"])
-            .args(selection_flags(select))
-            .env("WMREPLAY_BENCH_KEY", "bench-key")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null());
-        if !o.fsync {
-            cmd.arg("--no-fsync");
-        }
-        let child = cmd.spawn().expect("serve starts");
-        Server { child, port }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// (VmRSS, VmHWM) in MB.
-    fn memory(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| -> f64 {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-                .map_or(0.0, |kb| kb / 1024.0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
-    }
-}
-
-async fn wait_healthy(client: &reqwest::Client, s: &Server) {
-    for _ in 0..600 {
-        if let Ok(r) = client.get(s.url("/healthz")).send().await
-            && r.status().is_success()
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("the server did not start");
-}
-
-async fn post(client: &reqwest::Client, url: &str, body: &bytes::Bytes) -> Duration {
-    let t = Instant::now();
-    let r = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("anthropic-version", "2023-06-01")
-        .body(body.clone())
-        .send()
-        .await
-        .expect("the request is answered");
-    let status = r.status();
-    let text = r.bytes().await.expect("the body is read");
-    assert!(
-        status.is_success(),
-        "{url}: {status} {}",
-        String::from_utf8_lossy(&text[..text.len().min(300)])
-    );
-    t.elapsed()
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// A keep-alive client; an SDK's (`sdk`) sends `x-stainless-retry-count`.
-fn client(sdk: bool) -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    if sdk {
-        headers.insert("x-stainless-retry-count", "0".parse().unwrap());
-    }
-    reqwest::Client::builder()
-        .tcp_nodelay(true)
-        .default_headers(headers)
-        .build()
-        .unwrap()
 }
 
 /// Requests per second of `clients` keep-alive clients posting for `secs`,
@@ -344,11 +175,6 @@ async fn throughput(
     (n as f64 / elapsed, pct(&all, 0.5))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// One server over `logs` (ids under a directory, or the one log), with
 /// `select`: the figures.
 async fn run_one(
@@ -361,8 +187,9 @@ async fn run_one(
 ) {
     let sdk = bodies::sdk(via);
     let (mock_port, mock_task) = mock().await;
-    let where_refs: Vec<&str> = where_.iter().map(String::as_str).collect();
-    let server = Server::start(o, &where_refs, select, mock_port);
+    let mut args = where_.clone();
+    args.extend(selection_flags(select).iter().map(|a| a.to_string()));
+    let server = Server::start(&o.bin, &args, mock_port, o.fsync);
     let client = client(false);
     wait_healthy(&client, &server).await;
     // One log: /respond and /v1/context; under --log-dir,

@@ -1,6 +1,9 @@
 //! The bodies a turn sends by each `--via` of the turns bench, the direct
 //! call each is compared with, and the mock's streamed answer.
 
+// Each bench that includes this module uses a part of it.
+#![allow(dead_code)]
+
 use bytes::Bytes;
 use serde_json::{Value, json};
 

@@ -1,0 +1,345 @@
+//! A memory server for many agents: `wmreplay serve --log-dir` over
+//! thousands of logs, most idle, some touched now and then, a few hot —
+//! what a cold log's first turn costs, what a hot log's turn costs beside
+//! them, and the file descriptors, threads and memory the server holds.
+//!
+//! ```sh
+//! cargo build --release
+//! cargo bench --bench many_logs                                 # 10000x1MiB, 1000 touched, 50 hot, 60 s
+//! cargo bench --bench many_logs -- --logs 2000x1MiB --secs 20
+//! cargo bench --bench many_logs -- --serve-args "--idle-timeout 1m"
+//! cargo bench --bench many_logs -- --via anthropic-sdk      # keyed turns: each log opens its store
+//! cargo build --release --features jetstream && \
+//!   cargo bench --bench many_logs -- --jetstream nats://127.0.0.1:4222
+//! ```
+//!
+//! It:
+//! 1. copies the seed-1 corpus of SIZE into N logs `log0.log`… of a scratch
+//!    directory, and starts an instant mock model and `wmreplay serve
+//!    --log-dir` (release binary, fsync on, a 100k-token window) over them;
+//! 2. **cold**: `--cold` logs never asked for before get one `/respond`
+//!    turn each, one after another, each followed by the same request sent
+//!    straight to the mock (the direct call): a cold log's first turn;
+//! 3. **warm**: a turn on each of the `--touched` logs, `--clients` at once
+//!    (each its log's first: the minute before the one measured);
+//! 4. **mix**: `--clients` keep-alive clients for `--secs`, each turn on a
+//!    hot log (one of `--hot`) or, every other turn, on one of the
+//!    `--touched` logs drawn at random; every 100 ms the server's open file
+//!    descriptors, threads and resident memory are read from /proc;
+//! 5. **hot**: `--turns` sequential turns on the hot logs, each followed by
+//!    a direct call: a hot log's overhead with the others open or closed
+//!    around it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[path = "common/turn_bodies.rs"]
+mod bodies;
+#[path = "common/serve.rs"]
+mod serve;
+
+use serve::{Server, client, corpus, mock, ms, pct, post, wait_healthy};
+
+struct Opts {
+    logs: usize,
+    size: String,
+    touched: usize,
+    hot: usize,
+    cold: usize,
+    secs: f64,
+    clients: usize,
+    turns: usize,
+    bin: PathBuf,
+    fsync: bool,
+    serve_args: Vec<String>,
+    /// The turns' route and body (the turns bench's `--via`).
+    via: String,
+}
+
+fn opts() -> Opts {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut o = Opts {
+        logs: 10_000,
+        size: "1MiB".into(),
+        touched: 1_000,
+        hot: 50,
+        cold: 100,
+        secs: 60.0,
+        clients: 8,
+        turns: 200,
+        bin: root.join("target/release/wmreplay"),
+        fsync: true,
+        serve_args: Vec::new(),
+        via: "respond".into(),
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).cloned().unwrap_or_default();
+        let number = |what: &str| -> usize {
+            value()
+                .parse()
+                .unwrap_or_else(|_| panic!("{what} takes a number"))
+        };
+        match args[i].as_str() {
+            "--logs" => {
+                let v = value();
+                let (n, size) = v.split_once('x').expect("--logs NxSIZE, e.g. 10000x1MiB");
+                o.logs = n.parse().expect("a count of logs");
+                o.size = size.to_string();
+            }
+            "--touched" => o.touched = number("--touched"),
+            "--hot" => o.hot = number("--hot"),
+            "--cold" => o.cold = number("--cold"),
+            "--clients" => o.clients = number("--clients"),
+            "--turns" => o.turns = number("--turns"),
+            "--secs" => o.secs = value().parse().expect("--secs S"),
+            "--bin" => o.bin = PathBuf::from(value()),
+            "--via" => o.via = value(),
+            "--serve-args" => o
+                .serve_args
+                .extend(value().split_whitespace().map(str::to_string)),
+            "--jetstream" => o.serve_args.extend(["--jetstream".to_string(), value()]),
+            "--no-fsync" => {
+                o.fsync = false;
+                i += 1;
+                continue;
+            }
+            // cargo bench passes --bench.
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => panic!("unknown argument {other}; see the file's header"),
+        }
+        i += 2;
+    }
+    assert!(
+        o.hot <= o.touched && o.touched + o.cold <= o.logs,
+        "--hot ≤ --touched, and --touched + --cold ≤ the logs"
+    );
+    assert!(
+        o.bin.exists(),
+        "{} is missing: cargo build --release first",
+        o.bin.display()
+    );
+    o
+}
+
+/// What /proc says of the server: open descriptors, threads, RSS (MB).
+fn sample(pid: u32) -> (u64, u64, f64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| -> f64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (fds, field("Threads:") as u64, field("VmRSS:") / 1024.0)
+}
+
+/// The highest of each figure /proc gives while `stop` is unset.
+fn sampler(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(u64, u64, f64)> {
+    std::thread::spawn(move || {
+        let mut most = (0, 0, 0.0f64);
+        while !stop.load(Ordering::Relaxed) {
+            let (f, t, r) = sample(pid);
+            most = (most.0.max(f), most.1.max(t), most.2.max(r));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        most
+    })
+}
+
+fn main() {
+    let o = opts();
+    wmreplay::server::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let source = corpus(&o.size);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/many");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = Instant::now();
+    for i in 0..o.logs {
+        std::fs::copy(&source, dir.join(format!("log{i}.log"))).unwrap();
+    }
+    eprintln!(
+        "{} logs of {} copied in {:.1} s",
+        o.logs,
+        o.size,
+        t.elapsed().as_secs_f64()
+    );
+    // The copies written back before anything is timed.
+    let _ = std::process::Command::new("sync").status();
+    rt.block_on(run(&o, &dir));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn run(o: &Opts, dir: &std::path::Path) {
+    let (mock_port, mock_task) = mock().await;
+    let mut args = vec!["--log-dir".to_string(), dir.display().to_string()];
+    args.extend(
+        ["--max-tokens-window", "100000", "--start-on", "text_input"]
+            .iter()
+            .map(|a| a.to_string()),
+    );
+    args.extend(o.serve_args.iter().cloned());
+    let server = Server::start(&o.bin, &args, mock_port, o.fsync);
+    let plain = client(false);
+    wait_healthy(&plain, &server).await;
+    let (fds0, threads0, rss0) = sample(server.pid());
+    let route = bodies::route(&o.via);
+    let url = |i: usize| server.url(&format!("/v1/logs/log{i}/{route}"));
+    let via = o.via.as_str();
+    let mock_url = format!("http://127.0.0.1:{mock_port}/v1/messages");
+    // The direct call: the request a turn on any of these (equal) logs
+    // sends, read from the last cold log, which no turn touches.
+    let r = plain
+        .post(server.url(&format!("/v1/logs/log{}/context", o.logs - 1)))
+        .body(r#"{"text":"turn 0"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "context: {}", r.status());
+    let direct = bodies::direct(via, &r.bytes().await.unwrap());
+    let sdk = bodies::sdk(via);
+
+    // Cold logs' first turns: logs past the touched ones.
+    let turn_client = client(sdk);
+    let (mut cold, mut cold_direct) = (Vec::new(), Vec::new());
+    for k in 0..o.cold {
+        let i = o.touched + k;
+        cold.push(ms(post(&turn_client, &url(i), &bodies::turn(via, k)).await));
+        cold_direct.push(ms(post(&plain, &mock_url, &direct).await));
+    }
+    cold.sort_by(f64::total_cmp);
+    cold_direct.sort_by(f64::total_cmp);
+
+    // Every touched log's first turn, with /proc read from now on.
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let sampling = sampler(server.pid(), stop_sampling.clone());
+    let t = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let mut warming = Vec::new();
+    for _ in 0..o.clients {
+        let (next, touched, via) = (next.clone(), o.touched, o.via.clone());
+        let urls: Vec<String> = (0..o.touched).map(url).collect();
+        warming.push(tokio::spawn(async move {
+            let client = client(sdk);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= touched {
+                    return;
+                }
+                post(&client, &urls[i], &bodies::turn(&via, 20_000 + i)).await;
+            }
+        }));
+    }
+    for w in warming {
+        w.await.unwrap();
+    }
+    let warm_secs = t.elapsed().as_secs_f64();
+    let (fds_warm, _, rss_warm) = sample(server.pid());
+
+    // The mix.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let urls: Arc<Vec<String>> = Arc::new((0..o.touched).map(url).collect());
+    let mut tasks = Vec::new();
+    for c in 0..o.clients {
+        let (stop, done, urls) = (stop.clone(), done.clone(), urls.clone());
+        let (hot, touched, via) = (o.hot, o.touched, o.via.clone());
+        tasks.push(tokio::spawn(async move {
+            let client = client(sdk);
+            let (mut hot_ms, mut other_ms) = (Vec::new(), Vec::new());
+            let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ c as u64;
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let on_hot = n.is_multiple_of(2);
+                let i = if on_hot {
+                    (seed % hot as u64) as usize
+                } else {
+                    (seed % touched as u64) as usize
+                };
+                let body = bodies::turn(&via, 100_000 + c * 1_000_000 + n);
+                let took = ms(post(&client, &urls[i], &body).await);
+                if on_hot { &mut hot_ms } else { &mut other_ms }.push(took);
+                done.fetch_add(1, Ordering::Relaxed);
+                n += 1;
+            }
+            (hot_ms, other_ms)
+        }));
+    }
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_secs_f64(o.secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut hot_mix, mut other_mix) = (Vec::new(), Vec::new());
+    for t in tasks {
+        let (h, other) = t.await.unwrap();
+        hot_mix.extend(h);
+        other_mix.extend(other);
+    }
+    let per_sec = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+    hot_mix.sort_by(f64::total_cmp);
+    other_mix.sort_by(f64::total_cmp);
+
+    // Sequential turns on the hot logs against direct calls.
+    let (mut turns, mut direct_ms) = (Vec::new(), Vec::new());
+    for k in 0..o.turns {
+        let body = bodies::turn(via, 50_000 + k);
+        turns.push(ms(post(&turn_client, &url(k % o.hot), &body).await));
+        direct_ms.push(ms(post(&plain, &mock_url, &direct).await));
+    }
+    turns.sort_by(f64::total_cmp);
+    direct_ms.sort_by(f64::total_cmp);
+    stop_sampling.store(true, Ordering::Relaxed);
+    let (fds, threads, rss) = sampling.join().unwrap();
+    let (_, hwm) = server.memory();
+
+    println!(
+        "binary {} · via {} · {} logs × {} · {} touched, {} hot · {} clients × {} s · fsync {} · serve {}",
+        o.bin.display(),
+        o.via,
+        o.logs,
+        o.size,
+        o.touched,
+        o.hot,
+        o.clients,
+        o.secs,
+        if o.fsync { "on" } else { "off" },
+        o.serve_args.join(" ")
+    );
+    println!(
+        "at start: {fds0} fds, {threads0} threads, {rss0:.0} MB · {} touched logs' first turns in {warm_secs:.1} s, then {fds_warm} fds, {rss_warm:.0} MB · most from then on: {fds} fds, {threads} threads, {rss:.0} MB (peak RSS {hwm:.0} MB)",
+        o.touched
+    );
+    println!(
+        "| cold first turn p50 / p99 | its overhead p50 | mix turns/s | mix p50 / p99, hot | mix p50 / p99, touched | hot turn overhead p50 |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {:.2} / {:.2} ms | {:+.2} ms | {per_sec:.0} | {:.2} / {:.2} ms | {:.2} / {:.2} ms | **{:+.2} ms** |",
+        pct(&cold, 0.5),
+        pct(&cold, 0.99),
+        pct(&cold, 0.5) - pct(&cold_direct, 0.5),
+        pct(&hot_mix, 0.5),
+        pct(&hot_mix, 0.99),
+        pct(&other_mix, 0.5),
+        pct(&other_mix, 0.99),
+        pct(&turns, 0.5) - pct(&direct_ms, 0.5),
+    );
+    drop(server);
+    mock_task.abort();
+}
