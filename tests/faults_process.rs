@@ -590,21 +590,31 @@ async fn a_huge_thread_count_is_capped() {
     srv.stop();
 }
 
-/// 6. 1,500 logs written under an open-files limit of 1,024: every write
-/// succeeds (idle logs are closed to make room; a log past the bound while
-/// all are busy would get a 503 naming the limit, never an EMFILE 500), and
-/// the process stays under the limit with a few threads, not one per log.
+/// 6. 1,500 logs written under an open-files limit of 1,024, each write
+/// keyed (so each log opens its state store): every write succeeds (idle
+/// logs are closed to make room; a log past the bound while all are busy
+/// would get a 503 naming the limit, never an EMFILE 500), at most
+/// `--max-open-logs` logs (and the ten in flight) hold their stores open,
+/// and the process stays under the limit with a few threads, not one per
+/// log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifteen_hundred_logs_under_a_thousand_open_files() {
     let _one = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let args: Vec<String> = ["--log-dir", dir.path().to_str().unwrap(), "--no-fsync"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args: Vec<String> = [
+        "--log-dir",
+        dir.path().to_str().unwrap(),
+        "--no-fsync",
+        "--max-open-logs",
+        "40",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let srv = Serving::launch_limited(&args, &[], Some(Limit::OpenFiles(1024)));
     let pid = srv.child.id();
     let mut peak_fds = 0;
+    let mut peak_stores = 0;
     let mut peak_threads = 0;
     for wave in 0..(1500 / 10) {
         let mut all = Vec::new();
@@ -612,7 +622,15 @@ async fn fifteen_hundred_logs_under_a_thousand_open_files() {
             let i = wave * 10 + j;
             let url = format!("{}/v1/logs/log{i}/records", srv.url);
             all.push(tokio::spawn(async move {
-                post(&url, format!(r#"{{"type":"note","text":"n{i}"}}"#)).await
+                let r = client()
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("k{i}"))
+                    .body(format!(r#"{{"type":"note","text":"n{i}"}}"#))
+                    .send()
+                    .await
+                    .unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
             }));
         }
         for t in all {
@@ -623,6 +641,7 @@ async fn fifteen_hundred_logs_under_a_thousand_open_files() {
             peak_fds = peak_fds.max(open_fds(pid));
             peak_threads = peak_threads.max(threads_of(pid));
         }
+        peak_stores = peak_stores.max(open_stores(pid));
     }
     // A session delta and a turn preview on an early log: it reopens.
     let (s, b) = post(
@@ -636,7 +655,25 @@ async fn fifteen_hundred_logs_under_a_thousand_open_files() {
         .count();
     assert_eq!(written, 1500);
     assert!(peak_fds < 1000, "{peak_fds} open files");
+    assert!(
+        peak_stores > 30 && peak_stores <= 50,
+        "{peak_stores} logs' state stores open under --max-open-logs 40"
+    );
     assert!(peak_threads < 100, "{peak_threads} threads for 1,500 logs");
-    eprintln!("1,500 logs: peak {peak_fds} open files, {peak_threads} threads");
+    eprintln!(
+        "1,500 logs: peak {peak_fds} open files, {peak_stores} stores, {peak_threads} threads"
+    );
     srv.stop();
+}
+
+/// How many logs' state stores the process `pid` holds open (a log's
+/// writer and its requests have a connection each).
+fn open_stores(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter(|t| t.to_string_lossy().ends_with(".wmreplay.db"))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    })
 }

@@ -51,6 +51,11 @@ pub struct ServeArgs {
     /// Under --log-dir: a live replay unused this long is dropped.
     #[arg(long, env = "WMREPLAY_IDLE_TIMEOUT", default_value = "10m", value_parser = parse_ttl)]
     idle_timeout: std::time::Duration,
+    /// Under --log-dir: logs holding their files (store, index, writer) open
+    /// at once; past it the least recently used close theirs (their live
+    /// replay kept). Fewer when the open-files limit leaves no room.
+    #[arg(long, env = "WMREPLAY_MAX_OPEN_LOGS", default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    max_open_logs: usize,
     /// Largest record POST /v1/records accepts.
     #[arg(long, env = "WMREPLAY_MAX_RECORD_BYTES", default_value = "1MiB", value_name = "SIZE", value_parser = parse_body_limit)]
     max_record_bytes: u64,
@@ -405,6 +410,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         cfg.max_live_bytes = b;
     }
     cfg.idle_timeout = args.idle_timeout;
+    cfg.max_open_logs = args.max_open_logs;
     cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
     cfg.auth_token = auth_token;
     cfg.token_file = args.token_file;

@@ -107,6 +107,11 @@ pub struct Config {
     /// Under `log_dir`: a live replay unused this long is dropped. Default
     /// 10 minutes.
     pub idle_timeout: Duration,
+    /// Under `log_dir`: logs that may hold their files (state store, search
+    /// index) open at once; the least recently used close theirs beyond it
+    /// (and open them again at their next request). Default 200, or fewer
+    /// when the open-files limit is low.
+    pub max_open_logs: usize,
     /// Largest record `POST /v1/records` accepts. Default 1 MiB.
     pub max_record_bytes: usize,
     /// Every route but `/healthz` requires `Authorization: Bearer <token>`.
@@ -288,6 +293,7 @@ impl Config {
             max_live_bytes: default_max_live_bytes(),
             max_memory: default_max_live_bytes(),
             idle_timeout: Duration::from_secs(600),
+            max_open_logs: 200,
             max_record_bytes: 1 << 20,
             auth_token: None,
             token_file: None,

@@ -185,6 +185,7 @@ pub async fn serve(
         reload_on_hangup(t.clone());
     }
     let shared = Arc::new(Shared {
+        open_files: Arc::default(),
         tokens,
         #[cfg(feature = "jetstream")]
         fleet,
@@ -201,14 +202,19 @@ pub async fn serve(
     let logs = match &shared.cfg.log_dir {
         Some(dir) => {
             let fd_limit = app::logs::raise_fd_limit();
-            let max_open = app::logs::open_logs_for(fd_limit, shared.cfg.max_connections);
+            let dir = LogDir::new(
+                dir,
+                shared.cfg.max_open_logs,
+                fd_limit,
+                shared.cfg.max_connections,
+                shared.open_files.clone(),
+            )
+            .map_err(|e| ServeError::Config(format!("--log-dir {}: {e}", dir.display())))?;
             tracing::info!(
                 fd_limit,
-                max_open,
-                "open logs bounded by the open-files limit"
+                max_open = dir.max_open,
+                "logs holding their files open at once (--max-open-logs, and the open-files limit)"
             );
-            let dir = LogDir::new(dir, max_open, fd_limit)
-                .map_err(|e| ServeError::Config(format!("--log-dir {}: {e}", dir.display())))?;
             tracing::info!(dir = %shared.cfg.log_dir.as_ref().map_or(String::new(), |d| d.display().to_string()), "serving the logs of a directory");
             Logs::Dir(dir)
         }

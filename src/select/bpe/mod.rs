@@ -3,8 +3,9 @@
 //!
 //! `build.rs` writes each vocabulary's ranks as a ready hash table
 //! ([`table`]'s layout), taken from tiktoken-rs; [`Vocabulary::count`] splits
-//! text with tiktoken's own pre-tokenizer pattern (fancy-regex, as
-//! tiktoken-rs does) and merges each piece that is not a token ([`merge`]).
+//! text with tiktoken's pre-tokenizer pattern ([`split`]: the `regex`
+//! crate's automata, the pattern's one look-ahead done by hand) and merges
+//! each piece that is not a token ([`merge`]).
 //! The first count in a process builds only that regex (a few milliseconds);
 //! tiktoken-rs's `CoreBPE` also parsed and hashed the vocabulary, built its
 //! decoder and sorted token list, which took 0.1–0.8 s.
@@ -13,6 +14,7 @@
 //! `count_ordinary`, held to it by `tests/tokens_oracle.rs`.
 
 mod merge;
+mod split;
 mod table;
 
 use std::sync::OnceLock;
@@ -25,9 +27,10 @@ pub(crate) struct Vocabulary {
     offsets: &'static [u8],
     /// `u32` LE hash slots: 0 empty, else rank + 1.
     slots: &'static [u8],
-    /// tiktoken's pre-tokenizer pattern for this vocabulary.
+    /// tiktoken's pre-tokenizer pattern for this vocabulary, as `split`
+    /// runs it.
     pattern: &'static str,
-    regex: OnceLock<fancy_regex::Regex>,
+    splitter: OnceLock<split::Splitter>,
     longest: OnceLock<u64>,
 }
 
@@ -41,7 +44,9 @@ macro_rules! compiled {
     };
 }
 
-/// `o200k_base`'s pattern, as tiktoken-rs writes it (`O200K_BASE_PAT_STR`).
+/// `o200k_base`'s pattern, as tiktoken-rs writes it (`O200K_BASE_PAT_STR`):
+/// what [`split`]'s is held to.
+#[cfg(test)]
 pub(crate) const O200K_PATTERN: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     "|",
@@ -59,10 +64,12 @@ pub(crate) const O200K_PATTERN: &str = concat!(
 );
 
 /// `cl100k_base`'s pattern, as tiktoken-rs's `cl100k_base()` writes it.
+#[cfg(test)]
 pub(crate) const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 
-pub(crate) static O200K: Vocabulary = Vocabulary::new(compiled!("o200k_base"), O200K_PATTERN);
-pub(crate) static CL100K: Vocabulary = Vocabulary::new(compiled!("cl100k_base"), CL100K_PATTERN);
+pub(crate) static O200K: Vocabulary = Vocabulary::new(compiled!("o200k_base"), split::O200K_SPLIT);
+pub(crate) static CL100K: Vocabulary =
+    Vocabulary::new(compiled!("cl100k_base"), split::CL100K_SPLIT);
 
 /// The `i`th little-endian `u32` of `bytes`.
 fn u32_at(bytes: &[u8], i: usize) -> u32 {
@@ -80,7 +87,7 @@ impl Vocabulary {
             offsets,
             slots,
             pattern,
-            regex: OnceLock::new(),
+            splitter: OnceLock::new(),
             longest: OnceLock::new(),
         }
     }
@@ -120,28 +127,20 @@ impl Vocabulary {
         })
     }
 
-    fn regex(&self) -> &fancy_regex::Regex {
-        self.regex.get_or_init(|| {
-            fancy_regex::Regex::new(self.pattern).expect("tiktoken's pattern compiles")
-        })
-    }
-
     /// Tokens in `text`: what tiktoken-rs's `count_ordinary` returns.
     pub(crate) fn count(&self, text: &str) -> usize {
+        let splitter = self
+            .splitter
+            .get_or_init(|| split::Splitter::new(self.pattern));
         let mut n = 0;
-        for piece in self.regex().find_iter(text) {
-            // tiktoken-rs unwraps this too: only fancy-regex's backtrack
-            // limit could fail, and tiktoken's patterns stay far below it.
-            let piece = piece
-                .expect("the pre-tokenizer matched")
-                .as_str()
-                .as_bytes();
+        splitter.split(text, |piece| {
+            let piece = piece.as_bytes();
             n += if piece.len() == 1 || self.rank(piece).is_some() {
                 1
             } else {
                 merge::count(piece, |b| self.rank(b))
             };
-        }
+        });
         n
     }
 }

@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub(crate) fleet: Option<Arc<crate::server::writer::jetstream::Fleet>>,
     /// With `--token-file`: the scoped tokens.
     pub(crate) tokens: Option<Arc<crate::server::tokens::Tokens>>,
+    /// How many logs hold their files open (`files.rs`).
+    pub(crate) open_files: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Shared {
@@ -80,6 +82,7 @@ impl Shared {
             totals: Mutex::new(Totals::default()),
             compactor: Default::default(),
             search: Default::default(),
+            files: super::files::Files::counted_in(self.open_files.clone()),
             memory: Default::default(),
             #[cfg(feature = "jetstream")]
             fleet: self.fleet.clone(),
@@ -107,11 +110,17 @@ pub(crate) struct LogDir {
     /// The directory, canonical.
     pub(crate) root: PathBuf,
     pub(crate) states: Mutex<lru::LruCache<String, Arc<AppState>>>,
-    /// Most logs open at once (each holds a few file descriptors: see
-    /// [`open_logs_for`]).
+    /// Most logs holding their files at once, `--max-open-logs` (each holds
+    /// a few file descriptors: see [`open_logs_for`]); the least recently
+    /// used close theirs past it.
     pub(crate) max_open: usize,
+    /// Most logs holding their files at once that the open-files limit
+    /// allows: past it, and none can close theirs, a request gets 503.
+    pub(crate) most_open: usize,
     /// The file-descriptor limit that bound comes from.
     pub(crate) fd_limit: u64,
+    /// How many logs hold their files now (`files.rs`).
+    pub(crate) open_files: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// File descriptors one open log may hold: the log and its journal's three
@@ -160,6 +169,13 @@ pub(crate) fn open_logs_for(limit: u64, connections: usize) -> usize {
         .max(4)
 }
 
+/// States and files let go under the lock on the logs, dropped after it.
+#[derive(Default)]
+struct LetGo {
+    states: Vec<Arc<AppState>>,
+    files: Vec<super::files::Closed>,
+}
+
 /// What the router holds.
 pub(crate) struct Server {
     pub(crate) shared: Arc<Shared>,
@@ -194,8 +210,15 @@ fn bad_id(id: &str) -> ApiError {
 
 impl LogDir {
     /// The directory `dir` (which must exist), with at most `max_open`
-    /// logs open at once under the open-files limit `fd_limit`.
-    pub(crate) fn new(dir: &Path, max_open: usize, fd_limit: u64) -> std::io::Result<LogDir> {
+    /// logs holding their files at once (fewer if the open-files limit
+    /// `fd_limit` allows fewer), counted in `open_files`.
+    pub(crate) fn new(
+        dir: &Path,
+        max_open: usize,
+        fd_limit: u64,
+        connections: usize,
+        open_files: Arc<std::sync::atomic::AtomicUsize>,
+    ) -> std::io::Result<LogDir> {
         let root = std::fs::canonicalize(dir)?;
         if !root.is_dir() {
             return Err(std::io::Error::other(format!(
@@ -206,8 +229,10 @@ impl LogDir {
         Ok(LogDir {
             root,
             states: Mutex::new(lru::LruCache::unbounded()),
-            max_open,
+            max_open: max_open.min(open_logs_for(fd_limit, connections)),
+            most_open: open_logs_for(fd_limit, connections),
             fd_limit,
+            open_files,
         })
     }
 
@@ -257,26 +282,13 @@ impl Server {
             (Logs::One(st), None) => st.clone(),
             (Logs::Dir(dir), Some(id)) => {
                 let path = dir.path_of(id)?;
+                // What is let go is dropped after the lock: closing a store
+                // may checkpoint its WAL, and freeing a replay takes a while.
+                let mut let_go = LetGo::default();
                 let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
                 let st = match states.get(id) {
                     Some(st) => st.clone(),
                     None => {
-                        if states.len() >= dir.max_open {
-                            Self::close_unused(&mut states, dir.max_open - 1);
-                        }
-                        if states.len() >= dir.max_open {
-                            let mut e = ApiError::new(
-                                StatusCode::SERVICE_UNAVAILABLE,
-                                "too_many_open_logs",
-                                format!(
-                                    "{} logs are in use at once, the most the open-files \
-                                     limit ({}) allows; retry shortly",
-                                    dir.max_open, dir.fd_limit
-                                ),
-                            );
-                            e.retry_after = Some(Duration::from_secs(1));
-                            return Err(e);
-                        }
                         let st = Arc::new(self.shared.open(
                             path,
                             Some(id.to_string()),
@@ -288,7 +300,29 @@ impl Server {
                         st
                     }
                 };
-                self.evict(&mut states);
+                self.evict(&mut states, &mut let_go);
+                if dir.open_files.load(Ordering::Acquire) > dir.max_open {
+                    // Down to nine tenths, so that this pass is not made at
+                    // every request.
+                    Self::close_files(&states, dir.max_open * 9 / 10, &dir.open_files, &mut let_go);
+                }
+                let full =
+                    !st.files.is_open() && dir.open_files.load(Ordering::Acquire) >= dir.most_open;
+                drop(states);
+                drop(let_go);
+                if full {
+                    let mut e = ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "too_many_open_logs",
+                        format!(
+                            "{} logs are in use at once, the most the open-files \
+                             limit ({}) allows; retry shortly",
+                            dir.most_open, dir.fd_limit
+                        ),
+                    );
+                    e.retry_after = Some(Duration::from_secs(1));
+                    return Err(e);
+                }
                 st
             }
             // The routes of one mode only exist in that mode.
@@ -310,7 +344,7 @@ impl Server {
     /// use: a state a request or a turn holds keeps its single writer and
     /// its live replay until it is let go (dropping it would start a second
     /// writer for the same file).
-    fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>) {
+    fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>, let_go: &mut LetGo) {
         let bound = self.shared.cfg.max_live_bytes;
         let mut total: u64 = states
             .iter()
@@ -330,22 +364,27 @@ impl Server {
                 total = total.saturating_sub(st.live_bytes.load(Ordering::Relaxed));
                 metrics::counter!("wmreplay_log_evictions_total").increment(1);
                 tracing::debug!(log = %id, "live state dropped (memory bound)");
+                let_go.states.push(st);
             }
         }
     }
 
-    /// Closes the least recently used logs nothing holds until at most
-    /// `keep` are open.
-    fn close_unused(states: &mut lru::LruCache<String, Arc<AppState>>, keep: usize) {
-        let order: Vec<String> = states.iter().rev().map(|(k, _)| k.clone()).collect();
-        for id in order {
-            if states.len() <= keep {
+    /// Closes the files of the least recently used logs that hold them
+    /// and are not in use until at most `keep` hold theirs.
+    fn close_files(
+        states: &lru::LruCache<String, Arc<AppState>>,
+        keep: usize,
+        open: &std::sync::atomic::AtomicUsize,
+        let_go: &mut LetGo,
+    ) {
+        for (id, st) in states.iter().rev() {
+            if open.load(Ordering::Acquire) <= keep {
                 break;
             }
-            if states.peek(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
-                states.pop(&id);
-                metrics::counter!("wmreplay_log_evictions_total").increment(1);
-                tracing::debug!(log = %id, "log closed (open-files bound)");
+            if let Some(closed) = st.close_files() {
+                metrics::counter!("wmreplay_log_files_closed_total").increment(1);
+                tracing::debug!(log = %id, "files closed (--max-open-logs)");
+                let_go.files.push(closed);
             }
         }
     }
@@ -354,6 +393,7 @@ impl Server {
     pub(crate) fn sweep(&self) {
         if let Logs::Dir(dir) = &self.logs {
             let idle = self.shared.cfg.idle_timeout;
+            let mut let_go = LetGo::default();
             let mut states = dir.states.lock().unwrap_or_else(|p| p.into_inner());
             let old: Vec<String> = states
                 .iter()
@@ -364,10 +404,13 @@ impl Server {
                 .map(|(k, _)| k.clone())
                 .collect();
             for id in old {
-                states.pop(&id);
+                if let Some(st) = states.pop(&id) {
+                    let_go.states.push(st);
+                }
                 metrics::counter!("wmreplay_log_evictions_total").increment(1);
                 tracing::debug!(log = %id, "live state dropped (idle)");
             }
+            drop(states);
         }
     }
 

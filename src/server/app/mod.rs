@@ -8,6 +8,7 @@ pub(crate) mod budget;
 pub(crate) mod compact;
 pub(crate) mod compactor;
 pub(crate) mod facts;
+pub(crate) mod files;
 pub(crate) mod logs;
 pub(crate) mod memory_edit;
 pub(crate) mod snapshot;
@@ -80,6 +81,8 @@ pub(crate) struct AppState {
     pub(crate) compactor: compactor::Compactor,
     /// The log's search index, opened on first use.
     pub(crate) search: Arc<Mutex<Option<crate::search::SearchIndex>>>,
+    /// Whether the state store or search index is open (`files.rs`).
+    pub(crate) files: files::Files,
     /// Held by a memory-tool command from reading the files to appending
     /// its writes, so that two commands never edit the same version.
     pub(crate) memory: tokio::sync::Mutex<()>,
@@ -130,6 +133,7 @@ impl AppState {
                 index = index.with_embedder(e.clone(), c.hybrid.clone());
             }
             *slot = Some(index);
+            self.files.opened();
         }
         drop(slot);
         self.search.clone()
@@ -168,6 +172,7 @@ impl AppState {
         let s = Store::open_refusing_links(self.store_path(), !self.follows_links())?;
         let s = Arc::new(Mutex::new(s));
         *slot = Some(s.clone());
+        self.files.opened();
         Ok(s)
     }
 }
@@ -257,6 +262,8 @@ impl AppState {
 
     /// The log's writer, started (and the log created) on first use.
     pub(crate) fn writer(&self) -> std::io::Result<&dyn LogWriter> {
+        // The writer opens its files again for an append after a rest.
+        self.files.opened();
         if let Some(w) = self.writer.get() {
             return Ok(w.as_ref());
         }
@@ -497,4 +504,33 @@ pub(crate) fn derived_cache_key(cfg: &Config) -> String {
         "wmreplay-{:016x}",
         xxhash_rust::xxh3::xxh3_64(ident.as_bytes())
     )
+}
+
+impl AppState {
+    /// Takes the log's state store and search index to be closed, and tells
+    /// its writer to close its files after its queued appends, unless a
+    /// request is using the store or index (`None`: nothing taken).
+    pub(crate) fn close_files(&self) -> Option<files::Closed> {
+        if !self.files.is_open() {
+            return None;
+        }
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        if store.as_ref().is_some_and(|s| Arc::strong_count(s) > 1) {
+            return None;
+        }
+        let mut search = match self.search.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        if let Some(w) = self.writer.get() {
+            w.rest();
+        }
+        let closed = files::Closed {
+            _store: store.take(),
+            _search: search.take(),
+        };
+        self.files.closed();
+        Some(closed)
+    }
 }

@@ -86,6 +86,7 @@ pub async fn mcp_stdio(
     let embedder = crate::server::upstream::embed::embedder_for(cfg.embed.as_ref())
         .map_err(McpStdioError::Config)?;
     let shared = Arc::new(Shared {
+        open_files: Arc::default(),
         #[cfg(feature = "jetstream")]
         fleet: None,
         upstream: None,

@@ -218,6 +218,10 @@ impl LogWriter for Writer {
         Ok(buf)
     }
 
+    fn rest(&self) {
+        let _ = self.tx.send(Msg::Rest { id: self.id });
+    }
+
     fn identity(&self) -> std::io::Result<LogIdentity> {
         let meta = match self.follow {
             true => std::fs::metadata(&self.path)?,

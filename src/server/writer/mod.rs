@@ -188,6 +188,11 @@ pub trait LogWriter: Send + Sync {
     /// The log being written.
     fn identity(&self) -> io::Result<LogIdentity>;
 
+    /// Closes the files the writer holds once its queued appends are
+    /// written (the next append opens them again): a log left idle gives
+    /// its descriptors back. Nothing for a writer that holds none.
+    fn rest(&self) {}
+
     /// Brings the local file up to date with the log's home, when the log
     /// lives elsewhere (a replicated store); the local writer's file is the
     /// log itself, always current.

@@ -33,6 +33,9 @@ pub(super) enum Msg {
     Job { id: u64, job: Job },
     /// Log `id`'s last handle is gone: finish its jobs, close it, then say so.
     Close { id: u64, done: Sender<()> },
+    /// Log `id` is idle: finish its jobs and close its files (its next
+    /// append opens them again).
+    Rest { id: u64 },
 }
 
 /// The pool: its threads' queues.
@@ -137,6 +140,12 @@ fn run(rx: Receiver<Msg>) {
                             used: Instant::now(),
                         },
                     );
+                }
+                Msg::Rest { id } => {
+                    flush(&mut logs, &mut rounds);
+                    if let Some(slot) = logs.get_mut(&id) {
+                        slot.close();
+                    }
                 }
                 Msg::Close { id, done } => {
                     flush(&mut logs, &mut rounds);
