@@ -175,6 +175,11 @@ impl Store {
         Ok(self.syncer.ticket())
     }
 
+    /// A ticket for every commit made so far: waited on, they are durable.
+    pub fn sync_ticket(&self) -> super::SyncTicket {
+        self.syncer.ticket()
+    }
+
     /// Records how `key`'s turn ended: `Some(response)` answered, `None`
     /// failed.
     pub fn finish_turn(&self, key: &str, response: Option<&str>) -> Result<(), Error> {

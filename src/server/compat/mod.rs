@@ -193,6 +193,7 @@ async fn serve(
         .map_err(|e| crate::server::errors::internal("turn_failed", e))?;
         (plan, asked)
     };
+    let made_key = explicit.is_none();
     let key = match explicit {
         Some(k) => k,
         None => conversation_key(&state, &plan, &hash).await?,
@@ -218,6 +219,7 @@ async fn serve(
             after: plan.after,
             key: forwarded,
             hash,
+            made_key,
             beta: beta_of(&headers, provider),
             responses: alt,
             window,

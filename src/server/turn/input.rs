@@ -28,6 +28,13 @@ pub(crate) struct Input {
     pub compat: Option<Compat>,
 }
 
+impl Input {
+    /// Whether the turn's key is the server's own ([`Compat::made_key`]).
+    pub(crate) fn made_key(&self) -> bool {
+        self.compat.as_ref().is_some_and(|c| c.made_key)
+    }
+}
+
 /// A turn asked for in a provider's own format
 /// (`/anthropic/v1/messages`, `/openai/v1/chat/completions`): what differs
 /// from a `/respond` turn.
@@ -54,6 +61,10 @@ pub(crate) struct Compat {
     pub key: Option<crate::server::upstream::ApiKey>,
     /// The request's hash (its key's request, for telling a repeat).
     pub hash: String,
+    /// Whether the turn's key is the server's own (its conversation's), not
+    /// the client's `Idempotency-Key`: its input is made durable with its
+    /// answer, not before the model is called (docs/reliability.md).
+    pub made_key: bool,
     /// The client asked for a stream's usage chunk
     /// (`stream_options.include_usage`), which the server asks for anyway.
     pub wants_usage: bool,

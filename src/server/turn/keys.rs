@@ -3,8 +3,10 @@
 //! second `text_input` and never calling the upstream twice for a turn
 //! whose outcome is unknown.
 //!
-//! The key's state lives in two places: the state store (durable: a key, its
-//! request's hash, where its `text_input` is, and its answer once known) and
+//! The key's state lives in two places: the state store (a key, its
+//! request's hash, where its `text_input` is, and its answer once known:
+//! durable before the model is called for a client's key, with the turn's
+//! end for one the server made from the conversation) and
 //! the server's map of running turns (which outlives a log state evicted
 //! from memory). A key found running in the store but in no running task —
 //! its process stopped, or its task died — is *interrupted*: the upstream
@@ -131,11 +133,13 @@ pub(super) async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Outcom
     }
 }
 
-/// Records how a keyed turn ended (durably, before anyone is told), then
-/// wakes whoever waits on it.
+/// Records how a keyed turn ended, then wakes whoever waits on it. A key
+/// the server made (`made`) has its input recorded unsynced: it is made
+/// durable here, with the turn's end, before anyone is told.
 pub(super) async fn finish_key(
     state: &Arc<AppState>,
     key: Option<&str>,
+    made: bool,
     claim: Option<Claim>,
     outcome: &Outcome,
 ) {
@@ -152,7 +156,13 @@ pub(super) async fn finish_key(
                 if reused {
                     return store.forget_turn(&key);
                 }
-                store.finish_turn(&key, response.as_deref())
+                store.finish_turn(&key, response.as_deref())?;
+                let ticket = store.sync_ticket();
+                drop(store);
+                match made && st.cfg.fsync {
+                    true => ticket.wait(),
+                    false => Ok(()),
+                }
             });
             if let Err(e) = recorded {
                 tracing::error!(error = %e, "cannot record how a turn ended");

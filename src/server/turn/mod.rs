@@ -95,7 +95,8 @@ async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
         }
         Plan::Close(claim) => {
             let outcome = close_turn(&state, &input).await;
-            finish_key(&state, input.key.as_deref(), Some(claim), &outcome).await;
+            let made = input.made_key();
+            finish_key(&state, input.key.as_deref(), made, Some(claim), &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
         Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
@@ -150,11 +151,12 @@ async fn run_owned(
     reply: Reply,
 ) {
     let key = input.key.clone();
+    let made = input.made_key();
     let began = std::time::Instant::now();
     let permit = match state.permit() {
         Ok(p) => p,
         Err(e) => {
-            finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
+            finish_key(&state, key.as_deref(), made, claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -170,12 +172,12 @@ async fn run_owned(
                 Some(v) => Ok(v),
                 None => close_turn(&state, &input).await,
             };
-            finish_key(&state, key.as_deref(), claim, &outcome).await;
+            finish_key(&state, key.as_deref(), made, claim, &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
             return;
         }
         Err(e) => {
-            finish_key(&state, key.as_deref(), claim, &Err(e.clone())).await;
+            finish_key(&state, key.as_deref(), made, claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -231,7 +233,7 @@ async fn run_owned(
         }
     };
     let (outcome, ()) = tokio::join!(run, forward);
-    finish_key(&state, key.as_deref(), claim, &outcome).await;
+    finish_key(&state, key.as_deref(), made, claim, &outcome).await;
     metrics::counter!(
         "wmreplay_turns_total",
         "outcome" => if outcome.is_ok() { "answered" } else { "failed" }
@@ -252,16 +254,18 @@ enum Begun {
     Elsewhere,
 }
 
-/// Records, durably, that `key`'s turn has its input at `offset`: synced
-/// with the other turns recording theirs now, outside the store's lock.
-fn record_input(st: &AppState, key: &str, offset: u64) {
+/// Records that `key`'s turn has its input at `offset`: durably (`wait`),
+/// synced with the other turns recording theirs now, outside the store's
+/// lock; or (a key the server made) committed, made durable with the
+/// turn's end ([`finish_key`]).
+fn record_input(st: &AppState, key: &str, offset: u64, wait: bool) {
     let recorded = st.store().and_then(|s| {
         let ticket = (s.lock().unwrap_or_else(|p| p.into_inner())).note_turn_input(
             &st.cfg.log,
             key,
             offset,
         )?;
-        match st.cfg.fsync {
+        match wait && st.cfg.fsync {
             true => ticket.wait(),
             false => Ok(()),
         }
@@ -302,6 +306,7 @@ async fn begin(
     };
     let st = state.clone();
     let key = input.key.clone();
+    let made = input.made_key();
     let text = input.text.clone();
     let hash = input.hash();
     let budget = input.window();
@@ -316,7 +321,7 @@ async fn begin(
                         w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
                     }
                     if let Some(k) = &key {
-                        record_input(&st, k, offset);
+                        record_input(&st, k, offset, !made);
                     }
                 }
                 // The live state has moved on: replay the log's prefix afresh.
@@ -361,11 +366,12 @@ async fn begin(
                     }
                     (named.appended, writer::durable_already())
                 }
-                // A keyed turn's input is on disk before its model is
-                // called (the key maps to it durably); an unkeyed one is
-                // made durable with its answer (or the record that closes
-                // the turn), which is what acknowledges it.
-                None if key.is_some() => {
+                // A turn keyed by its client has its input on disk before
+                // its model is called (the key maps to it durably); an
+                // unkeyed one, or one keyed by the server, is made durable
+                // with its answer (or the record that closes the turn),
+                // which is what acknowledges it.
+                None if key.is_some() && !made => {
                     w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
                 }
                 None => (
@@ -375,7 +381,7 @@ async fn begin(
             };
             let offset = appended[at].offset;
             if let Some(k) = &key {
-                record_input(&st, k, offset);
+                record_input(&st, k, offset, !made);
             }
             if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
                 *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
