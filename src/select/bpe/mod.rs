@@ -27,8 +27,7 @@ pub(crate) struct Vocabulary {
     offsets: &'static [u8],
     /// `u32` LE hash slots: 0 empty, else rank + 1.
     slots: &'static [u8],
-    /// tiktoken's pre-tokenizer pattern for this vocabulary, as `split`
-    /// runs it.
+    /// tiktoken's pre-tokenizer pattern for this vocabulary.
     pattern: &'static str,
     splitter: OnceLock<split::Splitter>,
     longest: OnceLock<u64>,
@@ -44,9 +43,7 @@ macro_rules! compiled {
     };
 }
 
-/// `o200k_base`'s pattern, as tiktoken-rs writes it (`O200K_BASE_PAT_STR`):
-/// what [`split`]'s is held to.
-#[cfg(test)]
+/// `o200k_base`'s pattern, as tiktoken-rs writes it (`O200K_BASE_PAT_STR`).
 pub(crate) const O200K_PATTERN: &str = concat!(
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
     "|",
@@ -64,12 +61,10 @@ pub(crate) const O200K_PATTERN: &str = concat!(
 );
 
 /// `cl100k_base`'s pattern, as tiktoken-rs's `cl100k_base()` writes it.
-#[cfg(test)]
 pub(crate) const CL100K_PATTERN: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
 
-pub(crate) static O200K: Vocabulary = Vocabulary::new(compiled!("o200k_base"), split::O200K_SPLIT);
-pub(crate) static CL100K: Vocabulary =
-    Vocabulary::new(compiled!("cl100k_base"), split::CL100K_SPLIT);
+pub(crate) static O200K: Vocabulary = Vocabulary::new(compiled!("o200k_base"), O200K_PATTERN);
+pub(crate) static CL100K: Vocabulary = Vocabulary::new(compiled!("cl100k_base"), CL100K_PATTERN);
 
 /// The `i`th little-endian `u32` of `bytes`.
 fn u32_at(bytes: &[u8], i: usize) -> u32 {
