@@ -37,10 +37,12 @@ use std::time::{Duration, Instant};
 
 #[path = "common/turn_bodies.rs"]
 mod bodies;
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/serve.rs"]
 mod serve;
 
-use serve::{Server, client, corpus, mock, ms, pct, post, wait_healthy};
+use serve::{Server, client, mock, ms, pct, post, proc_status, wait_healthy};
 
 struct Opts {
     logs: usize,
@@ -131,16 +133,11 @@ fn opts() -> Opts {
 /// What /proc says of the server: open descriptors, threads, RSS (MB).
 fn sample(pid: u32) -> (u64, u64, f64) {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count() as u64);
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| -> f64 {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (fds, field("Threads:") as u64, field("VmRSS:") / 1024.0)
+    (
+        fds,
+        proc_status(pid, "Threads:") as u64,
+        proc_status(pid, "VmRSS:") / 1024.0,
+    )
 }
 
 /// The highest of each figure /proc gives while `stop` is unset.
@@ -164,7 +161,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let source = corpus(&o.size);
+    let (source, _) = common::corpus(&o.size);
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/many");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -45,10 +45,12 @@ use std::time::{Duration, Instant};
 
 #[path = "common/turn_bodies.rs"]
 mod bodies;
+#[path = "common/mod.rs"]
+mod common;
 #[path = "common/serve.rs"]
 mod serve;
 
-use serve::{Server, client, corpus, median, mock, ms, pct, post, wait_healthy};
+use serve::{Server, client, median, mock, ms, pct, post, wait_healthy};
 
 struct Opts {
     sizes: Vec<String>,
@@ -320,7 +322,7 @@ fn main() {
     let scratch = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/turns");
     std::fs::create_dir_all(&scratch).unwrap();
     if let Some((n, size)) = &o.log_dir {
-        let source = corpus(size);
+        let (source, _) = common::corpus(size);
         let dir = scratch.join("dir");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -348,7 +350,7 @@ fn main() {
         return;
     }
     for size in &o.sizes {
-        let source = corpus(size);
+        let (source, _) = common::corpus(size);
         for select in &o.selects {
             for via in &o.via {
                 let log = scratch.join(format!("turns-{size}.log"));

@@ -1,37 +1,15 @@
-//! What the server benches share: the generated corpus, an instant mock
+//! What the server benches share: an instant mock
 //! model, `wmreplay serve` started in front of it, a request timed, and the
 //! figures' arithmetic.
 
 // Each bench that includes this module uses a part of it.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use wmreplay::__internals::corpus::{GenOptions, generate, parse_size};
-
 pub const ANSWER: &str = r#"{"id":"msg_bench","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"model":"m","stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#;
-
-/// The seed-1 corpus of `spec` bytes, generated once.
-pub fn corpus(spec: &str) -> PathBuf {
-    let size = parse_size(spec).expect("a size like 1GiB");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let source = dir.join(format!("bench-{spec}-seed1.log"));
-    if std::fs::metadata(&source).map_or(true, |m| m.len() < size) {
-        eprintln!("generating {}", source.display());
-        let mut f = std::io::BufWriter::new(std::fs::File::create(&source).unwrap());
-        let options = GenOptions {
-            size,
-            seed: 1,
-            ..GenOptions::default()
-        };
-        generate(&options, &mut f, &|_| {}).unwrap();
-        std::io::Write::flush(&mut f).unwrap();
-    }
-    source
-}
 
 /// The instant mock model: answers every POST with one fixed message, or
 /// a streamed request with its events, one chunk each.
@@ -116,18 +94,24 @@ impl Server {
 
     /// (VmRSS, VmHWM) in MB.
     pub fn memory(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| -> f64 {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-                .map_or(0.0, |kb| kb / 1024.0)
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        let pid = self.child.id();
+        (
+            proc_status(pid, "VmRSS:") / 1024.0,
+            proc_status(pid, "VmHWM:") / 1024.0,
+        )
     }
+}
+
+/// A number of `/proc/PID/status` (`VmRSS:` in kB, `Threads:`); 0 when
+/// the process is gone.
+pub fn proc_status(pid: u32, name: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
 }
 
 pub async fn wait_healthy(client: &reqwest::Client, s: &Server) {
