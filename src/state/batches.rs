@@ -75,9 +75,7 @@ impl Store {
     ) -> Result<i64, Error> {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
-        self.conn
-            .pragma_update(None, "synchronous", if sync { "FULL" } else { "NORMAL" })
-            .map_err(err)?;
+        self.full_sync(sync)?;
         let tx = self.conn.transaction().map_err(err)?;
         for &old in settled {
             remove(&tx, old).map_err(err)?;
@@ -110,9 +108,7 @@ impl Store {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
         // Losing this on a power cut only means it is done again at start.
-        self.conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
+        self.full_sync(false)?;
         let tx = self.conn.transaction().map_err(err)?;
         if complete {
             tx.execute(

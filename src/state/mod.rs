@@ -81,6 +81,8 @@ pub struct Store {
     syncer: std::sync::Arc<sync::Syncer>,
     /// When expired turns were last forgotten.
     expired_at: Option<std::time::Instant>,
+    /// The connection commits at `synchronous=FULL` (else `NORMAL`).
+    full_sync: bool,
 }
 
 /// Where a log is and what it is, at one moment.
@@ -155,6 +157,7 @@ impl Store {
             conn,
             syncer,
             expired_at: None,
+            full_sync: false,
         };
         store
             .conn
@@ -215,6 +218,19 @@ impl Store {
                 .map_err(|e| state_err(&store.path, e))?;
         }
         Ok(store)
+    }
+
+    /// Commits at `synchronous=FULL` (each on disk as it is made) with
+    /// `full`, else `NORMAL`; a no-op when already so.
+    #[cfg(feature = "server")]
+    fn full_sync(&mut self, full: bool) -> Result<(), Error> {
+        if self.full_sync != full {
+            self.conn
+                .pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })
+                .map_err(|e| state_err(&self.path, e))?;
+            self.full_sync = full;
+        }
+        Ok(())
     }
 
     /// The store's file.

@@ -345,7 +345,7 @@ async fn a_clients_own_retry_is_the_same_turn_whatever_its_headers() {
     let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
     let mut cfg = config(&log, Some(&up), Provider::Anthropic);
     cfg.upstream_retries = 0;
-    let server = start(cfg).await;
+    let server = start(cfg.clone()).await;
     let url = format!("{}/anthropic/v1/messages", server.url);
     mock.then([Mode::fail(529), Mode::fail(529)]);
     let body = json!({"model": "m", "max_tokens": 50, "stream": true,
@@ -358,6 +358,32 @@ async fn a_clients_own_retry_is_the_same_turn_whatever_its_headers() {
     let (status, _) = send_as(&url, "cc-1", &body).await;
     assert_eq!(status, 200);
     assert_eq!(mock.requests(), 3);
+    // The turn's key was answered by the batch that closed it: the store
+    // has it done, its input where the log has it, and so a restarted
+    // server answers it too, calling no one.
+    let db = rusqlite::Connection::open(wmreplay::state::Store::path_for(&log)).unwrap();
+    let (status, offset): (String, i64) = db
+        .query_row(
+            "SELECT status, input_offset FROM turns WHERE response IS NOT NULL",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    drop(db);
+    assert_eq!(status, "done");
+    let all = std::fs::read(&log).unwrap();
+    let line = all[offset as usize..]
+        .split(|&b| b == b'\n')
+        .next()
+        .unwrap();
+    let input: Value = serde_json::from_slice(line).unwrap();
+    assert_eq!(input["text"], "overloaded?", "{input}");
+    server.stop().await;
+    let server = start(cfg).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let (status, text) = send_as(&url, "cc-1", &body).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(mock.requests(), 3, "answered from the store");
     let inputs: Vec<_> = records_of(&log, "cc-1")
         .into_iter()
         .filter(|(k, _)| k == "text_input")

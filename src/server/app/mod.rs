@@ -260,6 +260,16 @@ impl AppState {
         Ok((body, held))
     }
 
+    /// Whether the log is this process's to write: its writer appends to
+    /// the file (not to a stream other replicas write too).
+    pub(crate) fn writes_locally(&self) -> bool {
+        #[cfg(feature = "jetstream")]
+        if self.fleet.is_some() && self.id.is_some() {
+            return false;
+        }
+        true
+    }
+
     /// The log's writer, started (and the log created) on first use.
     pub(crate) fn writer(&self) -> std::io::Result<&dyn LogWriter> {
         // The writer opens its files again for an append after a rest.
@@ -390,30 +400,36 @@ impl Default for Turns {
 impl Turns {
     /// Claims `key` on `log` for a turn about to run, unless one runs: then
     /// what to wait on. `decide` runs while the claim is held (it looks the
-    /// key up in the state store), and says whether to claim it.
+    /// key up in the state store), and says whether to keep it. The map of
+    /// every log's turns is locked only to look and to claim, never while
+    /// `decide` runs: one log's slow store holds up no other log's turns.
+    /// A repeat that came while `decide` ran and found the claim let go
+    /// learns nothing from it ([`Claimed::Running`] closes without an
+    /// outcome) and asks again.
     pub(crate) fn claim<T>(
         self: &Arc<Self>,
         log: &std::path::Path,
         key: &str,
         decide: impl FnOnce() -> Result<(T, bool), crate::Error>,
     ) -> Result<Claimed<T>, crate::Error> {
-        let mut keyed = self.keyed.lock().unwrap_or_else(|p| p.into_inner());
         let k = (log.to_path_buf(), key.to_string());
-        if let Some(tx) = keyed.get(&k) {
-            return Ok(Claimed::Running(tx.subscribe()));
+        {
+            let mut keyed = self.keyed.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = keyed.get(&k) {
+                return Ok(Claimed::Running(tx.subscribe()));
+            }
+            keyed.insert(k.clone(), watch::channel(None).0);
         }
-        let (t, claim) = decide()?;
-        if !claim {
+        // Let go, without an outcome, unless kept.
+        let claim = Claim {
+            turns: self.clone(),
+            key: Some(k),
+        };
+        let (t, keep) = decide()?;
+        if !keep {
             return Ok(Claimed::Not(t));
         }
-        keyed.insert(k.clone(), watch::channel(None).0);
-        Ok(Claimed::Mine(
-            t,
-            Claim {
-                turns: self.clone(),
-                key: Some(k),
-            },
-        ))
+        Ok(Claimed::Mine(t, claim))
     }
 
     /// Cuts every running turn: each closes itself with what it has.

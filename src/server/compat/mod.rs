@@ -220,6 +220,7 @@ async fn serve(
             key: forwarded,
             hash,
             made_key,
+            key_answered: Default::default(),
             beta: beta_of(&headers, provider),
             responses: alt,
             window,

@@ -33,6 +33,22 @@ impl Input {
     pub(crate) fn made_key(&self) -> bool {
         self.compat.as_ref().is_some_and(|c| c.made_key)
     }
+
+    /// Whether no one but this process can claim the turn's key: the
+    /// server's own key on a log it writes alone. Its row in the state
+    /// store is written with the turn's input and answered by the batch
+    /// that closes the turn, not by a step of its own.
+    pub(crate) fn key_is_ours(&self, state: &AppState) -> bool {
+        self.made_key() && state.writes_locally()
+    }
+
+    /// Whether the turn's key was answered in the state store by the batch
+    /// that closed the turn (nothing left to record of it).
+    pub(crate) fn key_answered(&self) -> bool {
+        self.compat
+            .as_ref()
+            .is_some_and(|c| c.key_answered.load(std::sync::atomic::Ordering::Acquire))
+    }
 }
 
 /// A turn asked for in a provider's own format
@@ -65,6 +81,8 @@ pub(crate) struct Compat {
     /// the client's `Idempotency-Key`: its input is made durable with its
     /// answer, not before the model is called (docs/reliability.md).
     pub made_key: bool,
+    /// Set once the batch that closed the turn answered its key.
+    pub key_answered: std::sync::atomic::AtomicBool,
     /// The client asked for a stream's usage chunk
     /// (`stream_options.include_usage`), which the server asks for anyway.
     pub wants_usage: bool,

@@ -40,18 +40,25 @@ pub(super) enum Plan {
 }
 
 /// Looks the key up (among the running turns, then in the store) and claims
-/// it if no attempt is running.
+/// it if no attempt is running. A key that is `ours` (only this process
+/// claims it: [`Input::key_is_ours`](super::input::Input::key_is_ours)) is
+/// claimed in memory alone; its row is written with the turn's input.
 pub(super) async fn plan_for(
     state: &Arc<AppState>,
     key: String,
     hash: String,
+    ours: bool,
 ) -> Result<Plan, ApiError> {
     let st = state.clone();
     let r = tokio::task::spawn_blocking(move || {
         st.turns.claim(&st.cfg.log, &key, || {
             let store = st.store()?;
             let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
-            let begin = store.begin_turn(&st.cfg.log, &key, &hash, st.cfg.idempotency_ttl)?;
+            let (log, ttl) = (&st.cfg.log, st.cfg.idempotency_ttl);
+            let begin = match ours {
+                true => store.peek_turn(log, &key, &hash, ttl)?,
+                false => store.begin_turn(log, &key, &hash, ttl)?,
+            };
             let step = match begin {
                 TurnBegin::Conflict => Step::Conflict,
                 TurnBegin::Seen {
@@ -114,36 +121,43 @@ enum Step {
     Close,
 }
 
-pub(super) async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Outcome {
+/// The outcome of the attempt running with a key; `None` when it ended
+/// without a word (its claim let go after a look at the store, or its task
+/// died): the store says what became of it.
+pub(super) async fn wait_for(mut rx: watch::Receiver<Option<Outcome>>) -> Option<Outcome> {
     loop {
         if let Some(o) = rx.borrow().clone() {
-            return o;
+            return Some(o);
         }
         if rx.changed().await.is_err() {
-            // The attempt ended without a word (its task died).
-            if let Some(o) = rx.borrow().clone() {
-                return o;
-            }
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "turn_abandoned",
-                "the attempt with this key stopped; retry with the same key to learn its outcome",
-            ));
+            return rx.borrow().clone();
         }
     }
 }
 
+/// What a repeat is answered when the attempts it waited on kept ending
+/// without a word.
+pub(super) fn abandoned() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "turn_abandoned",
+        "the attempt with this key stopped; retry with the same key to learn its outcome",
+    )
+}
+
 /// Records how a keyed turn ended, then wakes whoever waits on it. A key
 /// the server made (`made`) has its input recorded unsynced: it is made
-/// durable here, with the turn's end, before anyone is told.
+/// durable here, with the turn's end, before anyone is told. A key the
+/// closing batch `answered` (in the same step that made it durable) has
+/// nothing left to record.
 pub(super) async fn finish_key(
     state: &Arc<AppState>,
     key: Option<&str>,
-    made: bool,
+    (made, answered): (bool, bool),
     claim: Option<Claim>,
     outcome: &Outcome,
 ) {
-    if let Some(key) = key {
+    if let Some(key) = key.filter(|_| !(answered && outcome.is_ok())) {
         let st = state.clone();
         let key = key.to_string();
         let response = outcome.as_ref().ok().map(Value::to_string);

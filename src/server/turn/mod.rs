@@ -74,28 +74,45 @@ pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Respon
 }
 
 async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
-    let plan = match &input.key {
-        None => Ok(Plan::Fresh(None)),
-        Some(key) => plan_for(&state, key.clone(), input.hash()).await,
-    };
-    let plan = match plan {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = reply.send(Err(e));
-            return;
+    // A repeat waits on the attempt running with its key; one that ended
+    // without a word sends it back to the store, a few times at most.
+    let mut looks = 0;
+    let plan = loop {
+        let plan = match &input.key {
+            None => Ok(Plan::Fresh(None)),
+            Some(key) => {
+                let ours = input.key_is_ours(&state);
+                plan_for(&state, key.clone(), input.hash(), ours).await
+            }
+        };
+        looks += 1;
+        match plan {
+            Ok(Plan::Wait(rx)) => match wait_for(rx).await {
+                Some(outcome) => {
+                    let _ = reply.send(outcome.map(|v| input.answered(v, true)));
+                    return;
+                }
+                None if looks < 3 => continue,
+                None => {
+                    let _ = reply.send(Err(keys::abandoned()));
+                    return;
+                }
+            },
+            Ok(p) => break p,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
         }
     };
     match plan {
         Plan::Answered(v) => {
             let _ = reply.send(Ok(input.answered(v, true)));
         }
-        Plan::Wait(rx) => {
-            let outcome = wait_for(rx).await;
-            let _ = reply.send(outcome.map(|v| input.answered(v, true)));
-        }
+        Plan::Wait(_) => unreachable!("waited on above"),
         Plan::Close(claim) => {
             let outcome = close_turn(&state, &input).await;
-            let made = input.made_key();
+            let made = (input.made_key(), input.key_answered());
             finish_key(&state, input.key.as_deref(), made, Some(claim), &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
@@ -156,7 +173,14 @@ async fn run_owned(
     let permit = match state.permit() {
         Ok(p) => p,
         Err(e) => {
-            finish_key(&state, key.as_deref(), made, claim, &Err(e.clone())).await;
+            finish_key(
+                &state,
+                key.as_deref(),
+                (made, false),
+                claim,
+                &Err(e.clone()),
+            )
+            .await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -172,12 +196,26 @@ async fn run_owned(
                 Some(v) => Ok(v),
                 None => close_turn(&state, &input).await,
             };
-            finish_key(&state, key.as_deref(), made, claim, &outcome).await;
+            finish_key(
+                &state,
+                key.as_deref(),
+                (made, input.key_answered()),
+                claim,
+                &outcome,
+            )
+            .await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
             return;
         }
         Err(e) => {
-            finish_key(&state, key.as_deref(), made, claim, &Err(e.clone())).await;
+            finish_key(
+                &state,
+                key.as_deref(),
+                (made, false),
+                claim,
+                &Err(e.clone()),
+            )
+            .await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -233,7 +271,14 @@ async fn run_owned(
         }
     };
     let (outcome, ()) = tokio::join!(run, forward);
-    finish_key(&state, key.as_deref(), made, claim, &outcome).await;
+    finish_key(
+        &state,
+        key.as_deref(),
+        (made, input.key_answered()),
+        claim,
+        &outcome,
+    )
+    .await;
     metrics::counter!(
         "wmreplay_turns_total",
         "outcome" => if outcome.is_ok() { "answered" } else { "failed" }
@@ -257,13 +302,15 @@ enum Begun {
 /// Records that `key`'s turn has its input at `offset`: durably (`wait`),
 /// synced with the other turns recording theirs now, outside the store's
 /// lock; or (a key the server made) committed, made durable with the
-/// turn's end ([`finish_key`]).
-fn record_input(st: &AppState, key: &str, offset: u64, wait: bool) {
+/// turn's end ([`finish_key`]). With `new` (the request's hash), the key
+/// is recorded here (a key only this process claims, [`keys::plan_for`]).
+fn record_input(st: &AppState, key: &str, offset: u64, wait: bool, new: Option<&str>) {
     let recorded = st.store().and_then(|s| {
         let ticket = (s.lock().unwrap_or_else(|p| p.into_inner())).note_turn_input(
             &st.cfg.log,
             key,
             offset,
+            new,
         )?;
         match wait && st.cfg.fsync {
             true => ticket.wait(),
@@ -307,6 +354,7 @@ async fn begin(
     let st = state.clone();
     let key = input.key.clone();
     let made = input.made_key();
+    let ours = input.key_is_ours(state);
     let text = input.text.clone();
     let hash = input.hash();
     let budget = input.window();
@@ -321,7 +369,7 @@ async fn begin(
                         w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
                     }
                     if let Some(k) = &key {
-                        record_input(&st, k, offset, !made);
+                        record_input(&st, k, offset, !made, ours.then_some(hash.as_str()));
                     }
                 }
                 // The live state has moved on: replay the log's prefix afresh.
@@ -381,7 +429,7 @@ async fn begin(
             };
             let offset = appended[at].offset;
             if let Some(k) = &key {
-                record_input(&st, k, offset, !made);
+                record_input(&st, k, offset, !made, ours.then_some(hash.as_str()));
             }
             if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
                 *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
