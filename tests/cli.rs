@@ -1,7 +1,7 @@
 //! The `wmreplay` command line: output, exit codes, error messages, closed
 //! pipes and the progress bar.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 fn bin() -> Command {
@@ -387,5 +387,65 @@ fn a_pipe_is_widened_not_narrowed_and_carries_the_same_bytes() {
         // SAFETY: as above.
         let size = unsafe { libc::fcntl(reader.as_raw_fd(), libc::F_GETPIPE_SZ) };
         assert_eq!(size, wide, "a wider pipe was narrowed");
+    }
+}
+
+/// `-` as the log reads standard input: `replay`, `stats` and `respond`
+/// print what they print for the file; the commands that keep something
+/// beside the log (`search`, `prepare`, `--recall`, `--trim-to`) refuse it
+/// with exit status 2, saying why.
+#[test]
+fn a_dash_reads_the_log_from_standard_input() {
+    let log = example();
+    let bytes = std::fs::read(&log).unwrap();
+    let piped = |args: &[&str]| {
+        let mut child = bin()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = bytes.clone();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&feed);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        out
+    };
+    for args in [
+        vec!["replay", "LOG", "--format", "ndjson"],
+        vec!["stats", "LOG", "--skips", "2"],
+        vec!["respond", "LOG", "--text", "What next?", "--tail", "5"],
+    ] {
+        let with = |log: &str| -> Vec<String> {
+            args.iter()
+                .map(|a| {
+                    if *a == "LOG" {
+                        log.to_string()
+                    } else {
+                        a.to_string()
+                    }
+                })
+                .collect()
+        };
+        let from_file = bin().args(with(&log)).output().unwrap();
+        let from_stdin = piped(&with("-").iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(from_file.status.success() && from_stdin.status.success());
+        assert!(!from_file.stdout.is_empty());
+        assert_eq!(from_stdin.stdout, from_file.stdout, "{args:?}");
+    }
+    for args in [
+        vec!["search", "-", "deploy"],
+        vec!["prepare", "-", "--session-key", "k"],
+        vec!["respond", "-", "--text", "x", "--recall", "2"],
+        vec!["replay", "-", "--max-tokens", "100", "--trim-to", "0.5"],
+    ] {
+        let out = piped(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("not - (standard input)"), "{args:?}: {err}");
     }
 }

@@ -12,8 +12,9 @@ use super::Failure;
 /// The log a command replays, and what a missing one means.
 #[derive(Args, Debug, Clone)]
 pub struct LogArgs {
-    /// The working-memory log (JSONL). A file that does not exist is
-    /// replayed as an empty log, with a warning on stderr.
+    /// The working-memory log (JSONL); `-` reads it from standard input
+    /// (e.g. `zcat wm.log.gz | wmreplay replay -`). A file that does not
+    /// exist is replayed as an empty log, with a warning on stderr.
     pub log: PathBuf,
     /// Exit with status 1 when LOG does not exist, instead of warning and
     /// replaying it as an empty log (for scripts, where a typo in the path
@@ -22,10 +23,36 @@ pub struct LogArgs {
     pub require_log: bool,
 }
 
+/// What a log read from standard input is called in messages.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Whether `log` is `-`: standard input.
+pub fn is_stdin(log: &Path) -> bool {
+    log.as_os_str() == "-"
+}
+
+/// Refuses `-` (standard input) as the log of a command that keeps `what`
+/// in a file beside the log.
+pub fn file_only(log: &Path, command: &str, what: &str) -> Result<(), Failure> {
+    if is_stdin(log) {
+        return Err(Failure::Usage(format!(
+            "{command} keeps {what} beside the log, so its LOG must be a file, not - (standard input)"
+        )));
+    }
+    Ok(())
+}
+
 impl LogArgs {
-    /// Opens LOG; a missing one is a warning, or with --require-log an
-    /// error (exit status 1).
+    /// Opens LOG (`-`: reads standard input whole); a missing one is a
+    /// warning, or with --require-log an error (exit status 1).
     pub fn open(&self, engine: &EngineArgs) -> Result<LogBytes, Failure> {
+        if is_stdin(&self.log) {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                warn("reading the log from standard input (end it with Ctrl-D)");
+            }
+            return Ok(LogBytes::from_reader(STDIN_NAME, stdin.lock())?);
+        }
         let bytes = open(&self.log, engine)?;
         if bytes.is_missing() {
             self.missing()?;
@@ -344,6 +371,13 @@ pub fn select_with_state(
     let log = bytes.path();
     if sel.trim_to.is_none() {
         return Ok(replayed.select(sel, None));
+    }
+    if log == Path::new(STDIN_NAME) {
+        return Err(Failure::Usage(
+            "--trim-to keeps the window's start in a store beside the log, so the log must be \
+             a file, not - (standard input)"
+                .into(),
+        ));
     }
     let store = if bytes.is_missing() {
         match wmreplay::state::Store::open_existing(args.store_path(log))? {

@@ -158,6 +158,9 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     }
     let filter = if session_only { session.clone() } else { None };
     let sel = select.selection(filter)?;
+    if recall.is_some() {
+        super::args::file_only(&log.log, "--recall", "its search index")?;
+    }
     let bytes = log.open(&engine)?;
     // One skip kept: the first bad line, for the warning.
     let mut replayed = replay(&bytes, &engine, 1)?;

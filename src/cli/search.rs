@@ -66,6 +66,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
         language,
         embed,
     } = args;
+    super::args::file_only(&log, "search", "its index")?;
     // The query is checked before anything is read or made.
     wmreplay::search::query_words(&query).map_err(|e| Failure::Usage(e.to_string()))?;
     if limit == 0 || limit > wmreplay::search::MAX_LIMIT {

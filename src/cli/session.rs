@@ -65,6 +65,7 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
     // Before the store is made: with --require-log a missing log leaves
     // nothing behind. Without it, the store is made (the prepare of the
     // empty log must be there for its ack).
+    super::args::file_only(&log.log, "prepare", "each session's acknowledged position")?;
     log.check()?;
     let log = log.log;
     let store = std::sync::Mutex::new(wmreplay::state::Store::open(select.store_path(&log))?);

@@ -326,6 +326,34 @@ async fn the_other_providers_endpoint_names_the_right_one_and_logs_have_their_ow
     server.stop().await;
 }
 
+/// Without an upstream either provider's endpoint is a 404 that says so and
+/// names the route that answers (what the server would send), which does.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_an_upstream_both_endpoints_point_at_the_context_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let server = start(config(&log, None, Provider::Anthropic)).await;
+    for p in [Provider::Anthropic, Provider::OpenAi] {
+        let body = ask(p, json!([{"role": "user", "content": "hi"}]));
+        let (status, _, text) = send(&format!("{}{}", server.url, path(p)), &body, &[]).await;
+        assert_eq!(status, 404, "{text}");
+        let e: Value = serde_json::from_str(&text).unwrap();
+        let message = e["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("without an upstream") && message.contains("POST /v1/context"),
+            "{message}"
+        );
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/context", server.url))
+        .body(json!({"text": "hi"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    server.stop().await;
+}
+
 /// The client's key is the server's access token (either header an SDK
 /// sends), or with `--forward-client-key` the upstream's key; it is never
 /// written, logged or echoed.

@@ -272,6 +272,23 @@ pub(super) fn called(
     provider: Provider,
 ) -> Result<(Arc<AppState>, Arc<crate::server::upstream::call::Upstream>), ApiError> {
     let state = server.log(id)?;
+    // No model at all comes first: pointing the SDK at the other
+    // provider's path would only lead to this same answer.
+    let Some(upstream) = state.upstream.clone() else {
+        let context = match id {
+            Some(id) => format!("/v1/logs/{id}/context"),
+            None => "/v1/context".to_string(),
+        };
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "this server runs without an upstream: it has no model to call (start it with \
+                 --upstream URL --model NAME); the request it would send for a turn is at \
+                 POST {context}"
+            ),
+        ));
+    };
     if state.cfg.provider != provider {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -286,13 +303,6 @@ pub(super) fn called(
             ),
         ));
     }
-    let Some(upstream) = state.upstream.clone() else {
-        return Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "this server runs without an upstream (--upstream): it has no model to call",
-        ));
-    };
     Ok((state, upstream))
 }
 
