@@ -23,7 +23,7 @@ pub struct CompactArgs {
     /// Completions).
     #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
     provider: server::Provider,
-    /// The model that writes the summary, e.g. claude-sonnet-4-5 (there is
+    /// The model that writes the summary, e.g. claude-sonnet-5-5 (there is
     /// no built-in default).
     #[arg(long, env = "WMREPLAY_MODEL", required_unless_present = "print_prompt")]
     model: Option<String>,

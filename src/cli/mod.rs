@@ -105,7 +105,7 @@ enum Command {
     /// default "info").
     ///
     /// Example: ANTHROPIC_API_KEY=... wmreplay serve --log wm.log --upstream
-    /// https://api.anthropic.com --model claude-sonnet-4-5, then curl -d
+    /// https://api.anthropic.com --model claude-sonnet-5-5, then curl -d
     /// '{"text":"hi"}' localhost:8787/respond, or from the Python SDK
     /// anthropic.Anthropic(base_url="http://localhost:8787/anthropic")
     Serve(Box<serve::ServeArgs>),
@@ -119,7 +119,7 @@ enum Command {
     /// built-in instructions.
     ///
     /// Example: ANTHROPIC_API_KEY=... wmreplay compact wm.log --upstream
-    /// https://api.anthropic.com --model claude-sonnet-4-5 --to 50000
+    /// https://api.anthropic.com --model claude-sonnet-5-5 --to 50000
     Compact(compact::CompactArgs),
     /// Serve the log as an MCP server (the Model Context Protocol) on stdin
     /// and stdout, for a client that starts it: Claude Code, Claude

@@ -155,7 +155,7 @@ pub struct ServeArgs {
     #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
     provider: wmreplay::server::Provider,
     /// Model name sent upstream; required with --upstream (there is no
-    /// built-in default), e.g. --model claude-sonnet-4-5.
+    /// built-in default), e.g. --model claude-sonnet-5-5.
     #[arg(long, env = "WMREPLAY_MODEL")]
     model: Option<String>,
     /// The answer's token limit sent upstream (max_tokens for Anthropic,

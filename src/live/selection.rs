@@ -53,11 +53,11 @@ impl LiveReplay {
     /// std::fs::write(&path, "{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"hi\"}\n")?;
     /// let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default());
     /// let spec = RequestSpec::new(Format::Anthropic, SYSTEM_RULE, CurrentRequest { text: "next?", session_id: None })
-    ///     .with_fields(r#""model":"claude-sonnet-4-5","max_tokens":512"#)
+    ///     .with_fields(r#""model":"claude-sonnet-5-5","max_tokens":512"#)
     ///     .with_cache(CachePolicy::default());
     /// let (body, _report) = live.request_body_with(&spec, &Selection::default(), None, &mut CacheMemory::default())?;
     /// let body = String::from_utf8(body)?;
-    /// assert!(body.starts_with(r#"{"model":"claude-sonnet-4-5","max_tokens":512,"system":[{"#));
+    /// assert!(body.starts_with(r#"{"model":"claude-sonnet-5-5","max_tokens":512,"system":[{"#));
     /// assert_eq!(body.matches("cache_control").count(), 2);
     /// # std::fs::remove_dir_all(&dir)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())

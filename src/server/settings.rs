@@ -267,7 +267,7 @@ impl Config {
             if self.model.as_deref().is_none_or(|m| m.trim().is_empty()) {
                 return Err(
                     "--upstream needs a model: pass --model NAME or set WMREPLAY_MODEL (there \
-                     is no built-in default; e.g. --model claude-sonnet-4-5 for Anthropic)"
+                     is no built-in default; e.g. --model claude-sonnet-5-5 for Anthropic)"
                         .into(),
                 );
             }
@@ -475,7 +475,7 @@ mod tests {
         c.upstream = Some("https://api.anthropic.com".into());
         let e = c.validate().unwrap_err();
         assert!(e.contains("--model") && e.contains("WMREPLAY_MODEL"), "{e}");
-        c.model = Some("claude-sonnet-4-5".into());
+        c.model = Some("claude-sonnet-5-5".into());
         assert_eq!(c.validate(), Ok(()));
         c.upstream_fields = vec![("stop".into(), json!(["END"]))];
         assert_eq!(c.validate(), Ok(()), "stop is mapped to stop_sequences");

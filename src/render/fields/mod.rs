@@ -384,12 +384,12 @@ pub fn parse_params(json: &str) -> Result<Vec<(String, Value)>, ParamError> {
 /// use wmreplay::{Format, check_params, parse_params};
 ///
 /// let params = parse_params(r#"{"max_tokens":50,"stop_sequences":["END"]}"#)?;
-/// let checked = check_params(Format::OpenAi, "gpt-5", false, &params, &[])?;
+/// let checked = check_params(Format::OpenAi, "gpt-5.5", false, &params, &[])?;
 /// assert_eq!(checked[0].0, "max_completion_tokens");
 /// assert_eq!(checked[1].0, "stop");
 ///
 /// let both = parse_params(r#"{"temperature":0.5,"top_p":0.9}"#)?;
-/// let e = check_params(Format::Anthropic, "claude-sonnet-4-5", false, &both, &[]).unwrap_err();
+/// let e = check_params(Format::Anthropic, "claude-sonnet-5-5", false, &both, &[]).unwrap_err();
 /// assert_eq!(e.field, "top_p");
 /// # Ok::<(), wmreplay::ParamError>(())
 /// ```

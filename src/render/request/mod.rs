@@ -79,11 +79,11 @@ struct Envelope {
 /// let current = CurrentRequest { text: "hi", session_id: None };
 /// let (head, tail) = request_envelope(
 ///     Format::Anthropic,
-///     r#""model":"claude-sonnet-4-5","max_tokens":1024"#,
+///     r#""model":"claude-sonnet-5-5","max_tokens":1024"#,
 ///     SYSTEM_RULE,
 ///     &current,
 /// );
-/// assert!(head.starts_with(br#"{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"#));
+/// assert!(head.starts_with(br#"{"model":"claude-sonnet-5-5","max_tokens":1024,"system":"#));
 /// // The body is head, then the replayed messages, then tail (which holds the
 /// // current request): what `render_request` writes, with the fields first.
 /// let (plain_head, plain_tail) = request_envelope(Format::Anthropic, "", SYSTEM_RULE, &current);

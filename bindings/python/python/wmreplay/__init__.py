@@ -7,7 +7,7 @@ of an LLM request, in process, with the Rust engine.
     >>> r.messages()[0]        # the Anthropic Messages shape, ready for a request
     {'role': 'user', 'content': [{'type': 'text', 'text': 'WM_KIND=text_input\\nts_ms: ...'}]}
     >>> body = wmreplay.request_body("working_memory.log", "What next?", session_id="s-42",
-    ...                              model="claude-sonnet-4-5", max_tokens=8000, cache="auto")
+    ...                              model="claude-sonnet-5-5", max_tokens=8000, cache="auto")
     >>> wmreplay.append("working_memory.log", {"type": "wm_event", "event": "scene_change"})
     >>> wmreplay.search("working_memory.log", "scene change", limit=5)[0]["record"]
 
