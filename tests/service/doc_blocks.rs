@@ -5,7 +5,9 @@
 //! How a block runs, by the word after its fence:
 //! - `sh`, `bash`, `shell`, `console`: `bash -euo pipefail`. A block with
 //!   lines that start with `$ ` is a terminal session: only those lines
-//!   (and their `\` continuations) run, the others are the output shown.
+//!   (and their `\` continuations) run, and each other line is output
+//!   it must print (on stdout or stderr; whitespace aside, and `…` standing
+//!   for what varies).
 //!   `wmreplay serve …` runs in the background (a shell function of the
 //!   harness), replacing the block's previous server; the block goes on
 //!   once it answers on 127.0.0.1:8787, and it is stopped when the block
@@ -55,7 +57,7 @@ use crate::mock;
 
 mod markdown;
 
-use markdown::{Block, Kind, blocks_in, kind_of, node_file, shell_script};
+use markdown::{Block, Kind, blocks_in, kind_of, node_file, shell_script, shown_output, squeeze};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -310,6 +312,23 @@ fn run_block(w: &World, b: &Block) -> Result<(), String> {
             let mut c = w.command("bash", dir);
             c.args(["-euo", "pipefail", "block.sh"]);
             run(c, dir, LIMIT)?;
+            let printed = ["stdout", "stderr"]
+                .map(|f| std::fs::read_to_string(dir.join(format!(".{f}"))).unwrap_or_default())
+                .concat();
+            let printed = squeeze(&printed);
+            let tail = printed
+                .char_indices()
+                .rev()
+                .nth(1500)
+                .map_or(&printed[..], |(at, _)| &printed[at..]);
+            for shown in shown_output(&text) {
+                if !printed.contains(&shown) {
+                    return Err(format!(
+                        "the session shows `{shown}`, which it did not print (whitespace \
+                         aside; its tail):\n{tail}"
+                    ));
+                }
+            }
         }
         Kind::Python => {
             std::fs::write(dir.join("block.py"), &text).unwrap();

@@ -114,6 +114,34 @@ pub(super) fn shell_script(text: &str) -> String {
     out
 }
 
+/// A terminal session's output as shown: the lines that are not its
+/// commands, each cut at the `…` that stand for what varies, without
+/// whitespace (a long line may be shown wrapped).
+pub(super) fn shown_output(text: &str) -> Vec<String> {
+    if !text.lines().any(|l| l.starts_with("$ ")) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut continued = false;
+    for line in text.lines() {
+        if line.starts_with("$ ") || continued {
+            continued = line.trim_end().ends_with('\\');
+            continue;
+        }
+        out.extend(
+            line.split('…')
+                .map(squeeze)
+                .filter(|piece| !piece.is_empty()),
+        );
+    }
+    out
+}
+
+/// `text` without its whitespace.
+pub(super) fn squeeze(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
 /// A Node.js block's file name: an ES module or CommonJS.
 pub(super) fn node_file(lang: &str, text: &str) -> &'static str {
     let module = text
@@ -135,6 +163,10 @@ fn blocks_are_found_with_their_place_and_marker() {
     assert_eq!(b[0].text, "echo 1\n");
     assert_eq!(b[1].skip.as_deref(), Some("needs a GPU"));
     assert!(blocks_in("f.md", "<!-- doc-test: skip -->\n```sh\nx\n```\n").is_err());
+    assert_eq!(
+        shown_output("$ a \\\n  b\nout put\n$ c\n{\"x\":…, \"y\": 2}\n"),
+        ["output", "{\"x\":", ",\"y\":2}"]
+    );
     assert_eq!(
         shell_script("$ a \\\n  b\nout\n$ c\n"),
         "a \\\n  b\nc\n",
