@@ -16,6 +16,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# -v: every tool's output as it goes. Without it the long builds' output
+# (cargo's, pip's) goes to a file under target/, shown when a step fails.
+# --dist: the engine built as it is published (fully optimised: thin LTO,
+# one codegen unit; minutes longer). By default it is built to be tried and
+# tested: no LTO, 16 codegen units, no debug info.
+VERBOSE=0
+DIST=0
+for arg in "$@"; do
+  case "$arg" in
+    -v | --verbose) VERBOSE=1 ;;
+    --dist) DIST=1 ;;
+    *)
+      echo "usage: $0 [-v] [--dist]  (-v: every tool's output; --dist: optimised as published)" >&2
+      exit 2
+      ;;
+  esac
+done
+if ((!DIST)); then
+  export CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_DEBUG=false
+fi
+# loud LOG CMD...: runs CMD, its output in LOG unless -v.
+loud() {
+  local log=$1
+  shift
+  if ((VERBOSE)); then
+    "$@"
+  elif ! "$@" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "(the whole output: $log; -v shows it as it goes)" >&2
+    return 1
+  fi
+}
 NODE_DIR=$ROOT/bindings/node
 OUT=$ROOT/target/npm
 STAGE=$OUT/stage
@@ -43,9 +76,9 @@ if [[ ! -x $ZIG_VENV/bin/cargo-zigbuild ]]; then
   python3 -m venv "$ZIG_VENV"
   "$ZIG_VENV/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild
 fi
-step "napi build --release --platform -x --target x86_64-unknown-linux-gnu.2.17"
-(cd "$NODE_DIR" && PATH=$ZIG_VENV/bin:$PATH CARGO_TARGET_DIR=$ROOT/target \
-  npm run build -- -x --target x86_64-unknown-linux-gnu.2.17)
+step "napi build --release --platform -x --target x86_64-unknown-linux-gnu.2.17: cargo compiles the engine, the longest step (minutes)"
+(cd "$NODE_DIR" && loud "$ROOT/target/node-build.log" env PATH="$ZIG_VENV/bin:$PATH" \
+  CARGO_TARGET_DIR="$ROOT/target" npm run build -- -x --target x86_64-unknown-linux-gnu.2.17)
 bash "$ROOT/.ci/glibc-floor.sh" "$NODE_DIR"/wmreplay.*.node
 
 # The napi commands rewrite package.json and write binaries beside it, so they

@@ -27,6 +27,39 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# -v: every tool's output as it goes. Without it the long builds' output
+# (cargo's, pip's) goes to a file under target/, shown when a step fails.
+# --dist: the engine built as it is published (fully optimised: thin LTO,
+# one codegen unit; minutes longer). By default it is built to be tried and
+# tested: no LTO, 16 codegen units, no debug info.
+VERBOSE=0
+DIST=0
+for arg in "$@"; do
+  case "$arg" in
+    -v | --verbose) VERBOSE=1 ;;
+    --dist) DIST=1 ;;
+    *)
+      echo "usage: $0 [-v] [--dist]  (-v: every tool's output; --dist: optimised as published)" >&2
+      exit 2
+      ;;
+  esac
+done
+if ((!DIST)); then
+  export CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_DEBUG=false
+fi
+# loud LOG CMD...: runs CMD, its output in LOG unless -v.
+loud() {
+  local log=$1
+  shift
+  if ((VERBOSE)); then
+    "$@"
+  elif ! "$@" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "(the whole output: $log; -v shows it as it goes)" >&2
+    return 1
+  fi
+}
 OUT=$ROOT/target/wheels
 # Pinned: the pair this script was measured with (zig links the extension).
 MATURIN=maturin==1.16.0
@@ -70,15 +103,16 @@ rm -f "$OUT"/wmreplay-*.whl "$OUT"/wmreplay-*.tar.gz
 (cd bindings/python && PATH="$BUILD/bin:$PATH" VIRTUAL_ENV="$BUILD" maturin sdist --out "$OUT")
 SDIST=$(ls "$OUT"/wmreplay-*.tar.gz)
 
-step "the wheel, built by pip from the sdist alone (release, zig, $COMPAT) -> target/wheels/"
+step "the wheel, built by pip from the sdist alone (release, zig, $COMPAT) -> target/wheels/: cargo compiles the engine, the longest step (minutes)"
 # maturin's PEP 517 backend takes the wheel's build settings from
 # MATURIN_PEP517_ARGS; maturin and zig come from the build virtualenv (no
 # build isolation), and the repository's one target directory keeps what the
 # registry's crates compiled to for the next run. A user's pip builds the
 # sdist the same way, in an isolated environment with maturin from PyPI.
-(cd "$WORK" && PATH="$BUILD/bin:$PATH" CARGO_TARGET_DIR="$ROOT/target" \
-  MATURIN_PEP517_ARGS="--locked --zig --compatibility $COMPAT" "$BUILD/bin/python" -m pip wheel \
-  -v --disable-pip-version-check --no-build-isolation --no-cache-dir --no-deps -w "$OUT" "$SDIST")
+(cd "$WORK" && loud "$ROOT/target/python-wheel-build.log" env PATH="$BUILD/bin:$PATH" \
+  CARGO_TARGET_DIR="$ROOT/target" MATURIN_PEP517_ARGS="--locked --zig --compatibility $COMPAT" \
+  "$BUILD/bin/python" -m pip wheel -v --disable-pip-version-check --no-build-isolation \
+  --no-cache-dir --no-deps -w "$OUT" "$SDIST")
 WHEEL=$(ls "$OUT"/wmreplay-*.whl)
 case "$(basename "$WHEEL")" in
   *-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl) ;;

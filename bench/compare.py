@@ -30,7 +30,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(REPO, "bench")
-WMREPLAY = os.path.join(REPO, "target", "release", "wmreplay")
+WMREPLAY = os.path.join(REPO, "target", "dist", "wmreplay")
 TEXT = "What was I working on yesterday?"
 STAT_KEYS = ("total_lines", "parsed_entries", "skipped_invalid_json", "skipped_invalid_shape")
 
@@ -63,9 +63,9 @@ def ensure_tools(build):
     except ImportError:
         sh([sys.executable, "-m", "pip", "install", "duckdb"])
     if build:
-        sh(["cargo", "build", "--release"], cwd=REPO)
+        sh(["cargo", "build", "--profile", "dist"], cwd=REPO)
     if not os.path.exists(WMREPLAY):
-        sys.exit(f"{WMREPLAY} is missing: run `cargo build --release`")
+        sys.exit(f"{WMREPLAY} is missing: run `cargo build --profile dist`")
 
 
 def parse_size(s):
@@ -347,7 +347,7 @@ def main():
                     help="seconds per tool and size: no further run starts once the runs so far "
                          "plus one more would pass it, so slow tools get fewer runs (default 300)")
     ap.add_argument("--tools", default="", help="comma-separated subset of tool names (default all)")
-    ap.add_argument("--no-build", action="store_true", help="skip cargo build --release")
+    ap.add_argument("--no-build", action="store_true", help="skip cargo build --profile dist")
     ap.add_argument("--no-body-check", action="store_true", help="skip the byte-for-byte body check")
     args = ap.parse_args()
 
@@ -468,7 +468,7 @@ def main():
         shown = [c if not c.endswith(".log") else "LOG" for c in cmd]
         shown = [os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in shown]
         out.append(f"{name}: " + " ".join(shlex.quote(c) for c in shown))
-    out.append(f"wmreplay stats (for its stats): target/release/wmreplay stats LOG")
+    out.append(f"wmreplay stats (for its stats): target/dist/wmreplay stats LOG")
     out.append("```")
     text = "\n".join(out) + "\n"
     with open(os.path.join(args.out, "compare.md"), "w") as f:

@@ -15,8 +15,8 @@ CONNS=${3:-16}
 INTERVAL=${INTERVAL:-0.01}
 PORT=${PORT:-8788}
 command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install wrk)" >&2; exit 1; }
-cargo build --release --quiet
-BIN=./target/release/wmreplay
+cargo build --profile dist --quiet
+BIN=./target/dist/wmreplay
 DIR=$(mktemp -d)
 trap 'kill $SERVER $APPENDER 2>/dev/null || true; rm -rf "$DIR"' EXIT
 LOG="$DIR/wm.log"

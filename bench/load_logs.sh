@@ -26,11 +26,11 @@ command -v oha >/dev/null || { echo "oha is not installed (cargo install oha --l
 JS=${JETSTREAM:-0}
 if [ -z "${BIN:-}" ]; then
   if [ "$JS" = 1 ]; then
-    cargo build --release --quiet --features jetstream
+    cargo build --profile dist --quiet --features jetstream
   else
-    cargo build --release --quiet
+    cargo build --profile dist --quiet
   fi
-  BIN=./target/release/wmreplay
+  BIN=./target/dist/wmreplay
 fi
 DIR=$(mktemp -d)
 NATS_PIDS=()

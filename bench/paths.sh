@@ -23,8 +23,8 @@ SIZE=${1:-1GiB}
 RUNS=${2:-5}
 PORT=${PORT:-8797}
 if [ -z "${BIN:-}" ]; then
-  cargo build --release --quiet
-  BIN=$PWD/target/release/wmreplay
+  cargo build --profile dist --quiet
+  BIN=$PWD/target/dist/wmreplay
 fi
 mkdir -p target/bench-data
 LOG=target/bench-data/paths-$SIZE-seed1.log

@@ -4,12 +4,12 @@
 //! them, and the file descriptors, threads and memory the server holds.
 //!
 //! ```sh
-//! cargo build --release
+//! cargo build --profile bench
 //! cargo bench --bench many_logs                                 # 10000x1MiB, 1000 touched, 50 hot, 60 s
 //! cargo bench --bench many_logs -- --logs 2000x1MiB --secs 20
 //! cargo bench --bench many_logs -- --serve-args "--idle-timeout 1m"
 //! cargo bench --bench many_logs -- --via anthropic-sdk      # keyed turns: each log opens its store
-//! cargo build --release --features jetstream && \
+//! cargo build --profile bench --features jetstream && \
 //!   cargo bench --bench many_logs -- --jetstream nats://127.0.0.1:4222
 //! ```
 //!
@@ -124,7 +124,7 @@ fn opts() -> Opts {
     );
     assert!(
         o.bin.exists(),
-        "{} is missing: cargo build --release first",
+        "{} is missing: cargo build --profile bench first",
         o.bin.display()
     );
     o

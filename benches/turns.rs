@@ -3,7 +3,7 @@
 //! several sizes, one client after another and eight at once.
 //!
 //! ```sh
-//! cargo build --release
+//! cargo build --profile bench
 //! cargo bench --bench turns                                  # 1MiB,1GiB, both selections
 //! cargo bench --bench turns -- --sizes 100MiB --select window --turns 400
 //! cargo bench --bench turns -- --log-dir 100x10MiB           # 100 logs of 10 MiB
@@ -118,7 +118,7 @@ fn opts() -> Opts {
     }
     assert!(
         o.bin.exists(),
-        "{} is missing: cargo build --release first",
+        "{} is missing: cargo build --profile bench first",
         o.bin.display()
     );
     o
