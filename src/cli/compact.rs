@@ -97,7 +97,7 @@ pub fn compact(args: CompactArgs) -> Result<(), Failure> {
     cfg.upstream = Some(upstream);
     cfg.provider = args.provider;
     cfg.model = Some(model);
-    cfg.api_key = super::serve::api_key(args.provider, args.api_key_env, true)?;
+    cfg.api_key = super::serve_more::api_key(args.provider, args.api_key_env, true)?;
     cfg.upstream_headers = args.upstream_headers;
     cfg.upstream_timeout = args.upstream_timeout;
     cfg.upstream_retries = args.upstream_retries;

@@ -377,7 +377,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     // With --forward-client-key the clients' own keys call the model on the
     // provider's routes: the server's is then needed only by /respond and
     // compaction, whose calls the upstream refuses without one.
-    let api_key = api_key(
+    let api_key = super::serve_more::api_key(
         provider,
         args.api_key_env.clone(),
         args.upstream.is_some() && !args.memory.forward_client_key,
@@ -530,32 +530,6 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
                 e => Failure::Io(e.to_string()),
             })
     })
-}
-
-/// The API key named by `--api-key-env` (or the provider's variable);
-/// with an upstream, a missing or empty one is an error unless the name is
-/// empty (an upstream that needs no key).
-pub(super) fn api_key(
-    provider: wmreplay::server::Provider,
-    env: Option<String>,
-    upstream: bool,
-) -> Result<Option<wmreplay::server::ApiKey>, Failure> {
-    use wmreplay::server::ApiKey;
-    let key_env = env.unwrap_or_else(|| provider.default_key_env().to_string());
-    let api_key = match key_env.as_str() {
-        "" => None,
-        var => std::env::var(var)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .map(ApiKey),
-    };
-    if upstream && api_key.is_none() && !key_env.is_empty() {
-        return Err(Failure::Usage(format!(
-            "--upstream needs an API key: {key_env} is not set or empty (name another variable \
-             with --api-key-env VAR, or pass --api-key-env '' for an upstream that needs none)"
-        )));
-    }
-    Ok(api_key)
 }
 
 /// Server logs on stderr: text (coloured only on a terminal) or JSON lines,

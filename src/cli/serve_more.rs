@@ -5,6 +5,7 @@
 use clap::Args;
 use wmreplay::server;
 
+use super::Failure;
 use super::args::{LANGUAGE_HELP, parse_language};
 
 #[cfg(feature = "jetstream")]
@@ -66,7 +67,7 @@ pub struct MemoryArgs {
 }
 
 impl MemoryArgs {
-    pub fn apply(&self, cfg: &mut server::Config) -> Result<(), super::Failure> {
+    pub fn apply(&self, cfg: &mut server::Config) -> Result<(), Failure> {
         cfg.recall = self.recall.map(|k| k as usize);
         cfg.language = self.language;
         cfg.embed = self.embed.config()?;
@@ -144,4 +145,40 @@ impl JetStreamArgs {
             cfg.jetstream = Some(js);
         }
     }
+}
+
+/// The API key named by `--api-key-env` (or the provider's variable);
+/// with an upstream, a missing or empty one is an error unless the name is
+/// empty (an upstream that needs no key).
+pub(super) fn api_key(
+    provider: wmreplay::server::Provider,
+    env: Option<String>,
+    upstream: bool,
+) -> Result<Option<wmreplay::server::ApiKey>, Failure> {
+    use wmreplay::server::ApiKey;
+    let key_env = env.unwrap_or_else(|| provider.default_key_env().to_string());
+    let api_key = match key_env.as_str() {
+        "" => None,
+        var => std::env::var(var)
+            .ok()
+            .filter(|k| !k.is_empty())
+            .map(ApiKey),
+    };
+    // A key with a character no API key has (a placeholder such as "…")
+    // would fail every turn as an unreachable upstream: refused here.
+    if let Some(k) = &api_key
+        && !k.0.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(Failure::Usage(format!(
+            "{key_env} does not hold a usable API key: it has a space or a character that is \
+             not ASCII, as no API key does (a placeholder such as \"…\"?)"
+        )));
+    }
+    if upstream && api_key.is_none() && !key_env.is_empty() {
+        return Err(Failure::Usage(format!(
+            "--upstream needs an API key: {key_env} is not set or empty (name another variable \
+             with --api-key-env VAR, or pass --api-key-env '' for an upstream that needs none)"
+        )));
+    }
+    Ok(api_key)
 }

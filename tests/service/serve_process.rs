@@ -66,6 +66,12 @@ fn settings_are_checked_at_start_up() {
     // An upstream needs its key (named) and a model (no built-in default).
     let up = ["--upstream", "https://api.anthropic.com"];
     refused(&up, "ANTHROPIC_API_KEY");
+    // A placeholder no API key looks like (it fails in every SDK too).
+    refused_with(
+        &[&up[..], &["--model", "m"]].concat(),
+        &[("ANTHROPIC_API_KEY", "…")],
+        "does not hold a usable API key",
+    );
     refused(
         &[&up[..], &["--provider", "openai"]].concat(),
         "OPENAI_API_KEY",
