@@ -104,6 +104,12 @@ pub use replay::{try_replay, try_replay_with_progress};
 pub use select::tokens::Tokenizer;
 pub use select::{Pending, SelectReport, Selection, WindowStart};
 
+/// The Rust examples of docs/library.md, compiled (and run) by `cargo test
+/// --doc`: the guide's code is checked like the API's own examples.
+#[cfg(all(doctest, feature = "search"))]
+#[doc = include_str!("../docs/library.md")]
+pub struct LibraryGuide;
+
 /// Not API: the internals that the fuzz targets, benchmarks and tests reach
 /// into (the scanner, the simple validator, the generator…). Anything here
 /// may change in any release; embedders use the crate root.
