@@ -164,6 +164,10 @@ step "install the tarballs in a fresh npm project and run the tests there, witho
   cp -r "$NODE_DIR/test" "$PROJECT/test"
   WMREPLAY_PACKAGE=wmreplay WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$WMREPLAY_BIN WMREPLAY_REQUIRE_FRAMEWORKS=1 \
     node --test test/
+  # In the project, so that `import 'wmreplay'` finds its node_modules.
+  step "the docs' JavaScript examples that need the package, as written (.ci/doc-package-blocks.py)"
+  mkdir "$PROJECT/doc-blocks"
+  python3 "$ROOT/.ci/doc-package-blocks.py" js "$(command -v node)" "$PROJECT/doc-blocks"
 )
 
 step "done: $(cd "$OUT" && echo *.tgz) in target/npm"

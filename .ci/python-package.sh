@@ -192,6 +192,9 @@ rm -rf "$WORK/tests/__pycache__"
   WMREPLAY_REPO=$ROOT WMREPLAY_BIN=$BIN WMREPLAY_EXPECT_PREFIX=$TEST \
     WMREPLAY_REQUIRE_FRAMEWORKS=1 OPENAI_AGENTS_DISABLE_TRACING=1 \
     "$TEST/bin/python" -m pytest -p no:cacheprovider -ra .
+  step "the docs' Python examples that need the package, as written (.ci/doc-package-blocks.py)"
+  mkdir "$WORK/doc-blocks"
+  "$TEST/bin/python" "$ROOT/.ci/doc-package-blocks.py" python "$TEST/bin/python" "$WORK/doc-blocks"
 )
 
 step "artifacts"
