@@ -48,7 +48,10 @@
 //! A block that cannot run has `<!-- doc-test: skip (reason) -->` on the
 //! line just before its fence; the reason is required. A skipped Python or
 //! Node.js block is still compiled (`compile()` allowing top-level await,
-//! `node --check`).
+//! `node --check`). One whose reason says it is run by
+//! `.ci/python-package.sh` or `.ci/node-package.sh` is run there, as
+//! written, with the package the script installs
+//! (`.ci/doc-package-blocks.py`).
 //!
 //! Ignored without the SDKs: `bash .ci/sdk-clients.sh`, then
 //! `cargo test --test service -- --ignored doc_blocks::` (CI does both).
