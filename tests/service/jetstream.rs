@@ -690,3 +690,50 @@ async fn every_repeat_of_a_keyed_batch_says_so_through_any_replica() {
     a.stop().await;
     b.stop().await;
 }
+
+/// The files of this process open under `dir` (the caches' logs and
+/// indexes).
+fn open_under(dir: &Path) -> usize {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(&dir))
+        .count()
+}
+
+/// Under `--max-open-logs` the caches of idle logs give their files back:
+/// twelve logs written in turn, three rounds, leave a few open, and each
+/// log reopened holds every record once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
+async fn idle_logs_close_their_caches_and_reopen_whole() {
+    let root = tempfile::tempdir().unwrap();
+    let nats = Nats::start(&root.path().join("nats"));
+    let dir = root.path().join("a");
+    let mut cfg = replica(&dir, &nats.url(), None);
+    cfg.max_open_logs = 3;
+    let a = mock::start(cfg).await;
+    for round in 0..3 {
+        for n in 0..12 {
+            let url = format!("{}/v1/logs/log{n}/records", a.url);
+            let line = json!({"type": "wm_event", "round": round});
+            let (s, text, _) = post(&url, format!("{line}\n"), None).await;
+            assert_eq!(s, 200, "{text}");
+        }
+    }
+    let held = open_under(&dir);
+    assert!(
+        held <= 12,
+        "{held} files open under the log directory for a cap of 3 logs"
+    );
+    for n in 0..12 {
+        let (s, text, _) = context(&a, &format!("log{n}")).await;
+        assert_eq!(s, 200, "{text}");
+        let rounds: Vec<Value> = lines(&dir.join(format!("log{n}.log")))
+            .iter()
+            .map(|r| r["round"].clone())
+            .collect();
+        assert_eq!(rounds, [json!(0), json!(1), json!(2)], "log{n}");
+    }
+}

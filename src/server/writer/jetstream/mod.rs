@@ -534,4 +534,13 @@ impl LogWriter for JetStreamWriter {
     fn synced_at(&self) -> Option<u64> {
         Some(self.synced.load(Ordering::Relaxed))
     }
+
+    /// Closes the cache's files (the log and its index) unless a request
+    /// holds them; the next request opens them again from the sidecar, as a
+    /// replica does at its start, and catches up with the stream.
+    fn rest(&self) {
+        if let Ok(mut g) = self.cache.try_lock() {
+            *g = None;
+        }
+    }
 }
