@@ -152,11 +152,12 @@ pub(super) fn abandoned() -> ApiError {
 /// nothing left to record.
 pub(super) async fn finish_key(
     state: &Arc<AppState>,
-    key: Option<&str>,
-    (made, answered): (bool, bool),
+    input: &super::input::Input,
     claim: Option<Claim>,
     outcome: &Outcome,
 ) {
+    let (made, answered) = (input.made_key(), input.key_answered());
+    let key = input.key.as_deref();
     if let Some(key) = key.filter(|_| !(answered && outcome.is_ok())) {
         let st = state.clone();
         let key = key.to_string();

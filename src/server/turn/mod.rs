@@ -112,8 +112,7 @@ async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
         Plan::Wait(_) => unreachable!("waited on above"),
         Plan::Close(claim) => {
             let outcome = close_turn(&state, &input).await;
-            let made = (input.made_key(), input.key_answered());
-            finish_key(&state, input.key.as_deref(), made, Some(claim), &outcome).await;
+            finish_key(&state, &input, Some(claim), &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
         Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
@@ -167,20 +166,11 @@ async fn run_owned(
     claim: Option<Claim>,
     reply: Reply,
 ) {
-    let key = input.key.clone();
-    let made = input.made_key();
     let began = std::time::Instant::now();
     let permit = match state.permit() {
         Ok(p) => p,
         Err(e) => {
-            finish_key(
-                &state,
-                key.as_deref(),
-                (made, false),
-                claim,
-                &Err(e.clone()),
-            )
-            .await;
+            finish_key(&state, &input, claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -196,26 +186,12 @@ async fn run_owned(
                 Some(v) => Ok(v),
                 None => close_turn(&state, &input).await,
             };
-            finish_key(
-                &state,
-                key.as_deref(),
-                (made, input.key_answered()),
-                claim,
-                &outcome,
-            )
-            .await;
+            finish_key(&state, &input, claim, &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
             return;
         }
         Err(e) => {
-            finish_key(
-                &state,
-                key.as_deref(),
-                (made, false),
-                claim,
-                &Err(e.clone()),
-            )
-            .await;
+            finish_key(&state, &input, claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
             return;
         }
@@ -271,14 +247,7 @@ async fn run_owned(
         }
     };
     let (outcome, ()) = tokio::join!(run, forward);
-    finish_key(
-        &state,
-        key.as_deref(),
-        (made, input.key_answered()),
-        claim,
-        &outcome,
-    )
-    .await;
+    finish_key(&state, &input, claim, &outcome).await;
     metrics::counter!(
         "wmreplay_turns_total",
         "outcome" => if outcome.is_ok() { "answered" } else { "failed" }
