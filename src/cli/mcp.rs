@@ -64,7 +64,7 @@ pub fn mcp(args: McpArgs) -> Result<(), Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
-    let served = runtime.block_on(server::mcp_stdio(cfg, shutdown_signal()));
+    let served = runtime.block_on(async { server::mcp_stdio(cfg, shutdown_signal()).await });
     // A read of stdin cannot be cancelled: do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     served.map_err(|e| match e {

@@ -501,6 +501,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Io(format!("cannot start the runtime: {e}")))?;
     runtime.block_on(async move {
+        let stop = shutdown_signal();
         let listener = listen(&args.addr).await?;
         if let Ok(local) = listener.local_addr()
             && !local.ip().is_loopback()
@@ -521,7 +522,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let what = cfg.log_dir.as_ref().unwrap_or(&cfg.log).display().to_string();
         tracing::info!(addr = %addr, log = %what, upstream = cfg.upstream.is_some(), auth = cfg.auth_token.is_some(), "listening");
         server::serve(cfg, listener, async {
-            shutdown_signal().await;
+            stop.await;
             tracing::info!("signal received");
         })
             .await
