@@ -9,6 +9,7 @@ use wmreplay::server::{self, Config};
 
 use super::Failure;
 use super::args::*;
+use super::signals::shutdown_signal;
 
 #[derive(Args, Debug)]
 pub struct McpArgs {

@@ -18,6 +18,7 @@ mod search;
 mod serve;
 mod serve_more;
 mod session;
+mod signals;
 mod token;
 
 use std::process::ExitCode;

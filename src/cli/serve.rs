@@ -8,6 +8,7 @@ use wmreplay::ReplayOptions;
 
 use super::Failure;
 use super::args::*;
+use super::signals::shutdown_signal;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
