@@ -325,12 +325,19 @@ fn upsert(
 mod turn_tests {
     use super::*;
 
-    #[test]
-    fn a_key_is_new_once_then_seen_until_it_expires() {
+    /// An empty log in a scratch directory (kept while the first is), and
+    /// its store.
+    fn empty_log() -> (tempfile::TempDir, std::path::PathBuf, Store) {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("wm.log");
         std::fs::write(&log, b"").unwrap();
-        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let s = Store::open(Store::path_for(&log)).unwrap();
+        (dir, log, s)
+    }
+
+    #[test]
+    fn a_key_is_new_once_then_seen_until_it_expires() {
+        let (_dir, log, mut s) = empty_log();
         let day = std::time::Duration::from_secs(86_400);
         assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
         assert_eq!(
@@ -376,10 +383,7 @@ mod turn_tests {
 
     #[test]
     fn a_peeked_key_is_recorded_with_its_input_not_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("wm.log");
-        std::fs::write(&log, b"").unwrap();
-        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let (_dir, log, mut s) = empty_log();
         let day = std::time::Duration::from_secs(86_400);
         assert_eq!(s.peek_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
         // Nothing written by the look: still new.
