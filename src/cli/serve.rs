@@ -100,6 +100,11 @@ pub struct ServeArgs {
     /// 415, so that no web page can write into the log or spend the API key.
     #[arg(long = "allowed-origin", env = "WMREPLAY_ALLOWED_ORIGINS", value_name = "ORIGIN", value_delimiter = ',', value_parser = parse_origin)]
     allowed_origins: Vec<String>,
+    /// The memory inspector, a read-only page at http://ADDR/ui (records,
+    /// a turn as the model saw it, facts, summaries, search): on by default
+    /// on a loopback address, off elsewhere.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+    ui: Option<String>,
     /// Address to listen on: HOST:PORT, where HOST is an IP address or a
     /// name (localhost:8787).
     #[arg(
@@ -520,8 +525,14 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         let addr = listener
             .local_addr()
             .map_or_else(|_| args.addr.clone(), |a| a.to_string());
+        let mut cfg = cfg;
+        let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        cfg.ui = args.ui.as_deref().map_or(loopback, |v| v == "on");
         let what = cfg.log_dir.as_ref().unwrap_or(&cfg.log).display().to_string();
         tracing::info!(addr = %addr, log = %what, upstream = cfg.upstream.is_some(), auth = cfg.auth_token.is_some(), "listening");
+        if cfg.ui {
+            tracing::info!(url = %format!("http://{addr}/ui"), "memory inspector");
+        }
         server::serve(cfg, listener, async {
             stop.await;
             tracing::info!("signal received");

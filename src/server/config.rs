@@ -161,6 +161,8 @@ pub struct Config {
     /// Default none: on loopback, only this machine's names, and no page
     /// of another origin.
     pub browser: super::browser::BrowserRules,
+    /// The memory inspector page at `/ui` (`--ui`). Default on.
+    pub ui: bool,
 }
 
 /// The tools a turn offers the model; the server runs each call itself
@@ -307,6 +309,7 @@ impl Config {
             mcp: false,
             forward_client_key: false,
             browser: super::browser::BrowserRules::default(),
+            ui: true,
         }
     }
 }

@@ -60,6 +60,7 @@ pub mod settings;
 mod sse;
 mod tokens;
 mod turn;
+mod ui;
 pub mod upstream;
 pub mod writer;
 
@@ -186,6 +187,7 @@ pub async fn serve(
     }
     let shared = Arc::new(Shared {
         open_files: Arc::default(),
+        closing: Arc::default(),
         tokens,
         #[cfg(feature = "jetstream")]
         fleet,
@@ -261,8 +263,10 @@ pub async fn serve(
         let asked = asked.clone();
         let turns = shared.turns.clone();
         let timeout = cfg.shutdown_timeout;
+        let closing = shared.closing.clone();
         async move {
             shutdown.await;
+            closing.store(true, std::sync::atomic::Ordering::Relaxed);
             let t0 = tokio::time::Instant::now();
             asked.get_or_init(|| t0);
             tokio::spawn(async move {

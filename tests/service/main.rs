@@ -25,6 +25,7 @@ mod faults;
 mod front_doors;
 mod hardening;
 mod hybrid;
+mod inspector;
 mod jetstream;
 mod jetstream_fleet;
 mod memory;

@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) tokens: Option<Arc<crate::server::tokens::Tokens>>,
     /// How many logs hold their files open (`files.rs`).
     pub(crate) open_files: Arc<std::sync::atomic::AtomicUsize>,
+    /// Set when the server starts to shut down: open event streams end.
+    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Shared {
@@ -84,6 +86,8 @@ impl Shared {
             search: Default::default(),
             files: super::files::Files::counted_in(self.open_files.clone()),
             memory: Default::default(),
+            index: Default::default(),
+            closing: self.closing.clone(),
             #[cfg(feature = "jetstream")]
             fleet: self.fleet.clone(),
             cache: Mutex::new(crate::CacheMemory::default()),

@@ -9,6 +9,7 @@ pub(crate) mod compact;
 pub(crate) mod compactor;
 pub(crate) mod facts;
 pub(crate) mod files;
+pub(crate) mod index;
 pub(crate) mod logs;
 pub(crate) mod memory_edit;
 pub(crate) mod snapshot;
@@ -86,6 +87,11 @@ pub(crate) struct AppState {
     /// Held by a memory-tool command from reading the files to appending
     /// its writes, so that two commands never edit the same version.
     pub(crate) memory: tokio::sync::Mutex<()>,
+    /// The inspector page's index of the log's records (`index.rs`), built
+    /// on the page's first request.
+    pub(crate) index: Arc<Mutex<index::LogIndex>>,
+    /// Set when the server starts to shut down (shared).
+    pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
     /// With `--jetstream`: the stream the log lives in.
     #[cfg(feature = "jetstream")]
     pub(crate) fleet: Option<Arc<crate::server::writer::jetstream::Fleet>>,

@@ -87,6 +87,7 @@ pub async fn mcp_stdio(
         .map_err(McpStdioError::Config)?;
     let shared = Arc::new(Shared {
         open_files: Arc::default(),
+        closing: Arc::default(),
         #[cfg(feature = "jetstream")]
         fleet: None,
         upstream: None,

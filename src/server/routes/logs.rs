@@ -34,7 +34,8 @@ pub(crate) async fn list(
     };
     let held: u64 = live.values().sum();
     let root = dir.root.clone();
-    let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<(String, u64)>> {
+    type Entry = (String, u64, Option<u64>);
+    let entries = tokio::task::spawn_blocking(move || -> std::io::Result<Vec<Entry>> {
         let mut out = Vec::new();
         for e in std::fs::read_dir(&root)? {
             let e = e?;
@@ -45,8 +46,14 @@ pub(crate) async fn list(
             if !valid_id(id) {
                 continue;
             }
-            let size = std::fs::metadata(e.path()).map(|m| m.len()).unwrap_or(0);
-            out.push((id.to_string(), size));
+            let meta = std::fs::metadata(e.path()).ok();
+            let size = meta.as_ref().map_or(0, |m| m.len());
+            // When it was last written, in ms since the epoch.
+            let modified = meta
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_millis() as u64);
+            out.push((id.to_string(), size, modified));
         }
         out.sort();
         Ok(out)
@@ -56,9 +63,9 @@ pub(crate) async fn list(
     .map_err(|e| internal("list_failed", e))?;
     let mut logs: Vec<_> = entries
         .into_iter()
-        .map(|(id, size)| {
+        .map(|(id, size, modified)| {
             let held = live.get(&id);
-            json!({"id": id, "bytes": size, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
+            json!({"id": id, "bytes": size, "modified_ms": modified, "live": held.is_some(), "live_bytes": held.copied().unwrap_or(0)})
         })
         .collect();
     // With --jetstream the stream says which logs there are (the files are

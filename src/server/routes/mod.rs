@@ -11,6 +11,7 @@
 
 mod compat;
 mod facts;
+mod inspect;
 mod logs;
 mod mcp;
 mod records;
@@ -18,6 +19,7 @@ mod respond;
 mod search;
 mod sessions;
 mod stats;
+mod turn_view;
 
 use std::sync::Arc;
 
@@ -61,6 +63,11 @@ per_log!(ack_one, ack_at, sessions::turn_ack);
 per_log!(records_one, records_at, records::append);
 per_log!(facts_one, facts_at, facts::read);
 per_log!(search_one, search_at, search::search);
+per_log!(timeline_one, timeline_at, inspect::timeline);
+per_log!(record_one, record_at, inspect::record);
+per_log!(tail_one, tail_at, inspect::tail);
+per_log!(memory_one, memory_at, inspect::memory);
+per_log!(turn_view_one, turn_view_at, turn_view::turn);
 
 async fn put_fact_one(
     State(server): State<Arc<Server>>,
@@ -192,7 +199,12 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route("/v1/records", post(records_one))
             .route("/v1/search", post(search_one))
             .route("/v1/facts", get(facts_one))
-            .route("/v1/facts/{key}", put(put_fact_one).delete(delete_fact_one)),
+            .route("/v1/facts/{key}", put(put_fact_one).delete(delete_fact_one))
+            .route("/v1/timeline", get(timeline_one))
+            .route("/v1/timeline/record", get(record_one))
+            .route("/v1/timeline/tail", get(tail_one))
+            .route("/v1/memory", get(memory_one))
+            .route("/v1/inspect/turn", get(turn_view_one)),
         Logs::Dir(_) => Router::new()
             .route("/v1/logs", get(logs::list))
             .route("/v1/logs/{id}/respond", post(respond_at))
@@ -206,7 +218,12 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
             .route(
                 "/v1/logs/{id}/facts/{key}",
                 put(put_fact_at).delete(delete_fact_at),
-            ),
+            )
+            .route("/v1/logs/{id}/timeline", get(timeline_at))
+            .route("/v1/logs/{id}/timeline/record", get(record_at))
+            .route("/v1/logs/{id}/timeline/tail", get(tail_at))
+            .route("/v1/logs/{id}/memory", get(memory_at))
+            .route("/v1/logs/{id}/inspect/turn", get(turn_view_at)),
     };
     // The provider-compatible endpoints (compat.rs) and MCP (mcp.rs).
     let routes = compat::routes(routes, &server);
@@ -238,8 +255,26 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     // The recorder is installed before the first request, so that the
     // first scrape sees everything counted since the start.
     crate::server::metrics::install();
+    let routes = routes.layer(axum::middleware::from_fn(stale_header));
+    // The inspector page: static, holding nothing of the logs (what it
+    // shows comes through the routes above, with the user's token).
+    let routes = if server.shared.cfg.ui {
+        let dir = matches!(server.logs, Logs::Dir(_));
+        let auth = auth_of(&server).is_some();
+        routes
+            .route("/ui", get(crate::server::ui::index))
+            .route("/ui/", get(crate::server::ui::index))
+            .route("/ui/app.js", get(crate::server::ui::script))
+            .route("/ui/app.css", get(crate::server::ui::style))
+            .route("/ui/icon.svg", get(crate::server::ui::icon))
+            .route(
+                "/ui/info",
+                get(move || async move { crate::server::ui::info(dir, auth) }),
+            )
+    } else {
+        routes
+    };
     routes
-        .layer(axum::middleware::from_fn(stale_header))
         .route("/healthz", get(stats::healthz))
         .route(
             "/readyz",

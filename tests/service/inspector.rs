@@ -1,0 +1,478 @@
+//! The memory inspector's routes (`GET …/timeline`, `…/timeline/record`,
+//! `…/timeline/tail`, `…/memory`, `…/inspect/turn`) and the page itself
+//! (`/ui`), held to the engine: the timeline is a one-shot replay's order,
+//! a turn's view is what `wmreplay respond` writes for the log as it stood
+//! before that turn. The page in a real browser: `tests/browser/inspector.py`.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wmreplay::server::Provider;
+use wmreplay::{ReplayOptions, replay};
+
+use crate::mock::*;
+
+/// A log with late records, bad lines (one not UTF-8), two sessions,
+/// facts, a memory file and a summary.
+fn inspector_log(path: &Path, n: usize) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for i in 0..n {
+        let ts = 1_000 + i as u64 * 10;
+        // Every 7th record arrives late.
+        let ts = if i % 7 == 6 { ts - 35 } else { ts };
+        let session = if i % 3 == 0 { "a" } else { "b" };
+        let line = match i % 5 {
+            0 => {
+                json!({"type": "text_input", "ts_ms": ts, "session_id": session, "text": format!("question {i} about the deploy")})
+            }
+            1 => {
+                json!({"type": "text_output", "ts_ms": ts, "session_id": session, "text": format!("answer {i}: run the tests first")})
+            }
+            2 => json!({"type": "wm_event", "ts_ms": ts, "event": {"kind": "focus", "n": i}}),
+            3 => json!({"type": "wm_fact", "ts_ms": ts, "key": format!("k{}", i % 4), "value": i}),
+            _ => json!({"type": "tool_call", "ts_ms": ts, "tool": "read", "args": {"i": i}}),
+        };
+        writeln!(f, "{line}").unwrap();
+        if i == n / 2 {
+            f.write_all(b"{\"type\":\"text_input\",\"ts_ms\":1,\"text\":\"\xff\xfe not utf-8\"}\n")
+                .unwrap();
+            f.write_all(b"not json at all\n").unwrap();
+        }
+    }
+    writeln!(f, "{}", json!({"type": "wm_fact", "ts_ms": 900_000, "key": "/memories/notes.md", "value": "# Notes\n- tea"})).unwrap();
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "wm_fact", "ts_ms": 900_001, "key": "k1", "value": null})
+    )
+    .unwrap();
+    f.flush().unwrap();
+}
+
+/// The offsets of a one-shot replay's records, in replay order.
+fn replay_order(bytes: &[u8]) -> Vec<u64> {
+    let r = replay(bytes, &ReplayOptions::default());
+    r.records().iter().map(|x| r.source_offset(x)).collect()
+}
+
+async fn all_pages(url: &str, query: &str, limit: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut from = None::<u64>;
+    loop {
+        let at = from.map_or(String::new(), |f| format!("&from={f}"));
+        let page = get_json(&format!("{url}/v1/timeline?limit={limit}{query}{at}")).await;
+        let recs = page["records"].as_array().unwrap();
+        assert!(recs.len() <= 200, "a page holds at most 200 records");
+        out.extend(recs.iter().cloned());
+        match page["next"].as_u64() {
+            Some(n) => from = Some(n),
+            None => return out,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeline_is_the_replay_order_a_page_at_a_time_with_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    inspector_log(&log, 1_000);
+    let bytes = std::fs::read(&log).unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    // 500 asked, 200 given.
+    let page = get_json(&format!("{}/v1/timeline?limit=500", srv.url)).await;
+    assert_eq!(page["records"].as_array().unwrap().len(), 200);
+    assert_eq!(page["total"], 1_002);
+    assert_eq!(page["kinds"]["wm_fact"], 202);
+    let rows = all_pages(&srv.url, "", 150).await;
+    let offsets: Vec<u64> = rows.iter().map(|r| r["offset"].as_u64().unwrap()).collect();
+    assert_eq!(
+        offsets,
+        replay_order(&bytes),
+        "the timeline is the replay order"
+    );
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r["i"], i);
+    }
+    // Filters: kinds, a session (records without one stay, as --session
+    // keeps them), a time range; each the same as the engine's selection.
+    let r = replay(&bytes, &ReplayOptions::default());
+    for (query, sel) in [
+        ("&kinds=text_input,wm_fact", {
+            let mut s = wmreplay::Selection::default();
+            s.kinds = Some(vec!["text_input".into(), "wm_fact".into()]);
+            s
+        }),
+        ("&session=a", {
+            let mut s = wmreplay::Selection::default();
+            s.session = Some("a".into());
+            s
+        }),
+        ("&since=3000&until=5005", {
+            let mut s = wmreplay::Selection::default();
+            s.since = Some(3000.0);
+            s.until = Some(5005.0);
+            s
+        }),
+    ] {
+        let want: Vec<u64> = r
+            .records()
+            .iter()
+            .filter(|x| sel.matches(x, r.data()))
+            .map(|x| r.source_offset(x))
+            .collect();
+        let got: Vec<u64> = all_pages(&srv.url, query, 200)
+            .await
+            .iter()
+            .map(|r| r["offset"].as_u64().unwrap())
+            .collect();
+        assert_eq!(got, want, "{query}");
+    }
+    // Around a record: the page holds it, and says which row it is.
+    let hit = &rows[600];
+    let page = get_json(&format!(
+        "{}/v1/timeline?around={}&ts_ms={}&limit=20",
+        srv.url, hit["offset"], hit["ts_ms"]
+    ))
+    .await;
+    assert_eq!(page["focus"], 600);
+    assert!(
+        page["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["i"] == 600)
+    );
+    // Bad parameters are 400s that name them.
+    let r = client()
+        .get(format!("{}/v1/timeline?limit=ten", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("limit"));
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_is_shown_as_written_even_when_it_was_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    inspector_log(&log, 100);
+    let bytes = std::fs::read(&log).unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let stats = get_json(&format!("{}/v1/stats", srv.url)).await;
+    let skips = stats["stats"]["skips"].as_array().unwrap();
+    assert_eq!(skips.len(), 2, "{stats}");
+    let bad = skips[0]["offset"].as_u64().unwrap();
+    let line = get_json(&format!("{}/v1/timeline/record?offset={bad}", srv.url)).await;
+    assert_eq!(line["valid_utf8"], false);
+    assert!(
+        line["text"]
+            .as_str()
+            .unwrap()
+            .contains("\u{fffd}\u{fffd} not utf-8")
+    );
+    assert_eq!(line["json"], Value::Null);
+    // A record: its JSON too.
+    let first = get_json(&format!("{}/v1/timeline/record?offset=0", srv.url)).await;
+    assert_eq!(first["json"]["text"], "question 0 about the deploy");
+    assert_eq!(
+        first["text"].as_str().unwrap().as_bytes(),
+        &bytes[..bytes.iter().position(|&b| b == b'\n').unwrap()]
+    );
+    // Not the start of a line, or past the end: 404.
+    for at in [1, bytes.len() as u64 + 10] {
+        let r = client()
+            .get(format!("{}/v1/timeline/record?offset={at}", srv.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "offset {at}");
+    }
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_lists_every_key_with_its_versions_the_files_and_summaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    inspector_log(&log, 40);
+    let bytes = std::fs::read(&log).unwrap();
+    // A summary covering the first ten records in replay order.
+    let order = replay_order(&bytes);
+    let r = replay(&bytes, &ReplayOptions::default());
+    let tenth = &r.records()[9];
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "wm_summary", "ts_ms": 950_000, "covers": {"ts_ms": tenth.ts_ms(), "offset": order[9]}, "text": "they talked of deploys"})
+    )
+    .unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let m = get_json(&format!("{}/v1/memory", srv.url)).await;
+    let facts = m["facts"].as_array().unwrap();
+    let keys: Vec<&str> = facts.iter().map(|f| f["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["k0", "k1", "k2", "k3"]);
+    // k1: deleted last, its versions newest first.
+    let k1 = &facts[1];
+    assert_eq!(k1["live"], false);
+    assert_eq!(k1["history"][0]["value"], Value::Null);
+    assert_eq!(k1["versions"], 3);
+    // The current facts are what GET /v1/facts says.
+    let current = get_json(&format!("{}/v1/facts", srv.url)).await;
+    for f in facts.iter().filter(|f| f["live"] == true) {
+        assert_eq!(current["facts"][f["key"].as_str().unwrap()], f["value"]);
+    }
+    assert_eq!(m["files"][0]["key"], "/memories/notes.md");
+    assert_eq!(m["files"][0]["value"], "# Notes\n- tea");
+    let s = &m["summaries"][0];
+    assert_eq!(s["covers_rows"], 10);
+    assert_eq!(s["text"], "they talked of deploys");
+    srv.stop().await;
+}
+
+/// The view of a turn is what `wmreplay respond` writes for the log as it
+/// stood before the turn's `text_input`, with the server's flags; its
+/// window's count and tokens are `wmreplay stats`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_view_is_what_respond_writes_for_the_log_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    inspector_log(&log, 600);
+    let bytes = std::fs::read(&log).unwrap();
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.selection.max_tokens = Some(1_500);
+    cfg.selection.facts = true;
+    let srv = start(cfg).await;
+    let inputs = all_pages(&srv.url, "&kinds=text_input", 200).await;
+    let point = &inputs[inputs.len() * 2 / 3];
+    let offset = point["offset"].as_u64().unwrap();
+    let view = get_json(&format!("{}/v1/inspect/turn?offset={offset}", srv.url)).await;
+    assert_eq!(view["point"]["offset"], offset, "{view}");
+    let text = point["text"].as_str().unwrap();
+    let session = point["session_id"].as_str().unwrap();
+    let prefix = dir.path().join("prefix.log");
+    std::fs::write(&prefix, &bytes[..offset as usize]).unwrap();
+    let flags = ["--max-tokens", "1500", "--facts"];
+    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg("respond")
+        .arg(&prefix)
+        .args([
+            "--text",
+            text,
+            "--session",
+            session,
+            "--model",
+            "test-model",
+        ])
+        .args(["--cache", "auto"])
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(view["request"], want, "the view's request is respond's");
+    let stats = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg("stats")
+        .arg(&prefix)
+        .args(flags)
+        .output()
+        .unwrap();
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let w = &view["window"];
+    let sel = &stats;
+    assert_eq!(w["selected_records"], sel["selected_records"], "{stats}");
+    assert_eq!(w["window_tokens"], sel["window_tokens"]);
+    assert_eq!(w["window_start"]["offset"], sel["window_start"]["offset"]);
+    // Each replayed record's tokens, added, are the window's.
+    let history: u64 = view["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            !["system", "CURRENT_USER_REQUEST", "wm_facts"].contains(&p["kind"].as_str().unwrap())
+        })
+        .map(|p| p["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(Some(history), w["window_tokens"].as_u64());
+    assert!(
+        view["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "wm_facts")
+    );
+    // The answer that came back: the session's next text_output.
+    let answer = &view["answer"];
+    assert!(
+        answer["text"].as_str().unwrap().starts_with("answer "),
+        "{answer}"
+    );
+    // Not a record's start: 404.
+    let r = client()
+        .get(format!("{}/v1/inspect/turn?offset={}", srv.url, offset + 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tail_tells_of_an_appended_record_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    inspector_log(&log, 50);
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let mut resp = client()
+        .get(format!("{}/v1/timeline/tail", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut seen = String::new();
+    async fn next_event(resp: &mut reqwest::Response, seen: &mut String) -> Value {
+        loop {
+            if let Some(end) = seen.find("\n\n") {
+                let ev: String = seen.drain(..end + 2).collect();
+                if let Some(data) = ev.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    return serde_json::from_str(data).unwrap();
+                }
+                continue;
+            }
+            let chunk = resp.chunk().await.unwrap().expect("the stream goes on");
+            seen.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+    let first = next_event(&mut resp, &mut seen).await;
+    assert_eq!(first["total"], 52);
+    let t0 = Instant::now();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "wm_event", "ts_ms": 5, "late": true})
+    )
+    .unwrap();
+    let grew = tokio::time::timeout(Duration::from_secs(1), next_event(&mut resp, &mut seen))
+        .await
+        .expect("an event within a second");
+    assert_eq!(grew["total"], 53);
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    // The late record is in its place.
+    let page = get_json(&format!("{}/v1/timeline?limit=1", srv.url)).await;
+    assert_eq!(page["records"][0]["type"], "wm_event");
+    assert_eq!(page["records"][0]["ts_ms"], 5.0);
+    // Shutdown ends the stream: the server stops at once.
+    let stopped = Instant::now();
+    srv.stop().await;
+    assert!(stopped.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.auth_token = Some(wmreplay::server::ApiKey("s3cret-token".into()));
+    let srv = start(cfg).await;
+    let page = client()
+        .get(format!("{}/ui", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let policy = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(policy.contains("default-src 'none'") && policy.contains("script-src 'self'"));
+    assert!(!policy.contains("unsafe-inline"));
+    let html = page.text().await.unwrap();
+    assert!(html.contains("/ui/app.js"));
+    // Nothing from another host.
+    for asset in ["/ui", "/ui/app.js", "/ui/app.css"] {
+        let body = client()
+            .get(format!("{}{asset}", srv.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            !body.contains("http://") && !body.contains("https://"),
+            "{asset}"
+        );
+    }
+    let info = get_json(&format!("{}/ui/info", srv.url)).await;
+    assert_eq!(info["auth"], true);
+    assert_eq!(info["logs"], "one");
+    // The data needs the token.
+    for path in [
+        "/v1/timeline",
+        "/v1/memory",
+        "/v1/timeline/tail",
+        "/v1/inspect/turn?offset=0",
+    ] {
+        let r = client()
+            .get(format!("{}{path}", srv.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+    }
+    let r = client()
+        .get(format!("{}/v1/timeline", srv.url))
+        .bearer_auth("s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    srv.stop().await;
+    // --ui off: no page.
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.ui = false;
+    let srv = start(cfg).await;
+    let r = client()
+        .get(format!("{}/ui", srv.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_log_dir_each_log_has_its_own_views() {
+    let dir = tempfile::tempdir().unwrap();
+    inspector_log(&dir.path().join("alice.log"), 30);
+    inspector_log(&dir.path().join("bob.log"), 60);
+    let mut cfg = config(&dir.path().join("unused.log"), None, Provider::Anthropic);
+    cfg.log_dir = Some(dir.path().to_path_buf());
+    let srv = start(cfg).await;
+    let logs = get_json(&format!("{}/v1/logs", srv.url)).await;
+    assert!(logs["logs"][0]["modified_ms"].as_u64().is_some(), "{logs}");
+    let info = get_json(&format!("{}/ui/info", srv.url)).await;
+    assert_eq!(info["logs"], "dir");
+    for (id, n) in [("alice", 32), ("bob", 62)] {
+        let page = get_json(&format!("{}/v1/logs/{id}/timeline?limit=5", srv.url)).await;
+        assert_eq!(page["total"], n, "{id}");
+        let m = get_json(&format!("{}/v1/logs/{id}/memory", srv.url)).await;
+        assert_eq!(m["files"][0]["key"], "/memories/notes.md");
+    }
+    // A log not written yet reads as empty, and looking does not make it.
+    let page = get_json(&format!("{}/v1/logs/carol/timeline", srv.url)).await;
+    assert_eq!(page["total"], 0);
+    assert!(!dir.path().join("carol.log").exists());
+    srv.stop().await;
+}
