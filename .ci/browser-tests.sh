@@ -2,7 +2,12 @@
 # A real browser against `wmreplay serve` (tests/browser/): headless
 # Chromium, from Debian's packages, opens pages of other origins that try
 # to write into the log or make the server call its model, and a rebound
-# name that tries to read it.
+# name that tries to read it (cross_site.py); then, driven by Playwright
+# for Python (from PyPI, into target/pw-venv; it drives Debian's Chromium,
+# no browser is downloaded), the memory inspector at /ui: every view, a
+# turn against `wmreplay respond`, the live tail, and records that hold
+# HTML (inspector.py). Its screenshots are kept in
+# target/inspector-screenshots/ (the CI artifacts of the page).
 #
 #   bash .ci/browser-tests.sh        # from the repository root
 #
@@ -21,3 +26,8 @@ if [ -z "${WMREPLAY_BIN:-}" ]; then
   export WMREPLAY_BIN=$PWD/target/debug/wmreplay
 fi
 python3 tests/browser/cross_site.py
+if [ ! -x target/pw-venv/bin/python ] || ! target/pw-venv/bin/python -c "import playwright" 2>/dev/null; then
+  python3 -m venv target/pw-venv
+  target/pw-venv/bin/pip install -q --disable-pip-version-check playwright
+fi
+target/pw-venv/bin/python tests/browser/inspector.py

@@ -285,7 +285,8 @@ const timeline = {
       this.select(r.focus - this.range[0], true);
     } else if (this.filtered) {
       sc.scrollTop = 0;
-    } else if ($("tl-follow").checked) {
+    } else if ($("tl-follow").checked && !this.filters.since && !this.filters.until) {
+      // The newest records, unless a time range was asked for: its start.
       sc.scrollTop = sc.scrollHeight;
     } else {
       sc.scrollTop = 0;
@@ -856,5 +857,12 @@ async function start() {
     show(h.view, false);
   }
 }
+
+// A link or a hand-edited address: the view it names.
+window.addEventListener("hashchange", () => {
+  const h = readHash();
+  if (h.view === "turn" && h.offset) turn.open({ offset: Number(h.offset) });
+  else show(h.view, false);
+});
 
 start().catch((e) => status(e.message, true));
