@@ -400,7 +400,17 @@ fn open_one(
             if let Err(e) = &outcome {
                 tracing::error!(log = %st.cfg.log.display(), error = %e, "the first replay failed");
             }
+            let ok = outcome.is_ok();
             let _ = ready.set(outcome.map_err(|e| e.to_string()));
+            // The inspector's index of the log, so that the page's first
+            // request finds it built (its parse costs about as much as the
+            // replay's).
+            if ok && st.cfg.ui {
+                let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = idx.refresh(&st.cfg.log, &st.cfg.replay) {
+                    tracing::warn!(error = %e, "the inspector's index of the log was not built");
+                }
+            }
         });
     if let Err(e) = first {
         return Err(ServeError::Config(format!(
