@@ -127,6 +127,19 @@ impl LogBytes {
                 identity: None,
             });
         };
+        LogBytes::of_file(path, file, &meta, mode)
+    }
+
+    /// The bytes of a log already open (`file`, its metadata `meta` as
+    /// read after opening it): a reader that must read the very file it
+    /// looked at, not whatever the path names by then.
+    pub(crate) fn of_file(
+        path: &Path,
+        file: std::fs::File,
+        meta: &std::fs::Metadata,
+        mode: ReadMode,
+    ) -> Result<LogBytes, Error> {
+        let meta = meta.clone();
         let identity = Some(identity_of(&meta));
         let bytes = if mode == ReadMode::Auto && meta.len() > 0 {
             match map::map(&file, meta.len()) {

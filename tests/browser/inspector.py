@@ -92,7 +92,11 @@ def start_serve(log, port, *extra):
         [BIN, "serve", "--log", log, "--addr", f"127.0.0.1:{port}", "--max-tokens-window", WINDOW, "--facts", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    for _ in range(300):
+    return wait_ready(port, p)
+
+
+def wait_ready(port, p):
+    for _ in range(600):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
                 if r.status == 200:
@@ -122,6 +126,26 @@ def main():
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             run_views(browser, origin, log, planted)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    # Many small records: every row reachable, filters that scan, a turn of
+    # 300,000 messages, a late record.
+    many = os.path.join(tmp, "many.log")
+    with open(many, "w") as f:
+        for i in range(300_000):
+            f.write('{"type":"e","ts_ms":%d,"n":%d}\n' % (1000 + i, i))
+        for i in range(5):
+            f.write(json.dumps({"type": "text_input", "ts_ms": 400_000 + i, "text": f"needle {i}"}) + "\n")
+    port = free_port()
+    server = subprocess.Popen([BIN, "serve", "--log", many, "--addr", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_ready(port, server)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            run_many(browser, f"http://127.0.0.1:{port}", many)
             browser.close()
     finally:
         server.terminate()
@@ -225,7 +249,9 @@ def run_views(browser, origin, log, planted):
     # A turn as the model saw it, against wmreplay respond and stats.
     page.goto(f"{origin}/ui#turn?offset={planted['input']}")
     page.wait_for_selector("#turn-parts li")
-    raw = page.inner_text("#turn-raw") if page.is_visible("#turn-raw") else page.evaluate("() => document.getElementById('turn-raw').textContent")
+    page.click("#turn-body details summary")
+    page.wait_for_function("() => document.getElementById('turn-raw').textContent.length > 0")
+    raw = page.evaluate("() => document.getElementById('turn-raw').textContent")
     request = json.loads(raw)
     with open(log, "rb") as f:
         prefix_bytes = f.read(planted["input"])
@@ -301,6 +327,55 @@ def run_views(browser, origin, log, planted):
     bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
     check("the dark theme follows the system", bg != "rgb(251, 251, 250)", bg)
     page.screenshot(path=os.path.join(SHOTS, "timeline-dark.png"))
+    page.close()
+
+
+def run_many(browser, origin, log):
+    page = browser.new_page(viewport={"width": 1400, "height": 860})
+    seen = watch(page, origin)
+    page.goto(f"{origin}/ui")
+    page.wait_for_selector("#tl-rows .row:not(.pending)")
+    page.wait_for_selector("#tl-rows >> text=needle 4", timeout=5000)
+    check("the newest record of 300,005 is on screen at the start", True)
+    page.focus("#tl-scroller")
+    page.keyboard.press("Home")
+    page.wait_for_selector("#tl-rows .row[data-k='0']:not(.pending)")
+    page.keyboard.press("End")
+    page.wait_for_selector("#tl-rows >> text=needle 4", timeout=5000)
+    sel = page.evaluate("() => document.querySelector('#tl-rows .row[aria-selected=true]') && document.querySelector('#tl-rows .row[aria-selected=true]').textContent")
+    check("End selects and shows the last row", sel is not None and "needle 4" in sel, str(sel))
+    # A late record lands first: the rows on screen are read again.
+    page.keyboard.press("Home")
+    page.wait_for_selector("#tl-rows .row[data-k='0']:not(.pending)")
+    with open(log, "a") as f:
+        f.write(json.dumps({"type": "late", "ts_ms": 1, "text": "late-arrival"}) + "\n")
+    try:
+        page.wait_for_selector("#tl-rows .row[data-k='0'] >> text=late-arrival", timeout=2000)
+        late = True
+    except Exception:
+        late = False
+    check("a late record shows in its place on screen", late)
+    # A kind found only past the first scan's 20,000 rows.
+    page.select_option("#tl-kinds", "text_input")
+    page.click("#tl-filters button[type=submit]")
+    try:
+        page.wait_for_selector("#tl-rows >> text=needle 0", timeout=10000)
+        found = page.locator("#tl-rows .row:not(.pending)").count()
+    except Exception:
+        found = 0
+    check("a kind filter scans on until it finds its records", found == 5, str(found))
+    # A turn of 300,005 messages: listed in part, no error.
+    page.keyboard.press("Escape")
+    page.focus("#tl-scroller")
+    page.keyboard.press("End")
+    page.keyboard.press("t")
+    page.wait_for_selector("#turn-parts li.cut", timeout=60000)
+    shown = page.locator("#turn-parts li").count()
+    check("a turn of 300,000 messages lists the first and last 500", shown == 1001, str(shown))
+    total = page.inner_text("#turn-total")
+    check("its token count says where it is estimated", "about" in total, total)
+    page.screenshot(path=os.path.join(SHOTS, "turn-many.png"))
+    check("the page raised no error with 300,000 records", not seen["errors"], str(seen["errors"][:3]))
     page.close()
 
 

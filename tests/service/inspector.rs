@@ -414,6 +414,14 @@ async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
             "{asset}"
         );
     }
+    // The browser rules hold for the page too: a rebound name is refused.
+    let r = client()
+        .get(format!("{}/ui", srv.url))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
     let info = get_json(&format!("{}/ui/info", srv.url)).await;
     assert_eq!(info["auth"], true);
     assert_eq!(info["logs"], "one");
@@ -474,5 +482,131 @@ async fn under_a_log_dir_each_log_has_its_own_views() {
     let page = get_json(&format!("{}/v1/logs/carol/timeline", srv.url)).await;
     assert_eq!(page["total"], 0);
     assert!(!dir.path().join("carol.log").exists());
+    srv.stop().await;
+}
+
+/// What the red team found: a record's kind is the engine's (escapes
+/// decoded), a session filter reads a record past 64 KiB whole, a fact past
+/// 1 MiB is its latest version, a line that starts mid-line is no line, a
+/// NaN is a 400, a page of another site is refused, and a large request is
+/// left out of the view but served raw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_logs_and_requests_get_the_engines_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("wm.log");
+    let big = "z".repeat(2 << 20);
+    let lines = [
+        r#"{"type":"text\u005finput","ts_ms":1,"session_id":"s","text":"escaped kind"}"#.to_string(),
+        json!({"type": "wm_fact", "ts_ms": 2, "key": "k", "value": "old small"}).to_string(),
+        json!({"type": "wm_fact", "ts_ms": 3, "key": "k", "value": big}).to_string(),
+        json!({"type": "tool_result", "ts_ms": 4, "session_id": "s", "text": "y".repeat(100 << 10)}).to_string(),
+        json!({"type": "text_input", "ts_ms": 5, "session_id": "s", "text": "last"}).to_string(),
+    ];
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let page = get_json(&format!("{}/v1/timeline?kinds=text_input", srv.url)).await;
+    assert_eq!(page["records"].as_array().unwrap().len(), 2, "{page}");
+    assert_eq!(page["records"][0]["type"], "text_input");
+    let page = get_json(&format!("{}/v1/timeline?session=s", srv.url)).await;
+    let kinds: Vec<&str> = page["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "text_input",
+            "wm_fact",
+            "wm_fact",
+            "tool_result",
+            "text_input"
+        ]
+    );
+    let m = get_json(&format!("{}/v1/memory", srv.url)).await;
+    assert_eq!(m["facts"][0]["versions"], 2);
+    assert!(m["facts"][0]["value"].as_str().unwrap().starts_with("zzzz"));
+    // The escaped text_input's view asks its text, as respond would.
+    let view = get_json(&format!("{}/v1/inspect/turn?offset=0", srv.url)).await;
+    assert_eq!(view["point"]["text"], "escaped kind");
+    // Inside a line, after a space: not a line's start.
+    let after_space = lines[0].find("kind\"").unwrap() as u64;
+    assert_eq!(lines[0].as_bytes()[after_space as usize - 1], b' ');
+    let inside_next = lines[0].len() as u64 + 1 + 9;
+    for offset in [after_space, inside_next] {
+        let r = client()
+            .get(format!("{}/v1/timeline/record?offset={offset}", srv.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "offset {offset}");
+    }
+    for bad in ["since=NaN", "until=nan", "around=1&ts_ms=NaN"] {
+        let r = client()
+            .get(format!("{}/v1/timeline?{bad}", srv.url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+    }
+    for path in [
+        "/v1/timeline",
+        "/v1/memory",
+        "/v1/inspect/turn?offset=0",
+        "/v1/timeline/tail",
+    ] {
+        for site in ["cross-site", "same-site"] {
+            let r = client()
+                .get(format!("{}{path}", srv.url))
+                .header("sec-fetch-site", site)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 403, "{path} from {site}");
+        }
+    }
+    // A turn after a 4 MiB fact: its request (the facts message holds it)
+    // is over 4 MiB, left out of the view and served raw.
+    let mut cfg_big = config(&log, None, Provider::Anthropic);
+    cfg_big.selection.facts = true;
+    srv.stop().await;
+    let last = std::fs::metadata(&log).unwrap().len()
+        + json!({"type": "wm_fact", "ts_ms": 6, "key": "k2", "value": big.repeat(2)})
+            .to_string()
+            .len() as u64
+        + 1;
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "wm_fact", "ts_ms": 6, "key": "k2", "value": big.repeat(2)})
+    )
+    .unwrap();
+    writeln!(
+        f,
+        "{}",
+        json!({"type": "text_input", "ts_ms": 7, "session_id": "s", "text": "after"})
+    )
+    .unwrap();
+    drop(f);
+    let srv = start(cfg_big).await;
+    let view = get_json(&format!("{}/v1/inspect/turn?offset={last}", srv.url)).await;
+    assert_eq!(view["point"]["text"], "after");
+    assert!(view["request"].is_null(), "{}", view["request_bytes"]);
+    let bytes = view["request_bytes"].as_u64().unwrap();
+    assert!(bytes > 4 << 20);
+    let raw = client()
+        .get(format!("{}/v1/inspect/turn?offset={last}&raw=1", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(raw.len() as u64, bytes);
+    let raw: Value = serde_json::from_slice(&raw).unwrap();
+    let messages = raw["messages"].as_array().unwrap().len();
+    assert_eq!(messages, view["parts"].as_array().unwrap().len() - 1);
     srv.stop().await;
 }

@@ -11,7 +11,9 @@
 //! that shrank, was replaced or rewritten is indexed afresh. 24 bytes a
 //! record: 24 MB for a million.
 
+use std::fs::File;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::order::ts_key;
 use crate::replay::ReplayOptions;
@@ -43,8 +45,12 @@ pub(crate) struct LogIndex {
     fingerprint: u64,
     seen: Option<(u64, crate::input::Stamp)>,
     pub(crate) rows: Vec<Row>,
-    /// Kind names, as the line writes them (escapes kept), by id.
+    /// Kind names (escapes decoded, as the engine compares them), by id.
     pub(crate) kinds: Vec<String>,
+    /// The file the rows are of: every read of a row's line goes through
+    /// it, so that a log replaced meanwhile is never read at the old
+    /// offsets (the next refresh notices the change and starts afresh).
+    file: Option<Arc<File>>,
     /// Times the index was built afresh.
     pub(crate) rebuilds: u64,
 }
@@ -53,6 +59,17 @@ impl LogIndex {
     /// The log's bytes parsed so far.
     pub(crate) fn committed(&self) -> u64 {
         self.committed
+    }
+
+    /// What the inspector's tail watches: the records, the bytes parsed,
+    /// and how many times the index was built afresh.
+    pub(crate) fn seen(&self) -> (usize, u64, u64) {
+        (self.rows.len(), self.committed, self.rebuilds)
+    }
+
+    /// The file the rows were read from, if the log exists.
+    pub(crate) fn file(&self) -> Option<Arc<File>> {
+        self.file.clone()
     }
 
     /// The id of a kind name, if any record has it.
@@ -113,12 +130,19 @@ impl LogIndex {
         }
         self.seen = Some(seen);
         if meta.len() <= self.committed {
+            self.file.get_or_insert_with(|| Arc::new(file));
             return Ok(fresh);
         }
         let grew = if self.committed == 0 {
-            // The whole log: mapped, parsed in parallel.
-            let bytes = crate::LogBytes::open(path, crate::ReadMode::Auto)?;
-            self.absorb(bytes.bytes(), options)
+            // The whole log: mapped (from this very file), parsed in
+            // parallel.
+            let clone = file
+                .try_clone()
+                .map_err(|e| crate::Error::io(path, "cannot read", e))?;
+            let bytes = crate::LogBytes::of_file(path, clone, &meta, crate::ReadMode::Auto)?;
+            let grew = self.absorb(bytes.bytes(), options);
+            bytes.verify()?;
+            grew
         } else {
             let want = usize::try_from(meta.len() - self.committed).unwrap_or(usize::MAX);
             let mut buf = vec![0u8; want];
@@ -131,6 +155,7 @@ impl LogIndex {
                 .map_err(|e| crate::Error::io(path, "cannot read", e))?
                 .unwrap_or(0);
         }
+        self.file = Some(Arc::new(file));
         Ok(fresh || grew)
     }
 
@@ -149,7 +174,11 @@ impl LogIndex {
                 Some(a) => (crate::replay::arena_origin(a, r.offset()), 0),
                 None => (r.offset(), r.line(data).len() as u32),
             };
-            let kind = self.kind_of(r.kind_raw(data));
+            let kind = if r.kind_escaped() {
+                self.kind_of(r.kind(data).as_bytes())
+            } else {
+                self.kind_of(r.kind_raw(data))
+            };
             self.rows.push(Row {
                 key: ts_key(r.ts_ms()),
                 offset: base + offset,

@@ -65,8 +65,23 @@ pub(crate) fn param<T: std::str::FromStr>(
     }
 }
 
-/// `f` on the log's index brought up to date and the log opened for
-/// reading, off the async threads.
+/// A request a page of another site made the browser send (`Sec-Fetch-Site:
+/// cross-site` or `same-site`, as another port of `localhost` is): refused.
+/// A page cannot read these answers (no CORS), but it could make the
+/// server do their work; the inspector's own page is `same-origin`.
+pub(crate) fn refuse_other_sites(req: &Request) -> Result<(), ApiError> {
+    match req.headers().get("sec-fetch-site").map(|v| v.as_bytes()) {
+        Some(b"cross-site" | b"same-site") => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "cross_origin_refused",
+            "a page of another origin cannot read the log",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `f` on the log's index brought up to date, with the file it was read
+/// from, off the async threads.
 pub(crate) async fn with_index<T: Send + 'static>(
     state: &Arc<AppState>,
     f: impl FnOnce(&AppState, &LogIndex, Option<&File>) -> Result<T, ApiError> + Send + 'static,
@@ -78,10 +93,8 @@ pub(crate) async fn with_index<T: Send + 'static>(
         let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
         idx.refresh(&st.cfg.log, &st.cfg.replay)
             .map_err(crate::server::app::snapshot::replay_failed)?;
-        let file = crate::input::open_regular(&st.cfg.log, st.cfg.replay.refuse_links)
-            .map_err(crate::server::app::snapshot::replay_failed)?
-            .map(|(f, _)| f);
-        f(&st, &idx, file.as_ref())
+        let file = idx.file();
+        f(&st, &idx, file.as_deref())
     })
     .await
     .map_err(|e| internal("inspect_failed", e))?
@@ -196,16 +209,36 @@ fn row_json(idx: &LogIndex, i: usize, row: &Row, line: &Line) -> Value {
     })
 }
 
-/// The session a record's line names (`None` when it names none or is
-/// too long to read whole here).
-fn session_of(line: &Line) -> Option<Value> {
-    if line.truncated {
-        return None;
+/// A `ts_ms` parameter: a number (not NaN).
+fn ts_param(q: &HashMap<String, String>, name: &str) -> Result<Option<f64>, ApiError> {
+    match param::<f64>(q, name, "a ts_ms")? {
+        Some(t) if t.is_nan() => Err(bad(format!("`{name}` is a ts_ms, not NaN"))),
+        t => Ok(t),
     }
-    match serde_json::from_slice::<Value>(&line.bytes) {
-        Ok(Value::Object(obj)) => Some(obj.get("session_id").cloned().unwrap_or(Value::Null)),
-        _ => None,
-    }
+}
+
+/// Bytes of whole lines a session filter reads at most per request.
+const SESSION_BYTES: u64 = 256 << 20;
+
+/// Whether the record of `row` is of `session` as the engine's `--session`
+/// keeps it (its `session_id` that string, or none), its whole line read.
+fn of_session(
+    file: &File,
+    row: &Row,
+    first: &Line,
+    sel: &crate::Selection,
+    parser: &mut crate::parse::LineParser,
+    read: &mut u64,
+) -> std::io::Result<bool> {
+    let whole;
+    let line = if first.truncated {
+        whole = read_line(file, row.offset, row.len, usize::MAX)?;
+        &whole.bytes
+    } else {
+        &first.bytes
+    };
+    *read += line.len() as u64;
+    Ok(parser.parse(line, 0).is_ok_and(|r| sel.matches(&r, line)))
 }
 
 /// `GET …/timeline`.
@@ -215,17 +248,27 @@ pub(crate) async fn timeline(state: Arc<AppState>, req: Request) -> Result<Respo
         .unwrap_or(100)
         .clamp(1, MAX_PAGE);
     let from = param::<usize>(&q, "from", "a row number")?;
-    let since = param::<f64>(&q, "since", "a ts_ms")?;
-    let until = param::<f64>(&q, "until", "a ts_ms")?;
+    let since = ts_param(&q, "since")?;
+    let until = ts_param(&q, "until")?;
     let around = param::<u64>(&q, "around", "a byte offset")?;
-    let around_ts = param::<f64>(&q, "ts_ms", "a ts_ms")?;
+    let around_ts = ts_param(&q, "ts_ms")?;
+    refuse_other_sites(&req)?;
     let session = q.get("session").filter(|s| !s.is_empty()).cloned();
     let kinds: Option<Vec<String>> = q
         .get("kinds")
         .filter(|k| !k.is_empty())
         .map(|k| k.split(',').map(str::to_string).collect());
-    let body = with_index(&state, move |_, idx, file| {
+    let body = with_index(&state, move |st, idx, file| {
         let rows = &idx.rows;
+        let mut parser = crate::parse::LineParser::with_validator(
+            st.cfg.replay.max_depth,
+            st.cfg.replay.validator,
+        );
+        let by_session = crate::Selection {
+            session: session.clone(),
+            ..Default::default()
+        };
+        let mut session_bytes = 0u64;
         let lo = since.map_or(0, |t| idx.first_at(t));
         let hi = until.map_or(rows.len(), |t| idx.first_after(t)).max(lo);
         // A search hit's neighbourhood: a few rows before it.
@@ -247,7 +290,7 @@ pub(crate) async fn timeline(state: Arc<AppState>, req: Request) -> Result<Respo
         let mut out = Vec::new();
         let mut i = from;
         let mut looked = 0;
-        while i < hi && out.len() < limit && looked < SCAN {
+        while i < hi && out.len() < limit && looked < SCAN && session_bytes < SESSION_BYTES {
             let row = &rows[i];
             looked += 1;
             if wanted.as_ref().is_some_and(|w| !w.contains(&row.kind)) {
@@ -258,8 +301,10 @@ pub(crate) async fn timeline(state: Arc<AppState>, req: Request) -> Result<Respo
                 Some(f) => read_line(f, row.offset, row.len, ROW_BYTES).map_err(read_failed)?,
                 None => break,
             };
-            if let Some(s) = &session
-                && !session_of(&line).is_some_and(|v| v.is_null() || v.as_str() == Some(s))
+            if session.is_some()
+                && let Some(f) = file
+                && !of_session(f, row, &line, &by_session, &mut parser, &mut session_bytes)
+                    .map_err(read_failed)?
             {
                 i += 1;
                 continue;
@@ -300,6 +345,7 @@ pub(crate) async fn timeline(state: Arc<AppState>, req: Request) -> Result<Respo
 /// written (a skipped line too), its first MiB, and its JSON when whole
 /// and valid.
 pub(crate) async fn record(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    refuse_other_sites(&req)?;
     let q = query(&req);
     let offset = param::<u64>(&q, "offset", "a byte offset")?
         .ok_or_else(|| bad("`offset` is required (the line's byte offset)".into()))?;
@@ -315,11 +361,20 @@ pub(crate) async fn record(state: Arc<AppState>, req: Request) -> Result<Respons
         if offset >= idx.committed() {
             return Err(not_found());
         }
-        // A line starts at the log's start or after a `\n`.
+        // A line (trimmed of its leading whitespace, as a record's offset
+        // is) starts at the log's start or after a `\n`.
         if offset > 0 {
-            let mut b = [0u8; 1];
-            crate::os::read_exact_at(file, &mut b, offset - 1).map_err(read_failed)?;
-            if b[0] != b'\n' && !b[0].is_ascii_whitespace() {
+            let back = offset.min(4096);
+            let mut before = vec![0u8; back as usize];
+            crate::os::read_exact_at(file, &mut before, offset - back).map_err(read_failed)?;
+            let start = match before
+                .iter()
+                .rposition(|b| !b.is_ascii_whitespace() || *b == b'\n')
+            {
+                Some(i) => before[i] == b'\n',
+                None => back == offset,
+            };
+            if !start {
                 return Err(not_found());
             }
         }
@@ -349,15 +404,18 @@ const TAIL_EVERY: Duration = Duration::from_millis(200);
 const KEEP_ALIVE_TICKS: u32 = 75;
 
 /// `GET …/timeline/tail`: an event stream; `grew` (`{"total": N,
-/// "committed_bytes": B}`) first and whenever the log's records change,
+/// "committed_bytes": B, "rebuilds": R}`) first and whenever the log's
+/// records change (`rebuilds` moves when the log was replaced or rewritten:
+/// every row may have changed),
 /// a comment every 15 s, until the client goes or the server shuts down.
-pub(crate) async fn tail(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
+pub(crate) async fn tail(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    refuse_other_sites(&req)?;
     // The first look answers errors (a missing log) as JSON.
-    let first = with_index(&state, |_, idx, _| Ok((idx.rows.len(), idx.committed()))).await?;
+    let first = with_index(&state, |_, idx, _| Ok(idx.seen())).await?;
     struct Tail {
         state: Arc<AppState>,
-        now: Option<(usize, u64)>,
-        last: Option<(usize, u64)>,
+        now: Option<(usize, u64, u64)>,
+        last: Option<(usize, u64, u64)>,
         ticks: u32,
         done: bool,
     }
@@ -380,7 +438,7 @@ pub(crate) async fn tail(state: Arc<AppState>, _req: Request) -> Result<Response
                 && t.last != Some(n)
             {
                 t.last = Some(n);
-                let data = json!({"total": n.0, "committed_bytes": n.1});
+                let data = json!({"total": n.0, "committed_bytes": n.1, "rebuilds": n.2});
                 let ev = crate::server::sse::sse("grew", &data);
                 return Some((Ok::<_, std::convert::Infallible>(ev), t));
             }
@@ -392,8 +450,7 @@ pub(crate) async fn tail(state: Arc<AppState>, _req: Request) -> Result<Response
             let st = t.state.clone();
             let looked = tokio::task::spawn_blocking(move || {
                 let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
-                idx.refresh(&st.cfg.log, &st.cfg.replay)
-                    .map(|_| (idx.rows.len(), idx.committed()))
+                idx.refresh(&st.cfg.log, &st.cfg.replay).map(|_| idx.seen())
             })
             .await;
             match looked {
@@ -420,7 +477,8 @@ const MEMORY_ROWS: usize = 50_000;
 /// latest value and its versions (newest first), the memory files (keys
 /// under `/memories/`), and the summaries (newest first) with what each
 /// covers.
-pub(crate) async fn memory(state: Arc<AppState>, _req: Request) -> Result<Response, ApiError> {
+pub(crate) async fn memory(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    refuse_other_sites(&req)?;
     let body = with_index(&state, |_, idx, file| {
         let (Some(fact), Some(file)) = (idx.kind_id("wm_fact"), file) else {
             return Ok(json!({"facts": [], "files": [], "summaries": summaries(idx, file)?}));
@@ -434,7 +492,7 @@ pub(crate) async fn memory(state: Arc<AppState>, _req: Request) -> Result<Respon
         let skipped = rows.len().saturating_sub(MEMORY_ROWS);
         let mut keys: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for (i, row) in &rows[skipped..] {
-            let line = read_line(file, row.offset, row.len, RECORD_BYTES).map_err(read_failed)?;
+            let line = read_line(file, row.offset, row.len, usize::MAX).map_err(read_failed)?;
             let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&line.bytes) else {
                 continue;
             };
@@ -445,7 +503,7 @@ pub(crate) async fn memory(state: Arc<AppState>, _req: Request) -> Result<Respon
                 "i": i,
                 "offset": row.offset,
                 "ts_ms": ts_json(key_ts(row.key)),
-                "value": value,
+                "value": shown(value),
             }));
         }
         let (mut facts, mut files) = (Vec::new(), Vec::new());
@@ -479,6 +537,27 @@ pub(crate) async fn memory(state: Arc<AppState>, _req: Request) -> Result<Respon
     Ok(json_response(StatusCode::OK, body.to_string()))
 }
 
+/// Characters of a fact's value shown (a longer one is cut, `…` added;
+/// `…/timeline/record` has the line).
+const VALUE_CHARS: usize = 64 << 10;
+
+/// A fact's value as the page shows it: a long string cut, other long
+/// JSON as cut text.
+fn shown(value: &Value) -> Value {
+    match value {
+        Value::String(s) if s.len() > VALUE_CHARS => Value::String(clip(s, VALUE_CHARS)),
+        Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
+        other => {
+            let text = other.to_string();
+            if text.len() > VALUE_CHARS {
+                Value::String(clip(&text, VALUE_CHARS))
+            } else {
+                other.clone()
+            }
+        }
+    }
+}
+
 /// The summaries, newest first (100 at most), each with the records its
 /// cover reaches (`covers_rows`: how many rows it stands for).
 fn summaries(idx: &LogIndex, file: Option<&File>) -> Result<Vec<Value>, ApiError> {
@@ -496,7 +575,7 @@ fn summaries(idx: &LogIndex, file: Option<&File>) -> Result<Vec<Value>, ApiError
         if out.len() == 100 {
             break;
         }
-        let line = read_line(file, row.offset, row.len, RECORD_BYTES).map_err(read_failed)?;
+        let line = read_line(file, row.offset, row.len, usize::MAX).map_err(read_failed)?;
         let obj = match serde_json::from_slice::<Value>(&line.bytes) {
             Ok(Value::Object(o)) => o,
             _ => Default::default(),

@@ -239,6 +239,25 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         )),
         None => routes,
     };
+    // The inspector page: static, holding nothing of the logs (what it
+    // shows comes through the routes above, with the user's token), so
+    // served without one; behind the browser rules like the rest.
+    let routes = if server.shared.cfg.ui {
+        let dir = matches!(server.logs, Logs::Dir(_));
+        let auth = auth_of(&server).is_some();
+        routes
+            .route("/ui", get(crate::server::ui::index))
+            .route("/ui/", get(crate::server::ui::index))
+            .route("/ui/app.js", get(crate::server::ui::script))
+            .route("/ui/app.css", get(crate::server::ui::style))
+            .route("/ui/icon.svg", get(crate::server::ui::icon))
+            .route(
+                "/ui/info",
+                get(move || async move { crate::server::ui::info(dir, auth) }),
+            )
+    } else {
+        routes
+    };
     // Before the token: what a web page can make a browser send is refused
     // whatever it carries (`browser.rs`).
     let rules = Arc::new(server.shared.cfg.browser.clone());
@@ -256,24 +275,6 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
     // first scrape sees everything counted since the start.
     crate::server::metrics::install();
     let routes = routes.layer(axum::middleware::from_fn(stale_header));
-    // The inspector page: static, holding nothing of the logs (what it
-    // shows comes through the routes above, with the user's token).
-    let routes = if server.shared.cfg.ui {
-        let dir = matches!(server.logs, Logs::Dir(_));
-        let auth = auth_of(&server).is_some();
-        routes
-            .route("/ui", get(crate::server::ui::index))
-            .route("/ui/", get(crate::server::ui::index))
-            .route("/ui/app.js", get(crate::server::ui::script))
-            .route("/ui/app.css", get(crate::server::ui::style))
-            .route("/ui/icon.svg", get(crate::server::ui::icon))
-            .route(
-                "/ui/info",
-                get(move || async move { crate::server::ui::info(dir, auth) }),
-            )
-    } else {
-        routes
-    };
     routes
         .route("/healthz", get(stats::healthz))
         .route(

@@ -31,14 +31,36 @@ use crate::server::errors::{ApiError, json_response};
 /// Rows after the point looked at for its answer.
 const ANSWER_ROWS: usize = 5_000;
 
+/// A request's body is part of the view up to this size; a larger one is
+/// `…/inspect/turn?offset=O&raw=1`.
+const REQUEST_SHOWN: usize = 4 << 20;
+/// Bytes of message text whose tokens are counted exactly, newest first;
+/// older messages' are estimated (a byte in four), and said to be.
+const COUNTED_TEXT: usize = 16 << 20;
+
+/// The point a view is of, read under the index's lock.
+struct Point {
+    i: usize,
+    kind: String,
+    ts: f64,
+    session: Option<String>,
+    text: String,
+    answer: Value,
+    file: Arc<std::fs::File>,
+}
+
 pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
+    super::inspect::refuse_other_sites(&req)?;
     let q = query(&req);
     let offset = param::<u64>(&q, "offset", "a byte offset")?
         .ok_or_else(|| bad("`offset` is required (the byte offset of a record's line)".into()))?;
     let asked = q.get("text").cloned();
+    let raw = q.get("raw").is_some_and(|v| v == "1" || v == "true");
     let _held = state.admit_replay()?;
-    let body = with_index(&state, move |st, idx, file| {
-        let started = std::time::Instant::now();
+    let started = std::time::Instant::now();
+    // The point and its answer, under the index's lock; the replay after,
+    // without it (the timeline's pages do not wait for a view).
+    let point = with_index(&state, move |st, idx, file| {
         let not_a_record = || {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -46,18 +68,19 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
                 format!("no record of the log starts at byte {offset}"),
             )
         };
-        let file = file.ok_or_else(not_a_record)?;
-        let line = read_line(file, offset, 0, usize::MAX).map_err(|e| {
-            tracing::error!(error = %e, "reading the log failed");
-            crate::server::errors::internal("read_failed", "the log could not be read")
-        })?;
+        let file = idx
+            .file()
+            .filter(|_| file.is_some())
+            .ok_or_else(not_a_record)?;
+        let line = read_line(&file, offset, 0, usize::MAX).map_err(read_failed)?;
         let mut parser = crate::parse::LineParser::with_validator(
             st.cfg.replay.max_depth,
             st.cfg.replay.validator,
         );
         let rec = parser.parse(&line.bytes, 0).map_err(|_| not_a_record())?;
-        let key = crate::order::ts_key(rec.ts_ms());
-        let i = idx.find(key, offset).ok_or_else(not_a_record)?;
+        let i = idx
+            .find(crate::order::ts_key(rec.ts_ms()), offset)
+            .ok_or_else(not_a_record)?;
         let obj = match serde_json::from_slice::<Value>(&line.bytes) {
             Ok(Value::Object(o)) => o,
             _ => Default::default(),
@@ -72,42 +95,81 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
             ("text_input", Some(other)) => other.to_string(),
             _ => asked.unwrap_or_default(),
         };
-        let (request, report) = request_before(st, offset, &text, session.as_deref())?;
-        let replayed_at = started.elapsed();
-        let request: Value = serde_json::from_slice(&request)
-            .map_err(|e| crate::server::errors::internal("render_failed", e))?;
-        let parts = parts_of(&request, st.cfg.selection.tokenizer);
-        let answer = answer_after(idx, file, i, session.as_deref());
-        Ok(json!({
-            "point": {
-                "i": i,
-                "offset": offset,
-                "type": kind,
-                "ts_ms": ts_json(rec.ts_ms()),
-                "session_id": session,
-                "text": clip(&text, 4000),
-            },
-            "request": request,
-            "parts": parts,
-            "window": window_json(st, &report),
-            "answer": answer,
-            "replay_ms": replayed_at.as_secs_f64() * 1e3,
-            "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
-        }))
+        let answer = answer_after(idx, &file, i, session.as_deref());
+        Ok(Point {
+            i,
+            kind,
+            ts: rec.ts_ms(),
+            session,
+            text,
+            answer,
+            file,
+        })
     })
     .await?;
-    Ok(json_response(StatusCode::OK, body.to_string()))
+    let st = state.clone();
+    let body = tokio::task::spawn_blocking(move || -> Result<Response, ApiError> {
+        let (request, report) = request_before(
+            &st,
+            &point.file,
+            offset,
+            &point.text,
+            point.session.as_deref(),
+        )?;
+        let replayed_at = started.elapsed();
+        if raw {
+            return Ok(json_response(StatusCode::OK, request));
+        }
+        let parts = parts_of(&request, st.cfg.selection.tokenizer)
+            .map_err(|e| crate::server::errors::internal("render_failed", e))?;
+        let shown = if request.len() <= REQUEST_SHOWN {
+            serde_json::from_slice::<Value>(&request)
+                .map_err(|e| crate::server::errors::internal("render_failed", e))?
+        } else {
+            Value::Null
+        };
+        let view = json!({
+            "point": {
+                "i": point.i,
+                "offset": offset,
+                "type": point.kind,
+                "ts_ms": ts_json(point.ts),
+                "session_id": point.session,
+                "text": clip(&point.text, 4000),
+            },
+            "request": shown,
+            "request_bytes": request.len(),
+            "parts": parts,
+            "window": window_json(&st, &report),
+            "answer": point.answer,
+            "replay_ms": replayed_at.as_secs_f64() * 1e3,
+            "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
+        });
+        Ok(json_response(StatusCode::OK, view.to_string()))
+    })
+    .await
+    .map_err(|e| crate::server::errors::internal("inspect_failed", e))??;
+    Ok(body)
+}
+
+fn read_failed(e: std::io::Error) -> ApiError {
+    tracing::error!(error = %e, "reading the log failed");
+    crate::server::errors::internal("read_failed", "the log could not be read")
 }
 
 /// The request body `/respond` sends for a turn whose `text_input` starts
 /// at `offset`, and the selection's report.
 fn request_before(
     st: &AppState,
+    file: &std::fs::File,
     offset: u64,
     text: &str,
     session: Option<&str>,
 ) -> Result<(Vec<u8>, crate::SelectReport), ApiError> {
-    let bytes = crate::LogBytes::open(&st.cfg.log, crate::ReadMode::Auto)
+    // The very file the point was read from.
+    let opened = file.try_clone().and_then(|f| f.metadata().map(|m| (f, m)));
+    let (f, meta) = opened.map_err(read_failed)?;
+    let bytes = crate::LogBytes::of_file(&st.cfg.log, f, &meta, crate::ReadMode::Auto)
         .map_err(crate::server::app::snapshot::replay_failed)?;
     let end = (offset as usize).min(bytes.bytes().len());
     let mut replayed = crate::try_replay(&bytes.bytes()[..end], &st.cfg.replay)
@@ -157,60 +219,96 @@ fn request_before(
     Ok((body, report))
 }
 
+/// A request body as far as its messages: each message's content left
+/// unparsed until it is looked at, so that a large body is never a tree.
+#[derive(serde::Deserialize)]
+struct Body<'a> {
+    #[serde(borrow, default)]
+    system: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    messages: Vec<Message<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct Message<'a> {
+    #[serde(default)]
+    role: String,
+    #[serde(borrow)]
+    content: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A content (a string, or blocks with `text` and `cache_control`): its
+/// text, and whether a cache breakpoint closes it.
+fn content_of(raw: Option<&serde_json::value::RawValue>) -> (String, bool) {
+    match raw.map(|r| serde_json::from_str::<Value>(r.get())) {
+        Some(Ok(Value::String(s))) => (s, false),
+        Some(Ok(Value::Array(blocks))) => (
+            blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+            blocks.iter().any(|b| !b["cache_control"].is_null()),
+        ),
+        _ => (String::new(), false),
+    }
+}
+
 /// Each message of `request` (either provider's shape): its role, what it
 /// is (`WM_KIND`, the current request, the system prompt), its `ts_ms`
-/// line, its tokens, whether a cache breakpoint closes it, and where it is
-/// in `request` (`messages[m]`, or `system`).
-fn parts_of(request: &Value, tokenizer: crate::Tokenizer) -> Vec<Value> {
-    let mut parts = Vec::new();
-    let mut push = |at: Value, role: &str, text: &str, cache: bool| {
-        let head = text.lines().next().unwrap_or("");
-        let label = match head.strip_prefix("WM_KIND=") {
-            Some(k) => k.to_string(),
-            None if head == "CURRENT_USER_REQUEST" => "CURRENT_USER_REQUEST".into(),
-            None if role == "system" => "system".into(),
-            None => clip(head, 40),
-        };
-        let ts = text
-            .lines()
-            .nth(1)
-            .and_then(|l| l.strip_prefix("ts_ms: "))
-            .map(str::to_string);
-        parts.push(json!({
-            "at": at,
-            "role": role,
-            "kind": label,
-            "ts_ms": ts,
-            "tokens": tokenizer.count(text),
-            "chars": text.chars().count(),
-            "cache_breakpoint": cache,
-        }));
-    };
-    // Anthropic: `system` as a string or blocks.
-    match &request["system"] {
-        Value::String(s) => push(json!("system"), "system", s, false),
-        Value::Array(blocks) => {
-            let text: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
-            let cache = blocks.iter().any(|b| !b["cache_control"].is_null());
-            push(json!("system"), "system", &text, cache);
-        }
-        _ => {}
+/// line, its tokens (exact for the newest 16 MB of text, estimated before:
+/// `"estimated": true`), whether a cache breakpoint closes it, and where it
+/// is in `request` (`messages[m]`, or `system`).
+fn parts_of(request: &[u8], tokenizer: crate::Tokenizer) -> Result<Vec<Value>, serde_json::Error> {
+    let body: Body<'_> = serde_json::from_slice(request)?;
+    let mut texts: Vec<(Value, String, String, bool)> = Vec::new();
+    if let Some(sys) = body.system {
+        let (text, cache) = content_of(Some(sys));
+        texts.push((json!("system"), "system".into(), text, cache));
     }
-    if let Some(messages) = request["messages"].as_array() {
-        for (m, msg) in messages.iter().enumerate() {
-            let role = msg["role"].as_str().unwrap_or("user");
-            match &msg["content"] {
-                Value::String(s) => push(json!(m), role, s, false),
-                Value::Array(blocks) => {
-                    let text: String = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
-                    let cache = blocks.iter().any(|b| !b["cache_control"].is_null());
-                    push(json!(m), role, &text, cache);
-                }
-                _ => push(json!(m), role, "", false),
-            }
-        }
+    for (m, msg) in body.messages.iter().enumerate() {
+        let (text, cache) = content_of(msg.content);
+        texts.push((json!(m), msg.role.clone(), text, cache));
     }
-    parts
+    // Exact counts from the newest back, while the text counted is small.
+    let mut budget = COUNTED_TEXT;
+    let mut exact = vec![false; texts.len()];
+    for (k, (_, _, text, _)) in texts.iter().enumerate().rev() {
+        if text.len() > budget {
+            break;
+        }
+        budget -= text.len();
+        exact[k] = true;
+    }
+    Ok(texts
+        .into_iter()
+        .zip(exact)
+        .map(|((at, role, text, cache), exact)| {
+            let head = text.lines().next().unwrap_or("");
+            let label = match head.strip_prefix("WM_KIND=") {
+                Some(k) => k.to_string(),
+                None if head == "CURRENT_USER_REQUEST" => "CURRENT_USER_REQUEST".into(),
+                None if role == "system" => "system".into(),
+                None => clip(head, 40),
+            };
+            let ts = text
+                .lines()
+                .nth(1)
+                .and_then(|l| l.strip_prefix("ts_ms: "))
+                .map(str::to_string);
+            let tokens = if exact {
+                tokenizer.count(&text)
+            } else {
+                text.len().div_ceil(4) as u64
+            };
+            json!({
+                "at": at,
+                "role": role,
+                "kind": label,
+                "ts_ms": ts,
+                "tokens": tokens,
+                "estimated": !exact,
+                "chars": text.chars().count(),
+                "cache_breakpoint": cache,
+            })
+        })
+        .collect())
 }
 
 /// The window's settings, what it kept, and why it starts where it does.
@@ -281,7 +379,7 @@ fn answer_after(
         if row.kind != output && Some(row.kind) != input {
             continue;
         }
-        let Ok(line) = read_line(file, row.offset, row.len, 1 << 20) else {
+        let Ok(line) = read_line(file, row.offset, row.len, usize::MAX) else {
             return Value::Null;
         };
         let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&line.bytes) else {

@@ -31,14 +31,21 @@ function headers(extra) {
 }
 
 let asking = null;
-function askToken() {
+function askToken(refused) {
   if (!asking) {
     asking = new Promise((resolve) => {
       const d = $("token-dialog");
+      $("token-note").textContent = refused ? "The server refused that token: check it and try again." : "";
       $("token-form").onsubmit = () => {
         state.token = $("token-input").value.trim();
         sessionStorage.setItem("wmreplay-token", state.token);
         asking = null;
+        resolve();
+      };
+      // Escape closes the dialog: the page says what it lacks.
+      d.oncancel = () => {
+        asking = null;
+        status("this server needs a token: reload the page to give one", true);
         resolve();
       };
       d.showModal();
@@ -53,7 +60,9 @@ async function api(path, opts) {
   for (let tries = 0; tries < 4; tries++) {
     const r = await fetch(path, { method: o.method || "GET", headers: headers(o.headers), body: o.body, signal: o.signal });
     if (r.status === 401) {
-      await askToken();
+      if (tries === 3) break;
+      await askToken(!!state.token);
+      if (!state.token) break;
       continue;
     }
     const text = await r.text();
@@ -107,6 +116,7 @@ function kindClass(e, kind) {
 const views = ["logs", "timeline", "turn", "memory", "search"];
 
 function show(view, push) {
+  if (state.view !== view) status("");
   state.view = view;
   for (const v of views) {
     $(`view-${v}`).hidden = v !== view;
@@ -133,8 +143,24 @@ function readHash() {
   const h = location.hash.replace(/^#/, "");
   const [view, q] = h.split("?");
   const p = new URLSearchParams(q || "");
-  if (p.get("log")) state.log = p.get("log");
-  return { view: views.includes(view) ? view : "timeline", offset: p.get("offset") };
+  return { view: views.includes(view) ? view : "timeline", offset: p.get("offset"), log: p.get("log") };
+}
+
+// Another log (from the picker or the address): the views start afresh.
+function switchLog(id) {
+  const pick = $("log-select");
+  if (state.mode !== "dir" || !id || id === state.log) return;
+  if (![...pick.options].some((o) => o.value === id)) {
+    status(`no log named ${id}`, true);
+    return;
+  }
+  state.log = id;
+  pick.value = id;
+  timeline.stopTail();
+  timeline.opened = false;
+  timeline.selected = null;
+  timeline.filters = { kinds: [], session: "", since: "", until: "" };
+  syncFilters();
 }
 
 // ------------------------------------------------------------------- logs
@@ -238,6 +264,25 @@ const timeline = {
     const full = this.count() * rowHeight();
     return full > MAX_PX ? MAX_PX / full : 1;
   },
+  // The row at the top of the screen for a scroll position, and back:
+  // linear from the first row to the last screenful, so that every row
+  // can be reached however the spacer's height was capped.
+  posOf(scrollTop) {
+    const sc = $("tl-scroller");
+    const h = rowHeight();
+    if (this.scale() === 1) return scrollTop / h;
+    const room = Math.max(1, sc.scrollHeight - sc.clientHeight);
+    const rows = Math.max(0, this.count() - sc.clientHeight / h);
+    return (Math.min(scrollTop, room) / room) * rows;
+  },
+  scrollOf(pos) {
+    const sc = $("tl-scroller");
+    const h = rowHeight();
+    if (this.scale() === 1) return pos * h;
+    const room = Math.max(1, sc.scrollHeight - sc.clientHeight);
+    const rows = Math.max(1, this.count() - sc.clientHeight / h);
+    return (Math.max(0, Math.min(pos, rows)) / rows) * room;
+  },
 
   query(extra) {
     const p = new URLSearchParams(extra || {});
@@ -330,8 +375,7 @@ const timeline = {
   },
 
   firstVisible() {
-    const sc = $("tl-scroller");
-    return Math.floor(sc.scrollTop / this.scale() / rowHeight());
+    return Math.floor(this.posOf($("tl-scroller").scrollTop));
   },
 
   async ensure(first, last) {
@@ -379,14 +423,19 @@ const timeline = {
     const rows = $("tl-rows");
     const h = rowHeight();
     const n = this.count();
-    const pos = sc.scrollTop / this.scale() / h;
+    const pos = this.posOf(sc.scrollTop);
     const first = Math.max(0, Math.min(Math.floor(pos), Math.max(0, n - 1)));
     const visible = Math.ceil(sc.clientHeight / h) + 1;
     const last = Math.min(n - 1, first + visible);
     rows.style.top = `${sc.scrollTop - (pos - first) * h}px`;
     rows.replaceChildren();
     for (let k = first; k <= last; k++) rows.append(this.rowEl(k));
-    if (n) this.ensure(first, last);
+    // A filtered list shorter than the screen asks for more (a scan may
+    // find nothing in one request and say where to go on).
+    if (n || (this.filtered && this.next !== null)) this.ensure(first, Math.max(last, visible));
+    if (this.filtered && this.next !== null && !n) {
+      rows.append(el("div", "row pending", "Looking further into the log…"));
+    }
   },
 
   rowEl(k) {
@@ -423,11 +472,13 @@ const timeline = {
     const sc = $("tl-scroller");
     const h = rowHeight() * this.scale();
     if (scroll) {
-      const top = k * h;
-      if (top < sc.scrollTop || top + rowHeight() > sc.scrollTop + sc.clientHeight) {
-        sc.scrollTop = Math.max(0, top - sc.clientHeight / 3);
+      const pos = this.posOf(sc.scrollTop);
+      const shown = sc.clientHeight / rowHeight();
+      if (k < pos || k + 1 > pos + shown) {
+        sc.scrollTop = this.scrollOf(k - shown / 3);
       }
     }
+    void h;
     this.render();
     sc.setAttribute("aria-activedescendant", `row-${k}`);
     const r = this.get(k);
@@ -457,8 +508,17 @@ const timeline = {
     const ctl = new AbortController();
     this.tail = ctl;
     const gen = this.gen;
+    let rebuilds = null;
     tailStream(`${base()}/timeline/tail`, ctl.signal, (ev, data) => {
       if (ev !== "grew" || this.tail !== ctl) return;
+      if (rebuilds !== null && data.rebuilds !== rebuilds) {
+        // The log was replaced or rewritten: every row may have changed.
+        rebuilds = data.rebuilds;
+        status("the log was rewritten: read again");
+        this.reload().catch((e) => status(e.message, true));
+        return;
+      }
+      rebuilds = data.rebuilds;
       if (data.total === this.total) return;
       this.grew(data.total, gen);
     }).catch(() => {}).finally(() => { if (this.tail === ctl) this.tail = null; });
@@ -478,14 +538,17 @@ const timeline = {
       return;
     }
     if (this.filters.until !== "") return;
-    // Late records may land anywhere: the cached blocks from the old end on
-    // are asked again.
+    // A late record lands before newer ones, anywhere: the rows on screen
+    // are asked again (a request of 100 rows costs milliseconds).
     this.range = [this.range[0], total];
-    for (const b of [...this.blocks.keys()]) if ((b + 1) * BLOCK > Math.min(was, total) - BLOCK) this.blocks.delete(b);
+    this.blocks.clear();
+    void was;
+    // Followed only from the end: a reader scrolled up stays where they are.
+    const sc = $("tl-scroller");
+    const atEnd = sc.scrollTop + sc.clientHeight >= sc.scrollHeight - 2 * rowHeight();
     $("tl-spacer").style.height = `${Math.max(1, this.count() * rowHeight() * this.scale())}px`;
     this.count_text();
-    const sc = $("tl-scroller");
-    if ($("tl-follow").checked && this.view_is_open()) sc.scrollTop = sc.scrollHeight;
+    if ($("tl-follow").checked && atEnd && this.view_is_open()) sc.scrollTop = sc.scrollHeight;
     this.render();
     void gen;
   },
@@ -539,7 +602,7 @@ const turn = {
   data: null,
   selected: null,
 
-  async open(r) {
+  async open(r, focus) {
     this.offset = r.offset;
     show("turn");
     $("turn-empty").hidden = true;
@@ -550,6 +613,7 @@ const turn = {
       const d = await api(`${base()}/inspect/turn?offset=${r.offset}`);
       this.data = d;
       this.render(d);
+      if (focus && $("turn-parts").firstChild) $("turn-parts").firstChild.focus();
       status(`turn: ${Math.round(performance.now() - t0)} ms (replay ${Math.round(d.replay_ms)} ms)`);
     } catch (e) {
       $("turn-point").textContent = e.message;
@@ -573,32 +637,54 @@ const turn = {
     $("turn-why").textContent = why;
     const list = $("turn-parts");
     list.replaceChildren();
-    const most = Math.max(1, ...d.parts.map((x) => x.tokens));
-    const total = d.parts.reduce((a, x) => a + x.tokens, 0);
-    $("turn-total").textContent = `${d.parts.length} messages, ${fmt.num(total)} tokens (${w.tokenizer})`;
+    let most = 1; let total = 0; let estimated = false;
+    for (const x of d.parts) { most = Math.max(most, x.tokens); total += x.tokens; estimated = estimated || x.estimated; }
+    $("turn-total").textContent = `${fmt.num(d.parts.length)} messages, ${estimated ? "about " : ""}${fmt.num(total)} tokens (${w.tokenizer}), ${fmt.bytes(d.request_bytes)}`;
+    // At most 1,000 messages on the page: the first and last 500.
+    const SHOWN = 500;
+    const cut = d.parts.length > 2 * SHOWN;
     d.parts.forEach((x, k) => {
+      if (cut && k >= SHOWN && k < d.parts.length - SHOWN) {
+        if (k === SHOWN) {
+          const hidden = d.parts.slice(SHOWN, d.parts.length - SHOWN);
+          const t = hidden.reduce((a, y) => a + y.tokens, 0);
+          list.append(el("li", "cut", `… ${fmt.num(hidden.length)} more messages (${fmt.num(t)} tokens) not listed`));
+        }
+        return;
+      }
       const li = el("li");
-      li.tabIndex = 0;
+      li.tabIndex = list.children.length ? -1 : 0;
       li.setAttribute("role", "option");
+      li.setAttribute("aria-selected", "false");
       kindClass(li, x.kind);
       const bar = el("span", "bar");
       bar.style.width = `${Math.max(1, (100 * x.tokens) / most)}%`;
       const barBox = el("span", "barbox");
       barBox.append(bar);
       const label = x.kind + (x.cache_breakpoint ? " ⚑" : "");
-      li.append(el("span", "stripe"), el("span", "kind", label), el("span", "ts", x.ts_ms ? fmt.ts(Number(x.ts_ms)) : x.role), barBox, el("span", "tok", fmt.num(x.tokens)));
-      li.setAttribute("aria-label", `${x.kind}, ${x.tokens} tokens${x.cache_breakpoint ? ", cache breakpoint" : ""}`);
+      const tok = (x.estimated ? "~" : "") + fmt.num(x.tokens);
+      li.append(el("span", "stripe"), el("span", "kind", label), el("span", "ts", x.ts_ms ? fmt.ts(Number(x.ts_ms)) : x.role), barBox, el("span", "tok", tok));
+      li.setAttribute("aria-label", `${x.kind}, ${x.estimated ? "about " : ""}${x.tokens} tokens${x.cache_breakpoint ? ", cache breakpoint" : ""}`);
       if (x.cache_breakpoint) li.title = "A prompt-cache breakpoint closes this message";
       const pick = () => this.pick(k, li);
       li.addEventListener("click", pick);
       li.addEventListener("keydown", (e) => {
-        if (e.key === "Enter") pick();
-        if (e.key === "ArrowDown" && li.nextSibling) { e.preventDefault(); li.nextSibling.focus(); }
-        if (e.key === "ArrowUp" && li.previousSibling) { e.preventDefault(); li.previousSibling.focus(); }
+        const move = (to) => { if (to && to.tabIndex !== undefined && !to.classList.contains("cut")) { e.preventDefault(); li.tabIndex = -1; to.tabIndex = 0; to.focus(); } };
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick(); }
+        if (e.key === "ArrowDown" || e.key === "j") move(li.nextSibling && li.nextSibling.classList.contains("cut") ? li.nextSibling.nextSibling : li.nextSibling);
+        if (e.key === "ArrowUp" || e.key === "k") move(li.previousSibling && li.previousSibling.classList.contains("cut") ? li.previousSibling.previousSibling : li.previousSibling);
       });
       list.append(li);
     });
-    $("turn-raw").textContent = JSON.stringify(d.request, null, 2);
+    const raw = $("turn-raw");
+    raw.textContent = "";
+    raw.parentElement.open = false;
+    raw.parentElement.ontoggle = () => {
+      if (!raw.parentElement.open || raw.textContent) return;
+      raw.textContent = d.request !== null
+        ? JSON.stringify(d.request, null, 2)
+        : `The body is ${fmt.bytes(d.request_bytes)}: too large to show here. GET ${base()}/inspect/turn?offset=${d.point.offset}&raw=1 returns it as sent.`;
+    };
     $("turn-answer").textContent = d.answer ? `${d.answer.text}\n\n(text_output #${fmt.num(d.answer.i)}, ${fmt.ts(d.answer.ts_ms)})` : "No answer in the log after this point (none yet, or the turn failed).";
     $("turn-message").textContent = "Pick a message on the left.";
     writeHash();
@@ -609,6 +695,10 @@ const turn = {
     li.setAttribute("aria-selected", "true");
     const x = this.data.parts[k];
     const req = this.data.request;
+    if (req === null) {
+      $("turn-message").textContent = `The request is ${fmt.bytes(this.data.request_bytes)}: its messages are not part of this view. GET ${base()}/inspect/turn?offset=${this.data.point.offset}&raw=1 returns it.`;
+      return;
+    }
     let text = "";
     if (x.at === "system") {
       text = typeof req.system === "string" ? req.system : (req.system || []).map((b) => b.text).join("");
@@ -790,7 +880,9 @@ function wire() {
     if (row) timeline.select(Number(row.dataset.k), false);
   });
   sc.addEventListener("keydown", (e) => {
-    const k = timeline.selected === null ? timeline.firstVisible() - 1 : timeline.selected;
+    const top = timeline.firstVisible();
+    const onScreen = timeline.selected !== null && timeline.selected >= top && timeline.selected <= top + sc.clientHeight / rowHeight();
+    const k = onScreen ? timeline.selected : top - 1;
     const page = Math.max(1, Math.floor(sc.clientHeight / rowHeight()) - 1);
     const moves = { ArrowDown: 1, j: 1, ArrowUp: -1, k: -1, PageDown: page, PageUp: -page };
     if (e.key in moves) { e.preventDefault(); timeline.select(k + moves[e.key], true); return; }
@@ -798,7 +890,7 @@ function wire() {
     if (e.key === "End") { e.preventDefault(); timeline.select(timeline.count() - 1, true); return; }
     const r = timeline.selected === null ? null : timeline.get(timeline.selected);
     if (e.key === "Enter" && r) { e.preventDefault(); timeline.detail(r); }
-    if (e.key === "t" && r) { e.preventDefault(); turn.open(r); }
+    if (e.key === "t" && r) { e.preventDefault(); turn.open(r, true); }
   });
   $("tl-follow").addEventListener("change", (e) => {
     if (e.target.checked) { timeline.follow(); sc.scrollTop = sc.scrollHeight; }
@@ -809,11 +901,9 @@ function wire() {
     if (q) search(q);
   });
   $("log-select").addEventListener("change", (e) => {
-    state.log = e.target.value;
-    timeline.stopTail();
-    timeline.opened = false;
-    timeline.filters = { kinds: [], session: "", since: "", until: "" };
-    syncFilters();
+    const id = e.target.value;
+    e.target.value = state.log;
+    switchLog(id);
     show(state.view === "turn" ? "timeline" : state.view);
   });
   document.addEventListener("keydown", (e) => {
@@ -845,7 +935,8 @@ async function start() {
       o.value = l.id;
       pick.append(o);
     }
-    if (!state.log || !logs.some((l) => l.id === state.log)) state.log = logs.length ? logs[0].id : null;
+    state.log = h.log && logs.some((l) => l.id === h.log) ? h.log : logs.length ? logs[0].id : null;
+    if (h.log && h.log !== state.log) status(`no log named ${h.log}`, true);
     if (state.log) pick.value = state.log;
     if (!logs.length) { status("no logs in the directory yet"); show("logs"); return; }
   } else {
@@ -861,6 +952,7 @@ async function start() {
 // A link or a hand-edited address: the view it names.
 window.addEventListener("hashchange", () => {
   const h = readHash();
+  switchLog(h.log);
   if (h.view === "turn" && h.offset) turn.open({ offset: Number(h.offset) });
   else show(h.view, false);
 });
