@@ -52,6 +52,15 @@ fn inspector_log(path: &Path, n: usize) {
     f.flush().unwrap();
 }
 
+/// The status of `GET url`, with one header if given.
+async fn status_of(url: impl AsRef<str>, header: Option<(&str, &str)>) -> u16 {
+    let mut req = client().get(url.as_ref());
+    if let Some((name, value)) = header {
+        req = req.header(name, value);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
 /// The offsets of a one-shot replay's records, in replay order.
 fn replay_order(bytes: &[u8]) -> Vec<u64> {
     let r = replay(bytes, &ReplayOptions::default());
@@ -185,12 +194,11 @@ async fn a_line_is_shown_as_written_even_when_it_was_skipped() {
     );
     // Not the start of a line, or past the end: 404.
     for at in [1, bytes.len() as u64 + 10] {
-        let r = client()
-            .get(format!("{}/v1/timeline/record?offset={at}", srv.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 404, "offset {at}");
+        assert_eq!(
+            status_of(format!("{}/v1/timeline/record?offset={at}", srv.url), None).await,
+            404,
+            "offset {at}"
+        );
     }
     srv.stop().await;
 }
@@ -317,12 +325,14 @@ async fn a_turn_view_is_what_respond_writes_for_the_log_before_it() {
         "{answer}"
     );
     // Not a record's start: 404.
-    let r = client()
-        .get(format!("{}/v1/inspect/turn?offset={}", srv.url, offset + 1))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(
+        status_of(
+            format!("{}/v1/inspect/turn?offset={}", srv.url, offset + 1),
+            None
+        )
+        .await,
+        404
+    );
     srv.stop().await;
 }
 
@@ -415,13 +425,10 @@ async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
         );
     }
     // The browser rules hold for the page too: a rebound name is refused.
-    let r = client()
-        .get(format!("{}/ui", srv.url))
-        .header("host", "evil.example")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 403);
+    assert_eq!(
+        status_of(format!("{}/ui", srv.url), Some(("host", "evil.example"))).await,
+        403
+    );
     let info = get_json(&format!("{}/ui/info", srv.url)).await;
     assert_eq!(info["auth"], true);
     assert_eq!(info["logs"], "one");
@@ -432,12 +439,11 @@ async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
         "/v1/timeline/tail",
         "/v1/inspect/turn?offset=0",
     ] {
-        let r = client()
-            .get(format!("{}{path}", srv.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 401, "{path}");
+        assert_eq!(
+            status_of(format!("{}{path}", srv.url), None).await,
+            401,
+            "{path}"
+        );
     }
     let r = client()
         .get(format!("{}/v1/timeline", srv.url))
@@ -451,12 +457,7 @@ async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
     let mut cfg = config(&log, None, Provider::Anthropic);
     cfg.ui = false;
     let srv = start(cfg).await;
-    let r = client()
-        .get(format!("{}/ui", srv.url))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 404);
+    assert_eq!(status_of(format!("{}/ui", srv.url), None).await, 404);
     srv.stop().await;
 }
 
@@ -535,20 +536,22 @@ async fn hostile_logs_and_requests_get_the_engines_answers() {
     assert_eq!(lines[0].as_bytes()[after_space as usize - 1], b' ');
     let inside_next = lines[0].len() as u64 + 1 + 9;
     for offset in [after_space, inside_next] {
-        let r = client()
-            .get(format!("{}/v1/timeline/record?offset={offset}", srv.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 404, "offset {offset}");
+        assert_eq!(
+            status_of(
+                format!("{}/v1/timeline/record?offset={offset}", srv.url),
+                None
+            )
+            .await,
+            404,
+            "offset {offset}"
+        );
     }
     for bad in ["since=NaN", "until=nan", "around=1&ts_ms=NaN"] {
-        let r = client()
-            .get(format!("{}/v1/timeline?{bad}", srv.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 400, "{bad}");
+        assert_eq!(
+            status_of(format!("{}/v1/timeline?{bad}", srv.url), None).await,
+            400,
+            "{bad}"
+        );
     }
     for path in [
         "/v1/timeline",
@@ -557,13 +560,11 @@ async fn hostile_logs_and_requests_get_the_engines_answers() {
         "/v1/timeline/tail",
     ] {
         for site in ["cross-site", "same-site"] {
-            let r = client()
-                .get(format!("{}{path}", srv.url))
-                .header("sec-fetch-site", site)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 403, "{path} from {site}");
+            assert_eq!(
+                status_of(format!("{}{path}", srv.url), Some(("sec-fetch-site", site))).await,
+                403,
+                "{path} from {site}"
+            );
         }
     }
     // A turn after a 4 MiB fact: its request (the facts message holds it)
