@@ -244,9 +244,41 @@ impl<'a> Replay<'a> {
             sel,
             prev,
             |o| if js { arena_origin(data, o) } else { o },
-            |o| select::line_number(log, o, newlines),
+            |o| match newlines {
+                // Not counted: from the start.
+                UNCOUNTED => select::count_newlines(&log[..(o as usize).min(log.len())]) + 1,
+                n => select::line_number(log, o, n),
+            },
             &mut self.facts,
         )
+    }
+
+    /// A replay of `log` whose records, in replay order, are already known
+    /// (a parse of the same bytes kept elsewhere: the server's index of a
+    /// log, its records before a point). Their offsets are `log`'s; the
+    /// stats count them alone. Selection and rendering are the replay's
+    /// own.
+    #[cfg(feature = "server")]
+    pub(crate) fn of_records(log: &'a [u8], records: Vec<Record>) -> Replay<'a> {
+        let stats = ReplayStats {
+            total_lines: records.len() as u64,
+            parsed_entries: records.len() as u64,
+            bytes: log.len() as u64,
+            already_ordered: true,
+            ..ReplayStats::default()
+        };
+        Replay {
+            log,
+            arena: None,
+            newlines: UNCOUNTED,
+            records,
+            late: Vec::new(),
+            merged: std::sync::OnceLock::new(),
+            parallel: true,
+            stats,
+            timings: StageTimings::default(),
+            facts: None,
+        }
     }
 
     /// The offset in the log of the line a record came from (its `offset`
@@ -403,6 +435,9 @@ pub(super) fn run_in_pool<T: Send>(threads: usize, f: impl FnOnce() -> T + Send)
         None => f(),
     }
 }
+
+/// [`Replay::newlines`] when the log's `\n` were not counted.
+const UNCOUNTED: u64 = u64::MAX;
 
 /// Replays a whole log held in memory.
 ///

@@ -1,6 +1,7 @@
 //! The log as the inspector page reads it (`GET …/timeline`): every
-//! record's place in replay order, with its line's offset and length and
-//! its kind, kept up to date as the log grows.
+//! record as the engine parsed it, in replay order, with its kind, kept up
+//! to date as the log grows. A turn's view makes a replay of the records
+//! before its point (`Replay::of_records`) rather than parse them again.
 //!
 //! The rows come from the engine's own parse ([`crate::parse_range`]) and
 //! order (`ts_ms` as a double, ties in file order): the same records, in
@@ -8,26 +9,45 @@
 //! state, which holds only what its selection replays (filters, a
 //! summary's covered records and facts left out). Built on the page's
 //! first request for the log, then only appended bytes are parsed; a log
-//! that shrank, was replaced or rewritten is indexed afresh. 24 bytes a
-//! record: 24 MB for a million.
+//! that shrank, was replaced or rewritten is indexed afresh. 40 bytes a
+//! record: 40 MB for a million.
 
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::order::ts_key;
+use crate::parse::Record;
 use crate::replay::ReplayOptions;
 
-/// One record: its sort key, where its line is, and its kind (an index
-/// into [`LogIndex::kinds`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One record as the engine parsed it (its offset the log's), and its
+/// kind (an index into [`LogIndex::kinds`]).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Row {
-    pub(crate) key: u64,
-    pub(crate) offset: u64,
-    /// The line's length when the parse read the line as written; 0 when
-    /// it is not known (records re-serialised as JavaScript reads them).
-    pub(crate) len: u32,
+    pub(crate) rec: Record,
     pub(crate) kind: u16,
+}
+
+impl Row {
+    /// The sort key: `ts_ms` as the order compares it.
+    pub(crate) fn key(&self) -> u64 {
+        ts_key(self.rec.ts_ms())
+    }
+
+    /// The line's byte offset in the log.
+    pub(crate) fn offset(&self) -> u64 {
+        self.rec.offset
+    }
+
+    /// The line's length when the parse read it as written; 0 when it is
+    /// not known (records re-serialised as JavaScript reads them).
+    pub(crate) fn len(&self) -> u32 {
+        self.rec.len
+    }
+
+    fn order(&self) -> (u64, u64) {
+        (self.key(), self.rec.offset)
+    }
 }
 
 /// Kinds past this many distinct ones share one name.
@@ -53,6 +73,10 @@ pub(crate) struct LogIndex {
     file: Option<Arc<File>>,
     /// Times the index was built afresh.
     pub(crate) rebuilds: u64,
+    /// Whether the rows are the engine's records as they are (a replay can
+    /// be made of them): not when records are re-serialised (the
+    /// JavaScript record mode), whose offsets point elsewhere.
+    exact: bool,
 }
 
 impl LogIndex {
@@ -79,22 +103,33 @@ impl LogIndex {
 
     /// The row of the record whose line starts at `offset`, by its index.
     pub(crate) fn find(&self, key: u64, offset: u64) -> Option<usize> {
-        let i = self
-            .rows
-            .partition_point(|r| (r.key, r.offset) < (key, offset));
-        (self.rows.get(i)?.offset == offset).then_some(i)
+        let i = self.rows.partition_point(|r| r.order() < (key, offset));
+        (self.rows.get(i)?.offset() == offset).then_some(i)
+    }
+
+    /// The records of the log's bytes before `offset`, in replay order
+    /// (those a replay of that prefix finds), if the rows are the engine's
+    /// records as they are.
+    pub(crate) fn records_before(&self, offset: u64) -> Option<Vec<Record>> {
+        (self.exact || self.rows.is_empty()).then(|| {
+            self.rows
+                .iter()
+                .filter(|r| r.rec.offset < offset)
+                .map(|r| r.rec)
+                .collect()
+        })
     }
 
     /// The first row with a `ts_ms` at least `ts`.
     pub(crate) fn first_at(&self, ts: f64) -> usize {
         let k = ts_key(ts);
-        self.rows.partition_point(|r| r.key < k)
+        self.rows.partition_point(|r| r.key() < k)
     }
 
     /// The first row with a `ts_ms` above `ts`.
     pub(crate) fn first_after(&self, ts: f64) -> usize {
         let k = ts_key(ts);
-        self.rows.partition_point(|r| r.key <= k)
+        self.rows.partition_point(|r| r.key() <= k)
     }
 
     /// Brings the index up to date with the file at `path`: returns
@@ -169,33 +204,36 @@ impl LogIndex {
         let data = parsed.arena.as_deref().unwrap_or(bytes);
         let base = self.committed;
         let first_new = self.rows.len();
+        if first_new == 0 {
+            self.exact = parsed.arena.is_none();
+        }
         for r in parsed.records.iter().chain(parsed.late.iter()) {
-            let (offset, len) = match &parsed.arena {
-                Some(a) => (crate::replay::arena_origin(a, r.offset()), 0),
-                None => (r.offset(), r.line(data).len() as u32),
-            };
             let kind = if r.kind_escaped() {
                 self.kind_of(r.kind(data).as_bytes())
             } else {
                 self.kind_of(r.kind_raw(data))
             };
-            self.rows.push(Row {
-                key: ts_key(r.ts_ms()),
-                offset: base + offset,
-                len,
-                kind,
-            });
+            let mut rec = *r;
+            match &parsed.arena {
+                // Where the line is, only: the record's bytes are not the
+                // log's.
+                Some(a) => {
+                    rec.offset = base + crate::replay::arena_origin(a, r.offset());
+                    rec.len = 0;
+                }
+                None => rec.offset += base,
+            }
+            self.rows.push(Row { rec, kind });
         }
         // Keep the order: the new rows sorted among themselves, then, if
         // any is older than a row held, the tail from the first row they
         // belong before.
         let new = &mut self.rows[first_new..];
-        new.sort_unstable_by_key(|r| (r.key, r.offset));
+        new.sort_unstable_by_key(Row::order);
         if let Some(first) = new.first().copied() {
-            let at = self.rows[..first_new]
-                .partition_point(|r| (r.key, r.offset) < (first.key, first.offset));
+            let at = self.rows[..first_new].partition_point(|r| r.order() < first.order());
             if at < first_new {
-                self.rows[at..].sort_unstable_by_key(|r| (r.key, r.offset));
+                self.rows[at..].sort_unstable_by_key(Row::order);
             }
         }
         self.committed += end as u64;
@@ -247,7 +285,7 @@ mod tests {
             .map(|r| idx.kinds[r.kind as usize].clone())
             .collect();
         assert_eq!(kinds, ["note", "text_input"]);
-        assert_eq!(idx.rows[1].offset, 0);
+        assert_eq!(idx.rows[1].offset(), 0);
         // A late record and one without its newline yet.
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         use std::io::Write;
@@ -263,10 +301,10 @@ mod tests {
         let whole = std::fs::read(&log).unwrap();
         let late = idx.rows[1];
         assert_eq!(
-            &whole[late.offset as usize..][..late.len as usize],
+            &whole[late.offset() as usize..][..late.len() as usize],
             b"{\"type\":\"late\",\"ts_ms\":3}"
         );
-        assert_eq!(idx.find(late.key, late.offset), Some(1));
+        assert_eq!(idx.find(late.key(), late.offset()), Some(1));
         // A rewrite of the same length is noticed.
         std::fs::write(
             &log,

@@ -3,7 +3,9 @@
 //! `search.rs` (`/v1/search`),
 //! `sessions.rs`
 //! (`/v1/turn/*`), `stats.rs` (`/v1/stats`, `/healthz`, `/readyz`), `logs.rs`
-//! (`/v1/logs`). Each route of a log exists for the one `--log` and, under
+//! (`/v1/logs`), and the memory inspector's reads: `inspect.rs`
+//! (`/v1/timeline…`), `memory_view.rs` (`/v1/memory`), `turn_view.rs`
+//! (`/v1/inspect/turn`). Each route of a log exists for the one `--log` and, under
 //! `--log-dir`, as `/v1/logs/{id}/…`; the router below wires both and puts
 //! the bearer-token check in front of every route but `/healthz` and `/readyz`, and
 //! before it the refusal of what a web page can make a browser send
@@ -14,6 +16,7 @@ mod facts;
 mod inspect;
 mod logs;
 mod mcp;
+mod memory_view;
 mod records;
 mod respond;
 mod search;
@@ -66,7 +69,7 @@ per_log!(search_one, search_at, search::search);
 per_log!(timeline_one, timeline_at, inspect::timeline);
 per_log!(record_one, record_at, inspect::record);
 per_log!(tail_one, tail_at, inspect::tail);
-per_log!(memory_one, memory_at, inspect::memory);
+per_log!(memory_one, memory_at, memory_view::memory);
 per_log!(turn_view_one, turn_view_at, turn_view::turn);
 
 async fn put_fact_one(

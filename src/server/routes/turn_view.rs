@@ -47,6 +47,8 @@ struct Point {
     text: String,
     answer: Value,
     file: Arc<std::fs::File>,
+    /// The records before the point, from the index (`None`: replayed).
+    records: Option<Vec<crate::Record>>,
 }
 
 pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
@@ -96,6 +98,7 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
             _ => asked.unwrap_or_default(),
         };
         let answer = answer_after(idx, &file, i, session.as_deref());
+        let records = idx.records_before(offset);
         Ok(Point {
             i,
             kind,
@@ -104,18 +107,15 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
             text,
             answer,
             file,
+            records,
         })
     })
     .await?;
     let st = state.clone();
+    let mut point = point;
     let body = tokio::task::spawn_blocking(move || -> Result<Response, ApiError> {
-        let (request, report) = request_before(
-            &st,
-            &point.file,
-            offset,
-            &point.text,
-            point.session.as_deref(),
-        )?;
+        let records = point.records.take();
+        let (request, report) = request_before(&st, &point, records, offset)?;
         let replayed_at = started.elapsed();
         if raw {
             return Ok(json_response(StatusCode::OK, request));
@@ -161,19 +161,28 @@ fn read_failed(e: std::io::Error) -> ApiError {
 /// at `offset`, and the selection's report.
 fn request_before(
     st: &AppState,
-    file: &std::fs::File,
+    point: &Point,
+    records: Option<Vec<crate::Record>>,
     offset: u64,
-    text: &str,
-    session: Option<&str>,
 ) -> Result<(Vec<u8>, crate::SelectReport), ApiError> {
+    let (text, session) = (point.text.as_str(), point.session.as_deref());
     // The very file the point was read from.
-    let opened = file.try_clone().and_then(|f| f.metadata().map(|m| (f, m)));
+    let opened = point
+        .file
+        .try_clone()
+        .and_then(|f| f.metadata().map(|m| (f, m)));
     let (f, meta) = opened.map_err(read_failed)?;
     let bytes = crate::LogBytes::of_file(&st.cfg.log, f, &meta, crate::ReadMode::Auto)
         .map_err(crate::server::app::snapshot::replay_failed)?;
     let end = (offset as usize).min(bytes.bytes().len());
-    let mut replayed = crate::try_replay(&bytes.bytes()[..end], &st.cfg.replay)
-        .map_err(|e| crate::server::app::snapshot::replay_failed(e.for_log(&st.cfg.log)))?;
+    let prefix = &bytes.bytes()[..end];
+    // The index's records before the point are those the replay of the
+    // prefix finds, in its order: the parse is not done again.
+    let mut replayed = match records {
+        Some(records) => crate::replay::Replay::of_records(prefix, records),
+        None => crate::try_replay(prefix, &st.cfg.replay)
+            .map_err(|e| crate::server::app::snapshot::replay_failed(e.for_log(&st.cfg.log)))?,
+    };
     let mut sel = st.cfg.selection.clone();
     if st.cfg.sessions_apart
         && let Some(id) = session
@@ -379,7 +388,7 @@ fn answer_after(
         if row.kind != output && Some(row.kind) != input {
             continue;
         }
-        let Ok(line) = read_line(file, row.offset, row.len, usize::MAX) else {
+        let Ok(line) = read_line(file, row.offset(), row.len(), usize::MAX) else {
             return Value::Null;
         };
         let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&line.bytes) else {
@@ -398,8 +407,8 @@ fn answer_after(
         };
         return json!({
             "i": j,
-            "offset": row.offset,
-            "ts_ms": ts_json(crate::order::key_ts(row.key)),
+            "offset": row.offset(),
+            "ts_ms": ts_json(crate::order::key_ts(row.key())),
             "text": clip(&text, 20_000),
         });
     }
