@@ -197,6 +197,17 @@ impl Record {
         }
     }
 
+    /// Whether `other` is this record as parsed from the same line at any
+    /// offset: the same `ts_ms`, length, escapes, flags and `type`.
+    #[cfg(feature = "server")]
+    pub(crate) fn same_as(&self, other: &Record) -> bool {
+        self.ts.to_bits() == other.ts.to_bits()
+            && self.len == other.len
+            && self.escape_extra == other.escape_extra
+            && self.flags == other.flags
+            && self.kind == other.kind
+    }
+
     /// Whether the raw `type` has escapes to decode.
     #[inline]
     pub(crate) fn kind_escaped(&self) -> bool {

@@ -611,3 +611,115 @@ async fn hostile_logs_and_requests_get_the_engines_answers() {
     assert_eq!(messages, view["parts"].as_array().unwrap().len() - 1);
     srv.stop().await;
 }
+
+/// What the second red-team pass found: a BOM before the first record, a
+/// point whose `ts_ms` is past what a double holds, and a line rewritten in
+/// place (same length) after the index read it: each view is still what
+/// `wmreplay respond` writes for the bytes before the point.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_follows_the_bytes_after_a_bom_an_infinite_ts_and_a_rewrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let respond = |prefix: &Path, text: &str, flags: &[&str]| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+            .arg("respond")
+            .arg(prefix)
+            .args(["--text", text, "--model", "test-model", "--cache", "auto"])
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // A BOM, and a text_input whose ts_ms is Infinity to the engine.
+    let log = dir.path().join("bom.log");
+    let body = "\u{feff}{\"type\":\"note\",\"ts_ms\":1,\"n\":\"first\"}\n{\"type\":\"note\",\"ts_ms\":2}\n";
+    let point = body.len() as u64;
+    std::fs::write(
+        &log,
+        format!("{body}{{\"type\":\"text_input\",\"ts_ms\":2e308,\"text\":\"t32\"}}\n"),
+    )
+    .unwrap();
+    let srv = start(config(&log, None, Provider::Anthropic)).await;
+    let page = get_json(&format!("{}/v1/timeline", srv.url)).await;
+    assert_eq!(page["total"], 3, "{page}");
+    let view = get_json(&format!("{}/v1/inspect/turn?offset={point}", srv.url)).await;
+    assert_eq!(view["point"]["text"], "t32");
+    let prefix = dir.path().join("bom.prefix");
+    std::fs::write(&prefix, &std::fs::read(&log).unwrap()[..point as usize]).unwrap();
+    assert_eq!(view["request"], respond(&prefix, "t32", &[]));
+    srv.stop().await;
+
+    // A line rewritten in place, the same length, after the index read it.
+    let log = dir.path().join("gen.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .args(["gen", "--size", "2MiB", "--seed", "3"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut cfg = config(&log, None, Provider::Anthropic);
+    cfg.selection.tail = Some(50);
+    let srv = start(cfg).await;
+    let page = get_json(&format!(
+        "{}/v1/timeline?kinds=text_input&from=4000&limit=200",
+        srv.url
+    ))
+    .await;
+    let input = page["records"].as_array().unwrap().last().unwrap().clone();
+    let at = input["offset"].as_u64().unwrap();
+    let before = get_json(&format!("{}/v1/inspect/turn?offset={at}", srv.url)).await;
+    assert!(before["request"].is_object());
+    // A record ten lines before the point moves to the log's start.
+    let mut bytes = std::fs::read(&log).unwrap();
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            bytes[..at as usize]
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1),
+        )
+        .collect();
+    let line = starts[starts.len() - 10];
+    let ts = line
+        + bytes[line..]
+            .windows(8)
+            .position(|w| w == b"\"ts_ms\":")
+            .unwrap()
+        + 8;
+    let ts = ts + bytes[ts..].iter().position(|b| b.is_ascii_digit()).unwrap();
+    assert_eq!(
+        &bytes[ts..ts + 2],
+        b"17",
+        "{}",
+        String::from_utf8_lossy(&bytes[line..line + 80])
+    );
+    bytes[ts + 1] = b'0';
+    std::fs::write(&log, &bytes).unwrap();
+    let after = get_json(&format!("{}/v1/inspect/turn?offset={at}", srv.url)).await;
+    let prefix = dir.path().join("gen.prefix");
+    std::fs::write(&prefix, &bytes[..at as usize]).unwrap();
+    let whole = get_json(&format!("{}/v1/timeline/record?offset={at}", srv.url)).await;
+    let text = whole["json"]["text"].as_str().unwrap();
+    let flags = [
+        "--tail",
+        "50",
+        "--session",
+        input["session_id"].as_str().unwrap_or(""),
+    ];
+    let flags = if input["session_id"].is_null() {
+        &flags[..2]
+    } else {
+        &flags[..]
+    };
+    assert_eq!(
+        after["request"],
+        respond(&prefix, text, flags),
+        "the view is the bytes' own"
+    );
+    srv.stop().await;
+}

@@ -85,6 +85,15 @@ impl LogIndex {
         self.committed
     }
 
+    /// Lets the rows go: the next refresh builds the index afresh (its rows
+    /// were found not to be the log's bytes).
+    pub(crate) fn forget(&mut self) {
+        *self = LogIndex {
+            rebuilds: self.rebuilds + 1,
+            ..LogIndex::default()
+        };
+    }
+
     /// What the inspector's tail watches: the records, the bytes parsed,
     /// and how many times the index was built afresh.
     pub(crate) fn seen(&self) -> (usize, u64, u64) {
@@ -200,7 +209,14 @@ impl LogIndex {
         let Some(end) = memchr::memrchr(b'\n', bytes).map(|i| i + 1) else {
             return false;
         };
-        let parsed = crate::replay::parse_range(bytes, 0..end, self.lines + 1, options, &|_| {});
+        // A log's first bytes may be a UTF-8 BOM, which the replay skips.
+        let start = if self.committed == 0 {
+            crate::input::lines::content_start(bytes).min(end)
+        } else {
+            0
+        };
+        let parsed =
+            crate::replay::parse_range(bytes, start..end, self.lines + 1, options, &|_| {});
         let data = parsed.arena.as_deref().unwrap_or(bytes);
         let base = self.committed;
         let first_new = self.rows.len();

@@ -97,7 +97,11 @@ pub(crate) async fn with_index<T: Send + 'static>(
         f(&st, &idx, file.as_deref())
     })
     .await
-    .map_err(|e| internal("inspect_failed", e))?
+    .map_err(|e| {
+        // A panic's text is the server's log's, not the client's.
+        tracing::error!(error = %e, "an inspector read failed");
+        internal("inspect_failed", "the log could not be read")
+    })?
 }
 
 /// A line read from the log: its first bytes (at most the cap), and

@@ -19,9 +19,12 @@
 
 use std::sync::Arc;
 
+use std::collections::HashMap;
+
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::inspect::{bad, clip, param, query, read_line, ts_json, with_index};
@@ -83,18 +86,13 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
         let i = idx
             .find(crate::order::ts_key(rec.ts_ms()), offset)
             .ok_or_else(not_a_record)?;
-        let obj = match serde_json::from_slice::<Value>(&line.bytes) {
-            Ok(Value::Object(o)) => o,
-            _ => Default::default(),
-        };
+        let obj = members(&line.bytes).unwrap_or_default();
         let kind = idx.kinds[idx.rows[i].kind as usize].clone();
-        let session = obj
-            .get("session_id")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let session = string_member(&obj, "session_id");
         let text = match (kind.as_str(), obj.get("text")) {
-            ("text_input", Some(Value::String(t))) => t.clone(),
-            ("text_input", Some(other)) => other.to_string(),
+            ("text_input", Some(raw)) => {
+                string_member(&obj, "text").unwrap_or_else(|| raw.get().to_string())
+            }
             _ => asked.unwrap_or_default(),
         };
         let answer = answer_after(idx, &file, i, session.as_deref());
@@ -148,8 +146,33 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
         Ok(json_response(StatusCode::OK, view.to_string()))
     })
     .await
-    .map_err(|e| crate::server::errors::internal("inspect_failed", e))??;
+    .map_err(|e| {
+        tracing::error!(error = %e, "a turn's view failed");
+        crate::server::errors::internal("inspect_failed", "the view could not be made")
+    })??;
     Ok(body)
+}
+
+/// A record's members, each as written: a number JSON's doubles cannot
+/// hold (`2e308`, which the engine reads as Infinity) is no error.
+fn members(line: &[u8]) -> Option<HashMap<String, &RawValue>> {
+    serde_json::from_slice(line).ok()
+}
+
+/// Member `name` when it is a string.
+fn string_member(m: &HashMap<String, &RawValue>, name: &str) -> Option<String> {
+    m.get(name)
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+}
+
+/// The log changed under the view (it shrank, or its bytes are not those
+/// the index read): asked again, it is read afresh.
+fn changed() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "log_changed",
+        "the log changed while the view was made; ask again",
+    )
 }
 
 fn read_failed(e: std::io::Error) -> ApiError {
@@ -174,22 +197,83 @@ fn request_before(
     let (f, meta) = opened.map_err(read_failed)?;
     let bytes = crate::LogBytes::of_file(&st.cfg.log, f, &meta, crate::ReadMode::Auto)
         .map_err(crate::server::app::snapshot::replay_failed)?;
-    let end = (offset as usize).min(bytes.bytes().len());
-    let prefix = &bytes.bytes()[..end];
-    // The index's records before the point are those the replay of the
-    // prefix finds, in its order: the parse is not done again.
-    let mut replayed = match records {
-        Some(records) => crate::replay::Replay::of_records(prefix, records),
-        None => crate::try_replay(prefix, &st.cfg.replay)
-            .map_err(|e| crate::server::app::snapshot::replay_failed(e.for_log(&st.cfg.log)))?,
+    if (bytes.bytes().len() as u64) < offset {
+        return Err(changed());
+    }
+    let prefix = &bytes.bytes()[..offset as usize];
+    let replay = || {
+        crate::try_replay(prefix, &st.cfg.replay)
+            .map_err(|e| crate::server::app::snapshot::replay_failed(e.for_log(&st.cfg.log)))
     };
+    let made = match records {
+        // The index's records before the point are those the replay of the
+        // prefix finds, in its order: the parse is not done again, as long
+        // as the log is as the index read it. Bytes changed in place where
+        // the change check does not look (docs/server.md) give another
+        // request: then it is made again from the bytes themselves.
+        Some(records) => {
+            let kept = crate::replay::Replay::of_records(prefix, records);
+            match render(st, kept, offset, text, session, true)? {
+                Some(done) => Some(done),
+                None => {
+                    tracing::warn!("the inspector's index is not the log's bytes: read afresh");
+                    st.index.lock().unwrap_or_else(|p| p.into_inner()).forget();
+                    render(st, replay()?, offset, text, session, false)?
+                }
+            }
+        }
+        None => render(st, replay()?, offset, text, session, false)?,
+    };
+    bytes.verify().map_err(|_| changed())?;
+    made.ok_or_else(changed)
+}
+
+/// The request body for `replayed` (the log before `offset`) and the
+/// selection's report. With `check`, `None` when a selected record's line
+/// is not that record any more or the body is not JSON: the records came
+/// from an index the log no longer matches.
+fn render(
+    st: &AppState,
+    mut replayed: crate::replay::Replay<'_>,
+    offset: u64,
+    text: &str,
+    session: Option<&str>,
+    check: bool,
+) -> Result<Option<(Vec<u8>, crate::SelectReport)>, ApiError> {
     let mut sel = st.cfg.selection.clone();
     if st.cfg.sessions_apart
         && let Some(id) = session
     {
         sel.session = Some(id.to_string());
     }
+    if check {
+        // Every record the selection reads must be its line's (a line
+        // rewritten in place may be shorter or hold another ts_ms).
+        let log = replayed.log();
+        if replayed
+            .records()
+            .iter()
+            .any(|r| r.offset as usize + r.len as usize > log.len())
+        {
+            return Ok(None);
+        }
+    }
     let report = replayed.select(&sel, None);
+    if check {
+        let mut parser = crate::parse::LineParser::with_validator(
+            st.cfg.replay.max_depth,
+            st.cfg.replay.validator,
+        );
+        let log = replayed.log();
+        let same = replayed.records().iter().all(|r| {
+            parser
+                .parse(r.line(log), r.offset)
+                .is_ok_and(|p| p.same_as(r))
+        });
+        if !same {
+            return Ok(None);
+        }
+    }
     let recall = match st.cfg.recall {
         None => None,
         Some(k) => {
@@ -225,7 +309,10 @@ fn request_before(
     let body = replayed
         .try_render_request_with(&spec)
         .map_err(|e| crate::server::app::snapshot::replay_failed(e.for_log(&st.cfg.log)))?;
-    Ok((body, report))
+    if check && serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((body, report)))
 }
 
 /// A request body as far as its messages: each message's content left
@@ -391,18 +478,17 @@ fn answer_after(
         let Ok(line) = read_line(file, row.offset(), row.len(), usize::MAX) else {
             return Value::Null;
         };
-        let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(&line.bytes) else {
+        let Some(obj) = members(&line.bytes) else {
             continue;
         };
-        if obj.get("session_id").and_then(Value::as_str) != session {
+        if string_member(&obj, "session_id").as_deref() != session {
             continue;
         }
         if row.kind != output {
             return Value::Null;
         }
         let text = match obj.get("text") {
-            Some(Value::String(t)) => t.clone(),
-            Some(v) => v.to_string(),
+            Some(v) => string_member(&obj, "text").unwrap_or_else(|| v.get().to_string()),
             None => String::new(),
         };
         return json!({
