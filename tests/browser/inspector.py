@@ -209,6 +209,8 @@ def run_views(browser, origin, log, planted):
     check("a record's HTML shows as text in the timeline", "<img src=x" in text, text[-500:])
     check("the 200 KB line renders as one row", "yyyyyyyy" in text)
     check("the 10 MB record renders as one row", "xxxxxxxx" in text)
+    sessions = page.eval_on_selector_all("#tl-rows .row .sess", "(s) => s.map((e) => e.textContent)")
+    check("a row shows its session", "s-9" in sessions, str(sessions[-5:]))
     bad = page.evaluate("() => document.querySelectorAll('main img, main script, main b').length")
     check("no element is made of a record", bad == 0, str(bad))
     # Its detail: the 10 MB record shows its first MiB.

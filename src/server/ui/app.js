@@ -447,7 +447,7 @@ const timeline = {
     d.dataset.k = String(k);
     if (!r) {
       d.classList.add("pending");
-      d.append(el("span", "stripe"), el("span", "i", fmt.num((this.filtered ? 0 : this.range[0]) + k)), el("span", "ts", ""), el("span", "kind", ""), el("span", "text", "…"));
+      d.append(el("span", "stripe"), el("span", "i", fmt.num((this.filtered ? 0 : this.range[0]) + k)), el("span", "ts", ""), el("span", "kind", ""), el("span", "sess", ""), el("span", "text", "…"));
       return d;
     }
     kindClass(d, r.type);
@@ -457,9 +457,10 @@ const timeline = {
       el("span", "i", `#${fmt.num(r.i)}`),
       el("span", "ts", fmt.ts(r.ts_ms)),
       el("span", "kind", r.type),
+      el("span", "sess", sess),
       el("span", "text", r.text),
     );
-    if (sess) d.children[3].title = `session ${sess}`;
+    if (sess) d.children[4].title = `session ${sess}`;
     d.setAttribute("aria-label", `${r.type}${sess ? " in " + sess : ""}: ${r.text}`);
     return d;
   },
