@@ -96,7 +96,7 @@ impl LogIndex {
 
     /// What the inspector's tail watches: the records, the bytes parsed,
     /// and how many times the index was built afresh.
-    pub(crate) fn seen(&self) -> (usize, u64, u64) {
+    pub(crate) fn watched(&self) -> (usize, u64, u64) {
         (self.rows.len(), self.committed, self.rebuilds)
     }
 

@@ -415,7 +415,7 @@ const KEEP_ALIVE_TICKS: u32 = 75;
 pub(crate) async fn tail(state: Arc<AppState>, req: Request) -> Result<Response, ApiError> {
     refuse_other_sites(&req)?;
     // The first look answers errors (a missing log) as JSON.
-    let first = with_index(&state, |_, idx, _| Ok(idx.seen())).await?;
+    let first = with_index(&state, |_, idx, _| Ok(idx.watched())).await?;
     struct Tail {
         state: Arc<AppState>,
         now: Option<(usize, u64, u64)>,
@@ -454,7 +454,8 @@ pub(crate) async fn tail(state: Arc<AppState>, req: Request) -> Result<Response,
             let st = t.state.clone();
             let looked = tokio::task::spawn_blocking(move || {
                 let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
-                idx.refresh(&st.cfg.log, &st.cfg.replay).map(|_| idx.seen())
+                idx.refresh(&st.cfg.log, &st.cfg.replay)
+                    .map(|_| idx.watched())
             })
             .await;
             match looked {

@@ -65,7 +65,7 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
     let started = std::time::Instant::now();
     // The point and its answer, under the index's lock; the replay after,
     // without it (the timeline's pages do not wait for a view).
-    let point = with_index(&state, move |st, idx, file| {
+    let point = with_index(&state, move |st, idx, _| {
         let not_a_record = || {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -73,10 +73,8 @@ pub(crate) async fn turn(state: Arc<AppState>, req: Request) -> Result<Response,
                 format!("no record of the log starts at byte {offset}"),
             )
         };
-        let file = idx
-            .file()
-            .filter(|_| file.is_some())
-            .ok_or_else(not_a_record)?;
+        // The handle itself (kept for the replay after the lock is let go).
+        let file = idx.file().ok_or_else(not_a_record)?;
         let line = read_line(&file, offset, 0, usize::MAX).map_err(read_failed)?;
         let mut parser = crate::parse::LineParser::with_validator(
             st.cfg.replay.max_depth,

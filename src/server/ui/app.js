@@ -320,11 +320,11 @@ const timeline = {
       this.list = r.records;
       this.next = r.next;
     } else {
-      this.store(r.from, r.records);
+      this.store(r.records);
     }
     if (!this.filtered && Object.keys(r.kinds || {}).length) this.fillKinds(r.kinds);
     this.count_text();
-    $("tl-spacer").style.height = `${Math.max(1, this.count() * rowHeight() * this.scale())}px`;
+    this.sizeSpacer();
     const sc = $("tl-scroller");
     if (r.focus !== null && r.focus !== undefined && !this.filtered) {
       this.select(r.focus - this.range[0], true);
@@ -360,7 +360,7 @@ const timeline = {
       : `${fmt.num(c)} of ${fmt.num(this.total)} records`;
   },
 
-  store(from, rows) {
+  store(rows) {
     for (const r of rows) {
       const b = Math.floor(r.i / BLOCK);
       if (!this.blocks.has(b)) this.blocks.set(b, []);
@@ -372,6 +372,11 @@ const timeline = {
       const far = [...this.blocks.keys()].sort((a, b) => Math.abs(b - here) - Math.abs(a - here));
       for (const b of far.slice(0, this.blocks.size - 60)) this.blocks.delete(b);
     }
+  },
+
+  // The scroller's height for the rows (capped: see scale()).
+  sizeSpacer() {
+    $("tl-spacer").style.height = `${Math.max(1, this.count() * rowHeight() * this.scale())}px`;
   },
 
   firstVisible() {
@@ -389,7 +394,7 @@ const timeline = {
           this.list.push(...r.records);
           this.next = r.next;
           this.total = r.total;
-          $("tl-spacer").style.height = `${Math.max(1, this.count() * rowHeight() * this.scale())}px`;
+          this.sizeSpacer();
           this.count_text();
         } finally {
           this.loading.delete("more");
@@ -410,7 +415,7 @@ const timeline = {
       api(`${base()}/timeline?${this.query({ from: String(start), limit: String((b + 1) * BLOCK - start) })}`)
         .then((r) => {
           if (gen !== this.gen) return;
-          this.store(r.from, r.records);
+          this.store(r.records);
           this.render();
         })
         .catch((e) => status(`timeline: ${e.message}`, true))
@@ -471,7 +476,6 @@ const timeline = {
     k = Math.max(0, Math.min(n - 1, k));
     this.selected = k;
     const sc = $("tl-scroller");
-    const h = rowHeight() * this.scale();
     if (scroll) {
       const pos = this.posOf(sc.scrollTop);
       const shown = sc.clientHeight / rowHeight();
@@ -479,7 +483,6 @@ const timeline = {
         sc.scrollTop = this.scrollOf(k - shown / 3);
       }
     }
-    void h;
     this.render();
     sc.setAttribute("aria-activedescendant", `row-${k}`);
     const r = this.get(k);
@@ -508,7 +511,6 @@ const timeline = {
     if (this.tail) return;
     const ctl = new AbortController();
     this.tail = ctl;
-    const gen = this.gen;
     let rebuilds = null;
     tailStream(`${base()}/timeline/tail`, ctl.signal, (ev, data) => {
       if (ev !== "grew" || this.tail !== ctl) return;
@@ -521,7 +523,7 @@ const timeline = {
       }
       rebuilds = data.rebuilds;
       if (data.total === this.total) return;
-      this.grew(data.total, gen);
+      this.grew(data.total);
     }).catch(() => {}).finally(() => { if (this.tail === ctl) this.tail = null; });
   },
 
@@ -529,8 +531,7 @@ const timeline = {
     if (this.tail) { this.tail.abort(); this.tail = null; }
   },
 
-  grew(total, gen) {
-    const was = this.total;
+  grew(total) {
     this.total = total;
     if (this.filtered) {
       if (this.next === null) this.next = this.list.length ? this.list[this.list.length - 1].i + 1 : this.range[1];
@@ -543,18 +544,14 @@ const timeline = {
     // are asked again (a request of 100 rows costs milliseconds).
     this.range = [this.range[0], total];
     this.blocks.clear();
-    void was;
     // Followed only from the end: a reader scrolled up stays where they are.
     const sc = $("tl-scroller");
     const atEnd = sc.scrollTop + sc.clientHeight >= sc.scrollHeight - 2 * rowHeight();
-    $("tl-spacer").style.height = `${Math.max(1, this.count() * rowHeight() * this.scale())}px`;
+    this.sizeSpacer();
     this.count_text();
-    if ($("tl-follow").checked && atEnd && this.view_is_open()) sc.scrollTop = sc.scrollHeight;
+    if ($("tl-follow").checked && atEnd && state.view === "timeline") sc.scrollTop = sc.scrollHeight;
     this.render();
-    void gen;
   },
-
-  view_is_open() { return state.view === "timeline"; },
 };
 
 function rowHeight() {
