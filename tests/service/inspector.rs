@@ -61,6 +61,29 @@ async fn status_of(url: impl AsRef<str>, header: Option<(&str, &str)>) -> u16 {
     req.send().await.unwrap().status().as_u16()
 }
 
+/// What `wmreplay COMMAND LOG FLAGS…` prints, as JSON (it must succeed).
+fn cli_json(command: &str, log: &Path, flags: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg(command)
+        .arg(log)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The request `wmreplay respond` writes for `log` with the test server's
+/// model and cache breakpoints, and `flags`.
+fn respond(log: &Path, text: &str, flags: &[&str]) -> Value {
+    let fixed = ["--text", text, "--model", "test-model", "--cache", "auto"];
+    cli_json("respond", log, &[&fixed[..], flags].concat())
+}
+
 /// The offsets of a one-shot replay's records, in replay order.
 fn replay_order(bytes: &[u8]) -> Vec<u64> {
     let r = replay(bytes, &ReplayOptions::default());
@@ -266,35 +289,13 @@ async fn a_turn_view_is_what_respond_writes_for_the_log_before_it() {
     let prefix = dir.path().join("prefix.log");
     std::fs::write(&prefix, &bytes[..offset as usize]).unwrap();
     let flags = ["--max-tokens", "1500", "--facts"];
-    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
-        .arg("respond")
-        .arg(&prefix)
-        .args([
-            "--text",
-            text,
-            "--session",
-            session,
-            "--model",
-            "test-model",
-        ])
-        .args(["--cache", "auto"])
-        .args(flags)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let want = respond(
+        &prefix,
+        text,
+        &[&["--session", session][..], &flags].concat(),
     );
-    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(view["request"], want, "the view's request is respond's");
-    let stats = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
-        .arg("stats")
-        .arg(&prefix)
-        .args(flags)
-        .output()
-        .unwrap();
-    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let stats = cli_json("stats", &prefix, &flags);
     let w = &view["window"];
     let sel = &stats;
     assert_eq!(w["selected_records"], sel["selected_records"], "{stats}");
@@ -619,21 +620,6 @@ async fn hostile_logs_and_requests_get_the_engines_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_follows_the_bytes_after_a_bom_an_infinite_ts_and_a_rewrite() {
     let dir = tempfile::tempdir().unwrap();
-    let respond = |prefix: &Path, text: &str, flags: &[&str]| -> Value {
-        let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
-            .arg("respond")
-            .arg(prefix)
-            .args(["--text", text, "--model", "test-model", "--cache", "auto"])
-            .args(flags)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
     // A BOM, and a text_input whose ts_ms is Infinity to the engine.
     let log = dir.path().join("bom.log");
     let body = "\u{feff}{\"type\":\"note\",\"ts_ms\":1,\"n\":\"first\"}\n{\"type\":\"note\",\"ts_ms\":2}\n";
