@@ -111,20 +111,20 @@ impl Store {
         self.full_sync(false)?;
         let tx = self.conn.transaction().map_err(err)?;
         if complete {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE turns SET status = 'done', response = (SELECT response FROM batch_keys
                      WHERE batch = ?1 AND batch_keys.idempotency_key = turns.idempotency_key)
                  WHERE idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
-                params![id],
             )
+            .and_then(|mut q| q.execute(params![id]))
             .map_err(err)?;
         } else {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE turns SET status = 'failed', response = NULL
                  WHERE status = 'running'
                    AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
-                params![id],
             )
+            .and_then(|mut q| q.execute(params![id]))
             .map_err(err)?;
         }
         remove(&tx, id).map_err(err)?;

@@ -400,6 +400,23 @@ pub fn check_params(
     params: &[(String, Value)],
     allow: &[String],
 ) -> Result<Vec<(String, Value)>, ParamError> {
+    let refs: Vec<(&str, &Value)> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let checked = checked(format, model, stream, &refs, allow)?;
+    Ok(checked
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect())
+}
+
+/// [`check_params`] without a copy of the values: each under the name the
+/// provider's API gives it.
+fn checked<'a>(
+    format: Format,
+    model: &str,
+    stream: bool,
+    params: &[(&'a str, &'a Value)],
+    allow: &[String],
+) -> Result<Vec<(&'a str, &'a Value)>, ParamError> {
     let Some(rules) = rules(format) else {
         return Err(refuse(
             "params",
@@ -409,11 +426,11 @@ pub fn check_params(
             ),
         ));
     };
-    let mut out: Vec<(String, Value)> = Vec::with_capacity(params.len());
+    let mut out: Vec<(&'a str, &'a Value)> = Vec::with_capacity(params.len());
     // For each member of `out`, the name the caller gave it.
     let mut given: Vec<&str> = Vec::with_capacity(params.len());
-    for (name, value) in params {
-        if RESERVED_PARAMS.contains(&name.as_str()) {
+    for &(name, value) in params {
+        if RESERVED_PARAMS.contains(&name) {
             return Err(refuse(
                 name,
                 format!("`{name}` may not be set in params: the request writes it"),
@@ -422,8 +439,8 @@ pub fn check_params(
         let mapped = rules
             .renamed
             .iter()
-            .find(|(from, _)| from == name)
-            .map_or(name.as_str(), |(_, to)| to);
+            .find(|&&(from, _)| from == name)
+            .map_or(name, |&(_, to)| to);
         let called = if mapped == name {
             format!("`{name}`")
         } else {
@@ -449,16 +466,16 @@ pub fn check_params(
                 ));
             }
         }
-        if let Some(i) = out.iter().position(|(n, _)| n == mapped) {
+        if let Some(i) = out.iter().position(|&(n, _)| n == mapped) {
             return Err(refuse(
                 name,
                 format!("{called} is given twice (also as `{}`)", given[i]),
             ));
         }
-        out.push((mapped.to_string(), value.clone()));
+        out.push((mapped, value));
         given.push(name);
     }
-    if let Some(i) = out.iter().position(|(n, _)| n == "stream_options") {
+    if let Some(i) = out.iter().position(|&(n, _)| n == "stream_options") {
         let field = given[i];
         if !stream {
             return Err(refuse(
@@ -476,8 +493,8 @@ pub fn check_params(
         }
     }
     if format == Format::Anthropic && refuses_both_samplers(model) {
-        let t = out.iter().position(|(n, _)| n == "temperature");
-        let p = out.iter().position(|(n, _)| n == "top_p");
+        let t = out.iter().position(|&(n, _)| n == "temperature");
+        let p = out.iter().position(|&(n, _)| n == "top_p");
         if let (Some(t), Some(p)) = (t, p) {
             return Err(refuse(
                 given[t.max(p)],
@@ -511,43 +528,59 @@ pub fn request_fields(
     params: &[(String, Value)],
     allow: &[String],
 ) -> Result<String, ParamError> {
-    let params = check_params(format, model, stream, params, allow)?;
+    let refs: Vec<(&str, &Value)> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    request_fields_of(format, model, max_output_tokens, stream, &refs, allow)
+}
+
+/// [`request_fields`] over borrowed parameters: a client's tools and system
+/// (tens of KB) are written once, never copied.
+pub(crate) fn request_fields_of(
+    format: Format,
+    model: &str,
+    max_output_tokens: u32,
+    stream: bool,
+    params: &[(&str, &Value)],
+    allow: &[String],
+) -> Result<String, ParamError> {
+    use std::borrow::Cow;
+    let params = checked(format, model, stream, params, allow)?;
     let rules = rules(format).expect("check_params refuses other formats");
-    let mut members: Vec<(String, Value)> = vec![
-        ("model".into(), Value::String(model.into())),
-        (rules.limit.into(), Value::from(max_output_tokens)),
+    let mut members: Vec<(&str, Cow<'_, Value>)> = vec![
+        ("model", Cow::Owned(Value::String(model.into()))),
+        (rules.limit, Cow::Owned(Value::from(max_output_tokens))),
     ];
     if stream {
-        members.push(("stream".into(), Value::Bool(true)));
+        members.push(("stream", Cow::Owned(Value::Bool(true))));
         if format == Format::OpenAi {
             let mut o = Map::new();
             o.insert("include_usage".into(), Value::Bool(true));
-            members.push(("stream_options".into(), Value::Object(o)));
+            members.push(("stream_options", Cow::Owned(Value::Object(o))));
         }
     }
     for (k, v) in params {
-        let v = match (k.as_str(), v) {
-            ("stream_options", Value::Object(mut o)) => {
+        let v = match (k, v) {
+            ("stream_options", Value::Object(o)) => {
+                let mut o = o.clone();
                 o.insert("include_usage".into(), Value::Bool(true));
-                Value::Object(o)
+                Cow::Owned(Value::Object(o))
             }
-            (_, v) => v,
+            (_, v) => Cow::Borrowed(v),
         };
         match members.iter_mut().find(|(name, _)| *name == k) {
             Some(m) => m.1 = v,
             None => members.push((k, v)),
         }
     }
-    let mut s = String::new();
+    let mut s = Vec::new();
     for (i, (k, v)) in members.iter().enumerate() {
         if i > 0 {
-            s.push(',');
+            s.push(b',');
         }
-        s.push_str(&Value::String(k.clone()).to_string());
-        s.push(':');
-        s.push_str(&v.to_string());
+        serde_json::to_writer(&mut s, k).expect("a string is written");
+        s.push(b':');
+        serde_json::to_writer(&mut s, &**v).expect("a JSON value is written");
     }
-    Ok(s)
+    Ok(String::from_utf8(s).expect("serde_json writes UTF-8"))
 }
 
 #[cfg(test)]

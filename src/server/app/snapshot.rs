@@ -285,16 +285,23 @@ impl AppState {
             return Ok(String::new());
         };
         let p = self.cfg.provider;
-        let mut extra = self.cfg.upstream_fields.clone();
+        // Borrowed: a client's tools and system are written, not copied.
+        let mut extra: Vec<(&str, &Value)> = self
+            .cfg
+            .upstream_fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v))
+            .collect();
         // The operator's stream options go with streamed requests only.
         if !stream {
-            extra.retain(|(k, _)| k != "stream_options");
+            extra.retain(|&(k, _)| k != "stream_options");
         }
+        let defs;
         // The server's tools: the client may not bring its own (a client of
         // the provider's API brings its own, and the server's are not
         // offered).
         if client_model.is_none()
-            && let Some(defs) = crate::server::upstream::tools::definitions(
+            && let Some(d) = crate::server::upstream::tools::definitions(
                 p,
                 self.cfg.tools.search_memory,
                 self.cfg.tools.memory,
@@ -314,19 +321,21 @@ impl AppState {
                     ),
                 ));
             }
-            extra.push(("tools".into(), defs));
+            defs = d;
+            extra.push(("tools", &defs));
         }
         // The client's own replace the operator's of the same name.
         for (k, v) in params {
-            extra.retain(|(name, _)| name != k);
-            extra.push((k.clone(), v.clone()));
+            extra.retain(|&(name, _)| name != k);
+            extra.push((k.as_str(), v));
         }
-        if let Some(key) = &self.cache_key
-            && !extra.iter().any(|(k, _)| k == "prompt_cache_key")
+        let cache_key = self.cache_key.clone().map(Value::String);
+        if let Some(key) = &cache_key
+            && !extra.iter().any(|&(k, _)| k == "prompt_cache_key")
         {
-            extra.push(("prompt_cache_key".into(), Value::String(key.clone())));
+            extra.push(("prompt_cache_key", key));
         }
-        crate::request_fields(
+        crate::render::fields::request_fields_of(
             p.format(),
             model,
             self.cfg.max_output_tokens,

@@ -177,26 +177,32 @@ async fn serve(
         Some(_) => request_hash(&format!("{}\u{0}{sid}", request::canonical(&asked))),
         None => request_hash(&format!("{}\u{0}{sid}", request::conversation(&asked))),
     };
-    let (plan, asked) = {
+    let made_key = explicit.is_none();
+    // The history's plan, the turn's key and the key's claim, in one hop
+    // to a blocking thread.
+    let (plan, key, planned, asked) = {
         let (st, session, asked) = (state.clone(), session.clone(), Arc::new(asked));
-        let a = asked.clone();
-        let plan = tokio::task::spawn_blocking(move || {
+        let (a, hash) = (asked.clone(), hash.clone());
+        let ours = made_key && state.writes_locally();
+        let (plan, key, planned) = tokio::task::spawn_blocking(move || {
             let log = crate::input::LogBytes::open_with(
                 &st.cfg.log,
                 crate::input::ReadMode::Auto,
                 !st.follows_links(),
             );
             let bytes = log.as_ref().map_or(&[][..], |l| l.bytes());
-            history::plan(bytes, &a, session.as_deref(), st.cfg.max_record_bytes)
+            let plan = history::plan(bytes, &a, session.as_deref(), st.cfg.max_record_bytes);
+            drop(log);
+            let key = match explicit {
+                Some(k) => k,
+                None => conversation_key(&st, &plan, &hash)?,
+            };
+            let planned = turn::plan_key(&st, &key, &hash, ours);
+            Ok::<_, ApiError>((plan, key, planned))
         })
         .await
-        .map_err(|e| crate::server::errors::internal("turn_failed", e))?;
-        (plan, asked)
-    };
-    let made_key = explicit.is_none();
-    let key = match explicit {
-        Some(k) => k,
-        None => conversation_key(&state, &plan, &hash).await?,
+        .map_err(|e| crate::server::errors::internal("turn_failed", e))??;
+        (plan, key, planned, asked)
     };
     let system = system_of(&state, &asked);
     let more = asked.more();
@@ -230,7 +236,7 @@ async fn serve(
             }),
         }),
     };
-    turn::respond(state, input).await
+    turn::respond_planned(state, input, Some(planned)).await
 }
 
 /// Checks a Responses request's `previous_response_id`: the log is the
@@ -449,24 +455,18 @@ pub(super) fn session_of(
 /// (or its retry when that attempt failed); any other is a fresh turn,
 /// keyed by its conversation and the session's newest record, so that two
 /// sends of it before either is written are one turn.
-async fn conversation_key(
-    state: &Arc<AppState>,
-    plan: &history::Plan,
-    hash: &str,
-) -> Result<String, ApiError> {
+fn conversation_key(st: &AppState, plan: &history::Plan, hash: &str) -> Result<String, ApiError> {
     if let Some(at) = plan.input {
         return Ok(format!("conv-{hash}-c{at}"));
     }
     if let Some(at) = plan.repeats {
-        let st = state.clone();
-        let first = tokio::task::spawn_blocking(move || {
-            let store = st.store()?;
-            let store = store.lock().unwrap_or_else(|p| p.into_inner());
-            store.turn_at(&st.cfg.log, at)
-        })
-        .await
-        .map_err(|e| crate::server::errors::internal("turn_failed", e))?
-        .map_err(crate::server::app::snapshot::replay_failed)?;
+        let first = st
+            .store()
+            .and_then(|store| {
+                let store = store.lock().unwrap_or_else(|p| p.into_inner());
+                store.turn_at(&st.cfg.log, at)
+            })
+            .map_err(crate::server::app::snapshot::replay_failed)?;
         if let Some((key, h)) = first
             && h == hash
         {

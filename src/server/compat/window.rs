@@ -84,8 +84,22 @@ pub(crate) fn context_window(provider: Provider, model: &str, beta: Option<&str>
         .map_or(UNKNOWN, |(_, w)| *w)
 }
 
+/// The length of `v` written as JSON, counted as it is written (a
+/// client's tools run to tens of KB: no copy is made).
 fn json_len(v: &Value) -> usize {
-    v.to_string().len()
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, v).expect("counting cannot fail");
+    n.0
 }
 
 #[cfg(test)]

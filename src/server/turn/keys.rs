@@ -24,7 +24,7 @@ use crate::server::errors::{ApiError, internal};
 use crate::state::{TurnBegin, TurnStatus};
 
 /// What to do with a request, given its key.
-pub(super) enum Plan {
+pub(crate) enum Plan {
     /// Append the `text_input` and run the turn.
     Fresh(Option<Claim>),
     /// Run the turn again on the log before its `text_input` at this offset
@@ -50,14 +50,28 @@ pub(super) async fn plan_for(
     ours: bool,
 ) -> Result<Plan, ApiError> {
     let st = state.clone();
-    let r = tokio::task::spawn_blocking(move || {
-        st.turns.claim(&st.cfg.log, &key, || {
+    tokio::task::spawn_blocking(move || plan_blocking(&st, &key, &hash, ours))
+        .await
+        .map_err(|e| internal("state_failed", e))?
+}
+
+/// [`plan_for`] on the calling thread, which may block (a blocking task's:
+/// a route that has one already running, as the provider routes' history
+/// lookup, plans its key there rather than in another hop).
+pub(crate) fn plan_blocking(
+    st: &Arc<AppState>,
+    key: &str,
+    hash: &str,
+    ours: bool,
+) -> Result<Plan, ApiError> {
+    let r = {
+        st.turns.claim(&st.cfg.log, key, || {
             let store = st.store()?;
             let mut store = store.lock().unwrap_or_else(|p| p.into_inner());
             let (log, ttl) = (&st.cfg.log, st.cfg.idempotency_ttl);
             let begin = match ours {
-                true => store.peek_turn(log, &key, &hash, ttl)?,
-                false => store.begin_turn(log, &key, &hash, ttl)?,
+                true => store.peek_turn(log, key, hash, ttl)?,
+                false => store.begin_turn(log, key, hash, ttl)?,
             };
             let step = match begin {
                 TurnBegin::Conflict => Step::Conflict,
@@ -70,7 +84,7 @@ pub(super) async fn plan_for(
                     status,
                     input_offset: Some(o),
                 } => {
-                    store.restart_turn(&key)?;
+                    store.restart_turn(key)?;
                     match status {
                         // Failed: the upstream answered an error, so no
                         // answer exists; another attempt is safe.
@@ -84,16 +98,14 @@ pub(super) async fn plan_for(
                     input_offset: None, ..
                 } => {
                     // Nothing was appended, so the upstream was never called.
-                    store.restart_turn(&key)?;
+                    store.restart_turn(key)?;
                     Step::Fresh
                 }
             };
             let claim = matches!(step, Step::Fresh | Step::Retry(_) | Step::Close);
             Ok((step, claim))
         })
-    })
-    .await
-    .map_err(|e| internal("state_failed", e))?
+    }
     .map_err(|e| internal("state_failed", e))?;
     Ok(match r {
         Claimed::Running(rx) => Plan::Wait(rx),

@@ -57,6 +57,16 @@ use crate::server::writer::{self, Line};
 /// them; a client further behind is let go (the turn goes on).
 const RELAY_LIMIT: usize = 256 << 10;
 
+/// What a keyed turn's key was found to be, looked up and claimed on a
+/// blocking thread by the route ([`plan_key`]).
+pub(crate) struct KeyPlan(Result<Plan, ApiError>);
+
+/// Looks `key` up and claims it as [`respond`] would, on the calling
+/// (blocking) thread; `ours` as [`Input::key_is_ours`].
+pub(crate) fn plan_key(st: &Arc<AppState>, key: &str, hash: &str, ours: bool) -> KeyPlan {
+    KeyPlan(keys::plan_blocking(st, key, hash, ours))
+}
+
 /// Where a turn's task sends the client's response, once it has one.
 type Reply = oneshot::Sender<Result<Response, ApiError>>;
 
@@ -65,22 +75,35 @@ type Reply = oneshot::Sender<Result<Response, ApiError>>;
 /// connection's: it runs in a task of its own, from the key's lookup to the
 /// answer recorded, and a client that goes away at any point cuts nothing.
 pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Response, ApiError> {
+    respond_planned(state, input, None).await
+}
+
+/// [`respond`], the key's plan made already ([`plan_key`]) by a route
+/// whose own blocking work came first: one hop to a blocking thread fewer.
+pub(crate) async fn respond_planned(
+    state: Arc<AppState>,
+    input: Input,
+    planned: Option<KeyPlan>,
+) -> Result<Response, ApiError> {
     let (reply, response) = oneshot::channel();
     // The request's arrival goes with it: its writes share one deadline.
-    tokio::spawn(writer::ARRIVED.scope(writer::arrived(), own_turn(state, input, reply)));
+    let turn = own_turn(state, input, planned, reply);
+    tokio::spawn(writer::ARRIVED.scope(writer::arrived(), turn));
     response
         .await
         .unwrap_or_else(|_| Err(internal("turn_failed", "the turn's task stopped")))
 }
 
-async fn own_turn(state: Arc<AppState>, input: Input, reply: Reply) {
+async fn own_turn(state: Arc<AppState>, input: Input, planned: Option<KeyPlan>, reply: Reply) {
     // A repeat waits on the attempt running with its key; one that ended
     // without a word sends it back to the store, a few times at most.
     let mut looks = 0;
+    let mut planned = planned.map(|p| p.0);
     let plan = loop {
-        let plan = match &input.key {
-            None => Ok(Plan::Fresh(None)),
-            Some(key) => {
+        let plan = match (&input.key, planned.take()) {
+            (_, Some(p)) => p,
+            (None, None) => Ok(Plan::Fresh(None)),
+            (Some(key), None) => {
                 let ours = input.key_is_ours(&state);
                 plan_for(&state, key.clone(), input.hash(), ours).await
             }
