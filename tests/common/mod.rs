@@ -240,3 +240,20 @@ pub fn assert_same_body(context: &str, got: &[u8], want: &[u8]) {
         String::from_utf8_lossy(&want[from..(at + 200).min(want.len())]),
     );
 }
+
+/// What `wmreplay COMMAND LOG FLAGS…` prints, as JSON (it must succeed,
+/// or the test fails with its stderr).
+pub fn cli_json(command: &str, log: &Path, flags: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
+        .arg(command)
+        .arg(log)
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

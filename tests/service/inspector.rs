@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use wmreplay::server::Provider;
 use wmreplay::{ReplayOptions, replay};
 
+use crate::common::cli_json;
 use crate::mock::*;
 
 /// A log with late records, bad lines (one not UTF-8), two sessions,
@@ -59,22 +60,6 @@ async fn status_of(url: impl AsRef<str>, header: Option<(&str, &str)>) -> u16 {
         req = req.header(name, value);
     }
     req.send().await.unwrap().status().as_u16()
-}
-
-/// What `wmreplay COMMAND LOG FLAGS…` prints, as JSON (it must succeed).
-fn cli_json(command: &str, log: &Path, flags: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_wmreplay"))
-        .arg(command)
-        .arg(log)
-        .args(flags)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The request `wmreplay respond` writes for `log` with the test server's

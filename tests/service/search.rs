@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use wmreplay::search::{SearchIndex, SearchOptions};
 use wmreplay::server::Provider;
 
+use crate::common::cli_json;
 use crate::mock;
 
 fn bin() -> Command {
@@ -77,13 +78,7 @@ fn cli_search_prints_hits_and_fails_loudly() {
     let log = dir.path().join("wm.log");
     let phrases = planted_log(&log, 2_000, 10);
     let run = |args: &[&str]| bin().arg("search").args(args).output().unwrap();
-    let out = run(&[log.to_str().unwrap(), &phrases[3].0, "--limit", "2"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = cli_json("search", &log, &[&phrases[3].0, "--limit", "2"]);
     assert_eq!(v["query"], phrases[3].0.as_str());
     let hits = v["hits"].as_array().unwrap();
     assert_eq!(hits.len(), 2);
