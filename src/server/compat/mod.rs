@@ -178,65 +178,59 @@ async fn serve(
         None => request_hash(&format!("{}\u{0}{sid}", request::conversation(&asked))),
     };
     let made_key = explicit.is_none();
-    // The history's plan, the turn's key and the key's claim, in one hop
-    // to a blocking thread.
-    let (plan, key, planned, asked) = {
-        let (st, session, asked) = (state.clone(), session.clone(), Arc::new(asked));
-        let (a, hash) = (asked.clone(), hash.clone());
-        let ours = made_key && state.writes_locally();
-        let (plan, key, planned) = tokio::task::spawn_blocking(move || {
-            let log = crate::input::LogBytes::open_with(
-                &st.cfg.log,
-                crate::input::ReadMode::Auto,
-                !st.follows_links(),
-            );
-            let bytes = log.as_ref().map_or(&[][..], |l| l.bytes());
-            let plan = history::plan(bytes, &a, session.as_deref(), st.cfg.max_record_bytes);
-            drop(log);
-            let key = match explicit {
-                Some(k) => k,
-                None => conversation_key(&st, &plan, &hash)?,
-            };
-            let planned = turn::plan_key(&st, &key, &hash, ours);
-            Ok::<_, ApiError>((plan, key, planned))
-        })
-        .await
-        .map_err(|e| crate::server::errors::internal("turn_failed", e))??;
-        (plan, key, planned, asked)
-    };
-    let system = system_of(&state, &asked);
-    let more = asked.more();
-    let window = window::budget(&asked, &more, beta_of(&headers, provider).as_deref());
-    let input = Input {
-        text: asked.text.clone(),
-        session_id: session,
-        stream: asked.stream,
-        params: Vec::new(),
-        fields,
-        key: Some(key),
-        skips: false,
-        compat: Some(Compat {
-            provider,
-            model: asked.model.clone(),
-            system,
-            more,
-            input: plan.input,
-            before: plan.before,
-            after: plan.after,
-            key: forwarded,
-            hash,
-            made_key,
-            key_answered: Default::default(),
-            beta: beta_of(&headers, provider),
-            responses: alt,
-            window,
-            wants_usage: asked.params.iter().any(|(k, v)| {
-                k == "stream_options"
-                    && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
+    // The history's plan, the turn's key, the key's claim and the turn's
+    // beginning, in one hop to a blocking thread in the turn's own task.
+    let ours = made_key && state.writes_locally();
+    let beta = beta_of(&headers, provider);
+    let prepare: turn::Prepare = Box::new(move |st: &Arc<AppState>| {
+        let log = crate::input::LogBytes::open_with(
+            &st.cfg.log,
+            crate::input::ReadMode::Auto,
+            !st.follows_links(),
+        );
+        let bytes = log.as_ref().map_or(&[][..], |l| l.bytes());
+        let plan = history::plan(bytes, &asked, session.as_deref(), st.cfg.max_record_bytes);
+        drop(log);
+        let key = match explicit {
+            Some(k) => k,
+            None => conversation_key(st, &plan, &hash)?,
+        };
+        let planned = turn::plan_key(st, &key, &hash, ours);
+        let system = system_of(st, &asked);
+        let more = asked.more();
+        let window = window::budget(&asked, &more, beta.as_deref());
+        let input = Input {
+            text: asked.text.clone(),
+            session_id: session,
+            stream: asked.stream,
+            params: Vec::new(),
+            fields,
+            key: Some(key),
+            skips: false,
+            compat: Some(Compat {
+                provider,
+                model: asked.model.clone(),
+                system,
+                more,
+                input: plan.input,
+                before: plan.before,
+                after: plan.after,
+                key: forwarded,
+                hash,
+                made_key,
+                key_answered: Default::default(),
+                beta,
+                responses: alt,
+                window,
+                wants_usage: asked.params.iter().any(|(k, v)| {
+                    k == "stream_options"
+                        && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
+                }),
             }),
-        }),
-    };
-    turn::respond_planned(state, input, Some(planned)).await
+        };
+        Ok((input, planned))
+    });
+    turn::respond_prepared(state, prepare).await
 }
 
 /// Checks a Responses request's `previous_response_id`: the log is the

@@ -57,6 +57,12 @@ use crate::server::writer::{self, Line};
 /// them; a client further behind is let go (the turn goes on).
 const RELAY_LIMIT: usize = 256 << 10;
 
+/// The work a route does on a blocking thread before its turn, in the
+/// turn's own task: the turn's input, and its key looked up and claimed
+/// ([`plan_key`]).
+pub(crate) type Prepare =
+    Box<dyn FnOnce(&Arc<AppState>) -> Result<(Input, KeyPlan), ApiError> + Send>;
+
 /// What a keyed turn's key was found to be, looked up and claimed on a
 /// blocking thread by the route ([`plan_key`]).
 pub(crate) struct KeyPlan(Result<Plan, ApiError>);
@@ -75,26 +81,75 @@ type Reply = oneshot::Sender<Result<Response, ApiError>>;
 /// connection's: it runs in a task of its own, from the key's lookup to the
 /// answer recorded, and a client that goes away at any point cuts nothing.
 pub(crate) async fn respond(state: Arc<AppState>, input: Input) -> Result<Response, ApiError> {
-    respond_planned(state, input, None).await
+    in_own_task(|reply| own_turn(state, input, None, None, reply)).await
 }
 
-/// [`respond`], the key's plan made already ([`plan_key`]) by a route
-/// whose own blocking work came first: one hop to a blocking thread fewer.
-pub(crate) async fn respond_planned(
-    state: Arc<AppState>,
-    input: Input,
-    planned: Option<KeyPlan>,
-) -> Result<Response, ApiError> {
+/// Runs `turn` in a task of its own and waits for the response it replies.
+async fn in_own_task<F>(turn: impl FnOnce(Reply) -> F) -> Result<Response, ApiError>
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let (reply, response) = oneshot::channel();
     // The request's arrival goes with it: its writes share one deadline.
-    let turn = own_turn(state, input, planned, reply);
-    tokio::spawn(writer::ARRIVED.scope(writer::arrived(), turn));
+    tokio::spawn(writer::ARRIVED.scope(writer::arrived(), turn(reply)));
     response
         .await
         .unwrap_or_else(|_| Err(internal("turn_failed", "the turn's task stopped")))
 }
 
-async fn own_turn(state: Arc<AppState>, input: Input, planned: Option<KeyPlan>, reply: Reply) {
+/// [`respond`] for a route whose own blocking work comes first
+/// (`prepare`: reading what the log holds of the request, making the
+/// turn's input, claiming its key): that work, the key's claim and the
+/// turn's beginning (its input appended, the replay before it) share one
+/// hop to a blocking thread, in the turn's own task, so a client that goes
+/// away meanwhile cuts nothing.
+pub(crate) async fn respond_prepared(
+    state: Arc<AppState>,
+    prepare: Prepare,
+) -> Result<Response, ApiError> {
+    in_own_task(|reply| prepared_turn(state, prepare, reply)).await
+}
+
+async fn prepared_turn(state: Arc<AppState>, prepare: Prepare, reply: Reply) {
+    let st = state.clone();
+    let r = tokio::task::spawn_blocking(move || {
+        let (input, planned) = prepare(&st)?;
+        let pre = prebegin(&st, &input, &planned);
+        Ok::<_, ApiError>((input, planned, pre))
+    })
+    .await
+    .map_err(|e| internal("turn_failed", e));
+    match r.and_then(|r| r) {
+        Ok((input, planned, pre)) => own_turn(state, input, Some(planned), pre, reply).await,
+        Err(e) => {
+            let _ = reply.send(Err(e));
+        }
+    }
+}
+
+/// Begins a turn whose key was just claimed fresh, on the blocking thread
+/// that claimed it. `None` (the turn begins later, in its own hop) for
+/// any other plan, or without a permit (refused there, as usual).
+fn prebegin(st: &Arc<AppState>, input: &Input, planned: &KeyPlan) -> Option<Prebegun> {
+    if !matches!(planned.0, Ok(Plan::Fresh(_))) {
+        return None;
+    }
+    let permit = st.permit().ok()?;
+    let args = BeginArgs::of(st, input, None);
+    let begun = args.admit(st).and_then(|held| {
+        let _held = held;
+        begin_blocking(st, args)
+    });
+    Some(Prebegun { permit, begun })
+}
+
+async fn own_turn(
+    state: Arc<AppState>,
+    input: Input,
+    planned: Option<KeyPlan>,
+    mut pre: Option<Prebegun>,
+    reply: Reply,
+) {
     // A repeat waits on the attempt running with its key; one that ended
     // without a word sends it back to the store, a few times at most.
     let mut looks = 0;
@@ -138,9 +193,9 @@ async fn own_turn(state: Arc<AppState>, input: Input, planned: Option<KeyPlan>, 
             finish_key(&state, &input, Some(claim), &outcome).await;
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
         }
-        Plan::Fresh(claim) => run_owned(state, input, None, claim, reply).await,
+        Plan::Fresh(claim) => run_owned(state, input, None, claim, pre.take(), reply).await,
         Plan::Retry(offset, claim) => {
-            run_owned(state, input, Some(offset), Some(claim), reply).await
+            run_owned(state, input, Some(offset), Some(claim), None, reply).await
         }
     }
 }
@@ -187,18 +242,22 @@ async fn run_owned(
     input: Input,
     retry: Option<u64>,
     claim: Option<Claim>,
+    pre: Option<Prebegun>,
     reply: Reply,
 ) {
     let began = std::time::Instant::now();
-    let permit = match state.permit() {
-        Ok(p) => p,
-        Err(e) => {
-            finish_key(&state, &input, claim, &Err(e.clone())).await;
-            let _ = reply.send(Err(e));
-            return;
-        }
+    let (permit, begun) = match pre {
+        Some(p) => (p.permit, self::begun(&state, p.begun).await),
+        None => match state.permit() {
+            Ok(p) => (p, begin(&state, &input, retry).await),
+            Err(e) => {
+                finish_key(&state, &input, claim, &Err(e.clone())).await;
+                let _ = reply.send(Err(e));
+                return;
+            }
+        },
     };
-    let (mut snap, before) = match begin(&state, &input, retry).await {
+    let (mut snap, before) = match begun {
         Ok(Begun::Replayed(snap, offset)) => (*snap, offset),
         // Another replica wrote this key's input: its close (waited for
         // while that attempt may still run), or the turn closed as
@@ -319,6 +378,73 @@ pub(crate) fn input_name(key: &str) -> String {
     format!("turn:{key}:input")
 }
 
+/// What the blocking part of [`begin`] returns: the replay before the
+/// turn's input, the input's offset and (when it was written now) the
+/// acknowledgement to wait for; `None` when another replica wrote it.
+type BegunBlocking = Option<(Snapshot, u64, Option<writer::Durable>)>;
+
+/// A turn begun by the route's own blocking task ([`prepare_and_begin`]):
+/// its permit and what [`begin_blocking`] returned.
+pub(crate) struct Prebegun {
+    permit: tokio::sync::OwnedSemaphorePermit,
+    begun: Result<BegunBlocking, ApiError>,
+}
+
+/// What a turn needs to begin, taken from its input.
+struct BeginArgs {
+    retry: Option<u64>,
+    continues: bool,
+    before: Vec<Line>,
+    after: Vec<Line>,
+    key: Option<String>,
+    made: bool,
+    ours: bool,
+    text: String,
+    hash: String,
+    budget: Option<u64>,
+    sid: Option<String>,
+    line: Line,
+}
+
+impl BeginArgs {
+    fn of(state: &AppState, input: &Input, retry: Option<u64>) -> BeginArgs {
+        // A request that continues a turn the log holds (a client's tool
+        // results): the records it brings are appended, and the replay is
+        // the log before the turn's input, as for a retry.
+        let held_input = input.compat.as_ref().and_then(|c| c.input);
+        let (retry, continues) = match (retry, held_input) {
+            (None, Some(offset)) => (Some(offset), true),
+            (r, _) => (r, false),
+        };
+        let (before, after) = match &input.compat {
+            Some(c) => (c.before.clone(), c.after.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        BeginArgs {
+            retry,
+            continues,
+            before,
+            after,
+            key: input.key.clone(),
+            made: input.made_key(),
+            ours: input.key_is_ours(state),
+            text: input.text.clone(),
+            hash: input.hash(),
+            budget: input.window(),
+            sid: input.session_id.clone(),
+            line: Line::turn("text_input", input.session_id.as_deref(), &input.text, None),
+        }
+    }
+
+    /// The memory the replay needs, from the budget.
+    fn admit(&self, state: &AppState) -> Result<crate::server::app::budget::Reserved, ApiError> {
+        match self.retry {
+            Some(offset) => state.admit_fresh_replay(offset),
+            None => state.admit_replay(),
+        }
+    }
+}
+
 /// The replay the turn's request is made of: the log before the turn's
 /// `text_input`, which is appended here unless this is a retry of a turn
 /// whose input is already at `retry`; and the input's offset.
@@ -327,126 +453,24 @@ async fn begin(
     input: &Input,
     retry: Option<u64>,
 ) -> Result<Begun, ApiError> {
-    // A request that continues a turn the log holds (a client's tool
-    // results): the records it brings are appended, and the replay is the
-    // log before the turn's input, as for a retry.
-    let held_input = input.compat.as_ref().and_then(|c| c.input);
-    let (retry, continues) = match (retry, held_input) {
-        (None, Some(offset)) => (Some(offset), true),
-        (r, _) => (r, false),
-    };
-    let (before, after) = match &input.compat {
-        Some(c) => (c.before.clone(), c.after.clone()),
-        None => (Vec::new(), Vec::new()),
-    };
-    let _held = match retry {
-        Some(offset) => state.admit_fresh_replay(offset)?,
-        None => state.admit_replay()?,
-    };
+    let args = BeginArgs::of(state, input, retry);
+    let held = args.admit(state)?;
     let st = state.clone();
-    let key = input.key.clone();
-    let made = input.made_key();
-    let ours = input.key_is_ours(state);
-    let text = input.text.clone();
-    let hash = input.hash();
-    let budget = input.window();
-    let sid = input.session_id.clone();
-    let line = Line::turn("text_input", input.session_id.as_deref(), &input.text, None);
-    let r = tokio::task::spawn_blocking(
-        move || -> Result<Option<(Snapshot, u64, Option<writer::Durable>)>, ApiError> {
-            if let Some(offset) = retry {
-                if continues {
-                    if !after.is_empty() {
-                        let w = st.writer().map_err(|e| st.append_failed(&e))?;
-                        w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
-                    }
-                    if let Some(k) = &key {
-                        record_input(&st, k, offset, !made, ours.then_some(hash.as_str()));
-                    }
-                }
-                // The live state has moved on: replay the log's prefix afresh.
-                let mut fresh = st.cfg.live();
-                fresh.refresh_to(offset).map_err(replay_failed)?;
-                let mut snap =
-                    snapshot_within(&st, &mut fresh, false, true, budget, sid.as_deref())
-                        .map_err(replay_failed)?;
-                add_recall(&st, &mut snap, &text, offset);
-                return Ok(Some((snap, offset, None)));
-            }
-            // Hold the replay while the line is written: nothing else brings
-            // it past the line before this turn's snapshot is taken.
-            let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
-            let w = st.writer().map_err(|e| st.append_failed(&e))?;
-            // In a log kept in a stream a keyed input is named, so that a
-            // retry through another replica finds it instead of writing it
-            // twice.
-            // The client's history the log lacks, the input, and the
-            // turn's tool calls and results the log lacks, in one batch.
-            let at = before.len();
-            let mut lines = before;
-            lines.push(line);
-            lines.extend(after);
-            let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
-                Some(k) => {
-                    let named = tokio::runtime::Handle::current()
-                        .block_on(w.append_named(lines, input_name(k), Some(hash.clone()), None))
-                        .map_err(|e| {
-                            if crate::server::writer::KeyReused::of(&e) {
-                                ApiError::new(
-                                    axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-                                    "idempotency_key_reused",
-                                    "this Idempotency-Key was used with another request",
-                                )
-                            } else {
-                                st.append_failed(&e)
-                            }
-                        })?;
-                    if named.existed {
-                        return Ok(None);
-                    }
-                    (named.appended, writer::durable_already())
-                }
-                // A turn keyed by its client has its input on disk before
-                // its model is called (the key maps to it durably); an
-                // unkeyed one, or one keyed by the server, is made durable
-                // with its answer (or the record that closes the turn),
-                // which is what acknowledges it.
-                None if key.is_some() && !made => {
-                    w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
-                }
-                None => (
-                    w.append_unsynced(lines).map_err(|e| st.append_failed(&e))?,
-                    writer::durable_already(),
-                ),
-            };
-            let offset = appended[at].offset;
-            if let Some(k) = &key {
-                record_input(&st, k, offset, !made, ours.then_some(hash.as_str()));
-            }
-            if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
-                *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            }
-            let mut snap = if live.info().committed_bytes > offset {
-                // Only if the file changed identity under us: build afresh.
-                drop(live);
-                let mut fresh = st.cfg.live();
-                fresh.refresh_to(offset).map_err(replay_failed)?;
-                snapshot_within(&st, &mut fresh, false, true, budget, sid.as_deref())
-                    .map_err(replay_failed)?
-            } else {
-                let s = snapshot_within(&st, &mut live, false, true, budget, sid.as_deref())
-                    .map_err(replay_failed)?;
-                st.note_held(&live);
-                drop(live);
-                s
-            };
-            add_recall(&st, &mut snap, &text, offset);
-            Ok(Some((snap, offset, Some(durable))))
-        },
-    )
+    let r = tokio::task::spawn_blocking(move || {
+        let _held = held;
+        begin_blocking(&st, args)
+    })
     .await
-    .map_err(|e| internal("turn_failed", e))??;
-    let Some((snap, offset, durable)) = r else {
+    .map_err(|e| internal("turn_failed", e))?;
+    begun(state, r).await
+}
+
+/// [`begin`]'s end: waits for the input's acknowledgement.
+async fn begun(
+    state: &Arc<AppState>,
+    r: Result<BegunBlocking, ApiError>,
+) -> Result<Begun, ApiError> {
+    let Some((snap, offset, durable)) = r? else {
         return Ok(Begun::Elsewhere);
     };
     if let Some(d) = durable {
@@ -455,4 +479,110 @@ async fn begin(
             .map_err(|e| state.append_failed(&e))?;
     }
     Ok(Begun::Replayed(Box::new(snap), offset))
+}
+
+/// [`begin`]'s work on a blocking thread.
+fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, ApiError> {
+    let BeginArgs {
+        retry,
+        continues,
+        before,
+        after,
+        key,
+        made,
+        ours,
+        text,
+        hash,
+        budget,
+        sid,
+        line,
+    } = args;
+    if let Some(offset) = retry {
+        if continues {
+            if !after.is_empty() {
+                let w = st.writer().map_err(|e| st.append_failed(&e))?;
+                w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
+            }
+            if let Some(k) = &key {
+                record_input(st, k, offset, !made, ours.then_some(hash.as_str()));
+            }
+        }
+        // The live state has moved on: replay the log's prefix afresh.
+        let mut fresh = st.cfg.live();
+        fresh.refresh_to(offset).map_err(replay_failed)?;
+        let mut snap =
+            snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
+                .map_err(replay_failed)?;
+        add_recall(st, &mut snap, &text, offset);
+        return Ok(Some((snap, offset, None)));
+    }
+    // Hold the replay while the line is written: nothing else brings
+    // it past the line before this turn's snapshot is taken.
+    let mut live = st.live.lock().unwrap_or_else(|p| p.into_inner());
+    let w = st.writer().map_err(|e| st.append_failed(&e))?;
+    // In a log kept in a stream a keyed input is named, so that a
+    // retry through another replica finds it instead of writing it
+    // twice.
+    // The client's history the log lacks, the input, and the
+    // turn's tool calls and results the log lacks, in one batch.
+    let at = before.len();
+    let mut lines = before;
+    lines.push(line);
+    lines.extend(after);
+    let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
+        Some(k) => {
+            let named = tokio::runtime::Handle::current()
+                .block_on(w.append_named(lines, input_name(k), Some(hash.clone()), None))
+                .map_err(|e| {
+                    if crate::server::writer::KeyReused::of(&e) {
+                        ApiError::new(
+                            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+                            "idempotency_key_reused",
+                            "this Idempotency-Key was used with another request",
+                        )
+                    } else {
+                        st.append_failed(&e)
+                    }
+                })?;
+            if named.existed {
+                return Ok(None);
+            }
+            (named.appended, writer::durable_already())
+        }
+        // A turn keyed by its client has its input on disk before
+        // its model is called (the key maps to it durably); an
+        // unkeyed one, or one keyed by the server, is made durable
+        // with its answer (or the record that closes the turn),
+        // which is what acknowledges it.
+        None if key.is_some() && !made => {
+            w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
+        }
+        None => (
+            w.append_unsynced(lines).map_err(|e| st.append_failed(&e))?,
+            writer::durable_already(),
+        ),
+    };
+    let offset = appended[at].offset;
+    if let Some(k) = &key {
+        record_input(st, k, offset, !made, ours.then_some(hash.as_str()));
+    }
+    if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
+        *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+    let mut snap = if live.info().committed_bytes > offset {
+        // Only if the file changed identity under us: build afresh.
+        drop(live);
+        let mut fresh = st.cfg.live();
+        fresh.refresh_to(offset).map_err(replay_failed)?;
+        snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
+            .map_err(replay_failed)?
+    } else {
+        let s = snapshot_within(st, &mut live, false, true, budget, sid.as_deref())
+            .map_err(replay_failed)?;
+        st.note_held(&live);
+        drop(live);
+        s
+    };
+    add_recall(st, &mut snap, &text, offset);
+    Ok(Some((snap, offset, Some(durable))))
 }
