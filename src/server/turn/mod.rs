@@ -510,9 +510,8 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
         // The live state has moved on: replay the log's prefix afresh.
         let mut fresh = st.cfg.live();
         fresh.refresh_to(offset).map_err(replay_failed)?;
-        let mut snap =
-            snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
-                .map_err(replay_failed)?;
+        let mut snap = snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
+            .map_err(replay_failed)?;
         add_recall(st, &mut snap, &text, offset);
         return Ok(Some((snap, offset, None)));
     }
