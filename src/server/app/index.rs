@@ -20,6 +20,24 @@ use crate::order::ts_key;
 use crate::parse::Record;
 use crate::replay::ReplayOptions;
 
+/// Bytes of the log parsed at a time when much is new: the records of one
+/// slice and its mapped pages are all the index holds beside its rows.
+const SLICE: usize = 64 << 20;
+
+/// Where the slice of `all` from `from` ends: after its last line end
+/// within `slice` bytes (after the first one past them for a longer line),
+/// or at the end of `all`.
+fn slice_end(all: &[u8], from: usize, slice: usize) -> usize {
+    let to = from.saturating_add(slice.max(1)).min(all.len());
+    if to == all.len() {
+        return to;
+    }
+    match memchr::memrchr(b'\n', &all[from..to]) {
+        Some(i) => from + i + 1,
+        None => memchr::memchr(b'\n', &all[to..]).map_or(all.len(), |i| to + i + 1),
+    }
+}
+
 /// One record as the engine parsed it (its offset the log's), and its
 /// kind (an index into [`LogIndex::kinds`]).
 #[derive(Debug, Clone, Copy)]
@@ -177,19 +195,22 @@ impl LogIndex {
             self.file.get_or_insert_with(|| Arc::new(file));
             return Ok(fresh);
         }
-        let grew = if self.committed == 0 {
-            // The whole log: mapped (from this very file), parsed in
-            // parallel.
+        let want = meta.len() - self.committed;
+        let grew = if want > SLICE as u64 {
+            // Much to read (the whole log, the first time): mapped (from
+            // this very file), parsed a slice at a time, each slice's pages
+            // let go once its records are placed, so the map never holds
+            // the log's pages resident all at once.
             let clone = file
                 .try_clone()
                 .map_err(|e| crate::Error::io(path, "cannot read", e))?;
             let bytes = crate::LogBytes::of_file(path, clone, &meta, crate::ReadMode::Auto)?;
-            let grew = self.absorb(bytes.bytes(), options);
+            let grew =
+                self.absorb_slices(bytes.bytes(), SLICE, options, &|r| bytes.release_range(r));
             bytes.verify()?;
             grew
         } else {
-            let want = usize::try_from(meta.len() - self.committed).unwrap_or(usize::MAX);
-            let mut buf = vec![0u8; want];
+            let mut buf = vec![0u8; want as usize];
             crate::os::read_exact_at(&file, &mut buf, self.committed)
                 .map_err(|e| crate::Error::io(path, "cannot read", e))?;
             self.absorb(&buf, options)
@@ -201,6 +222,28 @@ impl LogIndex {
         }
         self.file = Some(Arc::new(file));
         Ok(fresh || grew)
+    }
+
+    /// [`Self::absorb`] of `all` (the whole log) from `committed` on, a
+    /// `slice` at a time, each slice handed to `done` once placed.
+    fn absorb_slices(
+        &mut self,
+        all: &[u8],
+        slice: usize,
+        options: &ReplayOptions,
+        done: &dyn Fn(std::ops::Range<usize>),
+    ) -> bool {
+        let mut from = usize::try_from(self.committed)
+            .unwrap_or(usize::MAX)
+            .min(all.len());
+        let mut grew = false;
+        while from < all.len() {
+            let end = slice_end(all, from, slice);
+            grew |= self.absorb(&all[from..end], options);
+            done(from..end);
+            from = end;
+        }
+        grew
     }
 
     /// Parses `bytes` (the log from `committed` on) up to their last `\n`
@@ -333,5 +376,57 @@ mod tests {
         idx.refresh(&log, &ReplayOptions::default()).unwrap();
         assert_eq!(idx.rebuilds, 1);
         assert_eq!(idx.rows.len(), 3);
+    }
+
+    #[test]
+    fn a_log_indexed_in_slices_is_indexed_as_in_one() {
+        let mut log = Vec::new();
+        log.extend_from_slice("\u{feff}".as_bytes());
+        for i in 0..300u32 {
+            // Late records, long lines, bad lines, kinds escaped.
+            let ts = if i % 7 == 0 { i / 2 } else { i };
+            let pad = "x".repeat((i % 13) as usize * 9);
+            log.extend_from_slice(
+                format!(
+                    "{{\"type\":\"k\\u0031{}\",\"ts_ms\":{ts},\"t\":\"{pad}\"}}\n",
+                    i % 3
+                )
+                .as_bytes(),
+            );
+            if i % 50 == 0 {
+                log.extend_from_slice(b"not json\n");
+            }
+        }
+        log.extend_from_slice(b"{\"type\":\"torn\"");
+        let options = ReplayOptions::default();
+        let mut whole = LogIndex::default();
+        assert!(whole.absorb(&log, &options));
+        let rows = |i: &LogIndex| -> Vec<(u64, u64, u32, String)> {
+            i.rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.key(),
+                        r.offset(),
+                        r.len(),
+                        i.kinds[r.kind as usize].clone(),
+                    )
+                })
+                .collect()
+        };
+        for slice in [1, 5, 64, 200, 4096] {
+            let mut sliced = LogIndex::default();
+            let seen = std::cell::RefCell::new(Vec::new());
+            assert!(sliced.absorb_slices(&log, slice, &options, &|r| seen.borrow_mut().push(r)));
+            assert_eq!(rows(&sliced), rows(&whole), "slice {slice}");
+            assert_eq!(
+                (sliced.committed, sliced.lines),
+                (whole.committed, whole.lines)
+            );
+            // Every byte handed back once, in order, ending with the log.
+            let seen = seen.into_inner();
+            assert!(seen.windows(2).all(|w| w[0].end == w[1].start));
+            assert_eq!((seen[0].start, seen.last().unwrap().end), (0, log.len()));
+        }
     }
 }
