@@ -19,6 +19,17 @@ pub(crate) struct BatchLine {
     pub(crate) hash: u64,
 }
 
+/// A turn's key recorded with the batch that holds its `text_input` (a key
+/// only this process claims: its row is written in the batch's own step).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InputRow<'a> {
+    pub(crate) key: &'a str,
+    /// The hash of the key's request.
+    pub(crate) hash: &'a str,
+    /// Where the `text_input` goes in the log.
+    pub(crate) offset: u64,
+}
+
 /// A batch begun and not ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PendingBatch {
@@ -49,6 +60,13 @@ fn decode(blob: &[u8]) -> Vec<BatchLine> {
         .collect()
 }
 
+/// Deletes the row of `key`'s turn.
+fn forget(tx: &rusqlite::Transaction<'_>, key: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM turns WHERE idempotency_key = ?1")?
+        .execute(params![key])
+        .map(|_| ())
+}
+
 /// Deletes batch `id` and its keys' answers from the journal.
 fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM batch_keys WHERE batch = ?1")?
@@ -61,15 +79,18 @@ fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
 impl Store {
     /// Records a batch about to be written at `start` of the log
     /// (`dev`, `inode`), with the answers of the idempotency keys it
-    /// carries; `sync`: on disk before this returns. The same step removes
-    /// the `settled` batches (synced, with no key to answer), so a batch
-    /// without keys costs one transaction.
+    /// carries, and the rows of the turns' keys whose inputs it holds
+    /// (`inputs`); `sync`: on disk before this returns. The same step
+    /// removes the `settled` batches (synced, with no key to answer), so a
+    /// batch without keys costs one transaction.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn begin_batch(
         &mut self,
         (dev, inode): (u64, u64),
         start: u64,
         lines: &[BatchLine],
         keys: &[(String, String)],
+        inputs: &[InputRow<'_>],
         sync: bool,
         settled: &[i64],
     ) -> Result<i64, Error> {
@@ -91,6 +112,11 @@ impl Store {
             })
             .map_err(err)?;
         let id = tx.last_insert_rowid();
+        let now = super::now_ms();
+        for i in inputs {
+            let log = super::LogId { dev, inode };
+            super::turns::upsert(&tx, log, i.key, i.hash, Some(i.offset), now).map_err(err)?;
+        }
         for (key, response) in keys {
             tx.prepare_cached(
                 "INSERT INTO batch_keys(batch, idempotency_key, response) VALUES (?1, ?2, ?3)",
@@ -134,13 +160,42 @@ impl Store {
     /// Takes batch `id` out of the journal without settling its keys: the
     /// batch was withdrawn before anything of it was acknowledged (its write
     /// failed and was cut back, or it is journalled again where it went),
-    /// and the request that holds the keys settles them.
-    pub(crate) fn withdraw_batch(&mut self, id: i64) -> Result<(), Error> {
+    /// and the request that holds the keys settles them. The rows of the
+    /// keys whose inputs it held (`inputs`) go with it.
+    pub(crate) fn withdraw_batch(&mut self, id: i64, inputs: &[&str]) -> Result<(), Error> {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
         remove(&tx, id).map_err(err)?;
+        for key in inputs {
+            forget(&tx, key).map_err(err)?;
+        }
         tx.commit().map_err(err)
+    }
+
+    /// Forgets the running turns whose `text_input` was to be at `range` of
+    /// the log (`dev`, `inode`): a batch a crash cut short, whose inputs
+    /// never made it (their requests start afresh).
+    pub(crate) fn forget_inputs_in(
+        &mut self,
+        (dev, inode): (u64, u64),
+        range: std::ops::Range<u64>,
+    ) -> Result<(), Error> {
+        self.conn
+            .prepare_cached(
+                "DELETE FROM turns WHERE status = 'running' AND dev = ?1 AND inode = ?2
+                   AND input_offset >= ?3 AND input_offset < ?4",
+            )
+            .and_then(|mut q| {
+                q.execute(params![
+                    dev as i64,
+                    inode as i64,
+                    range.start as i64,
+                    range.end as i64
+                ])
+            })
+            .map(|_| ())
+            .map_err(|e| self.err(e))
     }
 
     /// The batches begun and never ended, newest first.
@@ -187,7 +242,9 @@ mod tests {
         assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
         let line = [BatchLine { len: 3, hash: 7 }];
         let keys = [("k".to_string(), "{\"a\":1}".to_string())];
-        let id = s.begin_batch((1, 2), 0, &line, &keys, false, &[]).unwrap();
+        let id = s
+            .begin_batch((1, 2), 0, &line, &keys, &[], false, &[])
+            .unwrap();
         assert_eq!(
             s.pending_batches().unwrap(),
             vec![PendingBatch {
@@ -198,16 +255,71 @@ mod tests {
                 lines: line.to_vec()
             }]
         );
-        s.withdraw_batch(id).unwrap();
+        s.withdraw_batch(id, &[]).unwrap();
         assert!(s.pending_batches().unwrap().is_empty());
         assert_eq!(status(&mut s, &log), TurnStatus::Running);
-        let id = s.begin_batch((1, 2), 0, &line, &keys, false, &[]).unwrap();
+        let id = s
+            .begin_batch((1, 2), 0, &line, &keys, &[], false, &[])
+            .unwrap();
         s.end_batch(id, false).unwrap();
         assert_eq!(status(&mut s, &log), TurnStatus::Failed);
         s.restart_turn("k").unwrap();
-        let id = s.begin_batch((1, 2), 0, &line, &keys, true, &[]).unwrap();
+        let id = s
+            .begin_batch((1, 2), 0, &line, &keys, &[], true, &[])
+            .unwrap();
         s.end_batch(id, true).unwrap();
         assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":1}".into()));
         assert!(s.pending_batches().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_records_the_keys_of_the_inputs_it_holds_and_takes_them_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        std::fs::write(&log, b"").unwrap();
+        let ident = {
+            let id = crate::input::identity_of(&std::fs::metadata(&log).unwrap());
+            (id.dev, id.inode)
+        };
+        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        let line = [BatchLine { len: 3, hash: 7 }];
+        let row = |key, offset| InputRow {
+            key,
+            hash: "h",
+            offset,
+        };
+        let id = s
+            .begin_batch(ident, 40, &line, &[], &[row("a", 40)], false, &[])
+            .unwrap();
+        let seen = |s: &mut Store, key| s.peek_turn(&log, key, "h", day).unwrap();
+        assert_eq!(
+            seen(&mut s, "a"),
+            TurnBegin::Seen {
+                status: TurnStatus::Running,
+                input_offset: Some(40)
+            }
+        );
+        // Withdrawn (its write failed): the key is new again.
+        s.withdraw_batch(id, &["a"]).unwrap();
+        assert_eq!(seen(&mut s, "a"), TurnBegin::New);
+        // Cut short by a crash: the running keys whose inputs it held go,
+        // the others stay.
+        s.begin_batch(
+            ident,
+            40,
+            &line,
+            &[],
+            &[row("a", 40), row("b", 42)],
+            false,
+            &[],
+        )
+        .unwrap();
+        s.begin_batch(ident, 43, &line, &[], &[row("c", 43)], false, &[])
+            .unwrap();
+        s.forget_inputs_in(ident, 40..43).unwrap();
+        assert_eq!(seen(&mut s, "a"), TurnBegin::New);
+        assert_eq!(seen(&mut s, "b"), TurnBegin::New);
+        assert!(matches!(seen(&mut s, "c"), TurnBegin::Seen { .. }));
     }
 }

@@ -37,7 +37,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::Error;
 use crate::select::WindowStart;
 #[cfg(feature = "server")]
-pub(crate) use batches::{BatchLine, PendingBatch};
+pub(crate) use batches::{BatchLine, InputRow, PendingBatch};
 pub use sessions::{Acked, Mode, PrepareRequest, Prepared, prepare};
 pub use sync::SyncTicket;
 pub use turns::{TurnBegin, TurnStatus};

@@ -293,7 +293,7 @@ fn lookup(
 
 /// Records `key` as running in this process, its input at `offset` when
 /// known (replacing an expired row, or one of a log since replaced).
-fn upsert(
+pub(super) fn upsert(
     conn: &rusqlite::Connection,
     id: LogId,
     key: &str,

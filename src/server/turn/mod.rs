@@ -528,6 +528,7 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
     let mut lines = before;
     lines.push(line);
     lines.extend(after);
+    let mut recorded_input = false;
     let (appended, durable) = match key.as_deref().filter(|_| w.synced_at().is_some()) {
         Some(k) => {
             let named = tokio::runtime::Handle::current()
@@ -556,13 +557,29 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
         None if key.is_some() && !made => {
             w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
         }
-        None => (
-            w.append_unsynced(lines).map_err(|e| st.append_failed(&e))?,
-            writer::durable_already(),
-        ),
+        // A key only this process claims has its row written with its
+        // input, in the writer's own step.
+        None => {
+            let appended = match key.as_deref().filter(|_| ours) {
+                Some(k) => {
+                    let input = writer::InputKey {
+                        key: k.to_string(),
+                        hash: hash.clone(),
+                        line: at,
+                    };
+                    let (appended, recorded) = w
+                        .append_unsynced_recording(lines, input)
+                        .map_err(|e| st.append_failed(&e))?;
+                    recorded_input = recorded;
+                    appended
+                }
+                None => w.append_unsynced(lines).map_err(|e| st.append_failed(&e))?,
+            };
+            (appended, writer::durable_already())
+        }
     };
     let offset = appended[at].offset;
-    if let Some(k) = &key {
+    if let Some(k) = key.as_deref().filter(|_| !recorded_input) {
         record_input(st, k, offset, !made, ours.then_some(hash.as_str()));
     }
     if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {

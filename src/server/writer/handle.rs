@@ -12,7 +12,9 @@ use tokio::sync::oneshot;
 use super::file::{identity, open_read};
 use super::local::{Appender, Job, Spec};
 use super::pool::{CloseOnDrop, Closer, Msg, pool};
-use super::{Appended, BatchKey, Durable, Guard, GuardBroken, Line, LogIdentity, LogWriter};
+use super::{
+    Appended, BatchKey, Durable, Guard, GuardBroken, InputKey, Line, LogIdentity, LogWriter,
+};
 
 /// A handle to a log's writer; cloning it shares the one writer. The log
 /// is closed (after its queued appends) when the last handle is dropped.
@@ -121,6 +123,7 @@ impl Writer {
         self.send(Job {
             lines,
             key,
+            input: None,
             guard,
             written: written_tx,
             durable: durable_tx,
@@ -151,7 +154,7 @@ impl Writer {
     /// Appends `lines` from a blocking thread; returns as soon as they are
     /// written, with a [`Durable`] to wait on before acknowledging them.
     pub fn append_blocking(&self, lines: Vec<Line>) -> std::io::Result<(Vec<Appended>, Durable)> {
-        self.append_blocking_with(lines, true)
+        self.append_blocking_with(lines, true, None)
     }
 
     /// [`append_blocking`](Self::append_blocking) without an `fsync` of its
@@ -163,19 +166,22 @@ impl Writer {
     /// cache outlives it); after a power cut, a line cut short is never a
     /// record.
     pub fn append_unsynced(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
-        self.append_blocking_with(lines, false).map(|(a, _)| a)
+        self.append_blocking_with(lines, false, None)
+            .map(|(a, _)| a)
     }
 
     fn append_blocking_with(
         &self,
         lines: Vec<Line>,
         sync: bool,
+        input: Option<InputKey>,
     ) -> std::io::Result<(Vec<Appended>, Durable)> {
         let (written_tx, written) = oneshot::channel();
         let (durable_tx, durable) = oneshot::channel();
         self.send(Job {
             lines,
             key: None,
+            input,
             guard: None,
             written: written_tx,
             durable: durable_tx,
@@ -209,6 +215,15 @@ impl LogWriter for Writer {
 
     fn append_unsynced(&self, lines: Vec<Line>) -> std::io::Result<Vec<Appended>> {
         Writer::append_unsynced(self, lines)
+    }
+
+    fn append_unsynced_recording(
+        &self,
+        lines: Vec<Line>,
+        input: InputKey,
+    ) -> std::io::Result<(Vec<Appended>, bool)> {
+        let appended = self.append_blocking_with(lines, false, Some(input))?.0;
+        Ok((appended, true))
     }
 
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {

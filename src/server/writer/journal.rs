@@ -97,6 +97,13 @@ pub(super) fn recover(file: &File, path: &Path, journal: &mut Store) -> std::io:
                      writer appended; both are left as they are");
             }
         }
+        if found != Found::Whole {
+            // A turn's input in it never made it: its key starts afresh.
+            let total: u64 = batch.lines.iter().map(|l| l.len).sum();
+            journal
+                .forget_inputs_in((batch.dev, batch.inode), batch.start..batch.start + total)
+                .map_err(journal_err)?;
+        }
         journal
             .end_batch(batch.id, found == Found::Whole)
             .map_err(journal_err)?;
@@ -135,6 +142,7 @@ mod tests {
                 start,
                 &journal_lines(batch),
                 &[("k".into(), "{\"ok\":1}".into())],
+                &[],
                 false,
                 &[],
             )
@@ -155,6 +163,47 @@ mod tests {
             _ => None,
         };
         (std::fs::read(&path).unwrap(), status)
+    }
+
+    #[test]
+    fn a_turns_input_a_crash_cut_short_frees_its_key_and_one_left_whole_keeps_it() {
+        let day = std::time::Duration::from_secs(86_400);
+        for (cut, kept) in [(0, true), (7, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("wm.log");
+            let db = dir.path().join("wm.db");
+            std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}\n").unwrap();
+            let meta = std::fs::metadata(&path).unwrap();
+            let (start, ident) = (meta.len(), identity(&meta));
+            let batch = b"{\"type\":\"text_input\",\"ts_ms\":2}\n";
+            let mut store = Store::open(&db).unwrap();
+            let row = crate::state::InputRow {
+                key: "k",
+                hash: "h",
+                offset: start,
+            };
+            store
+                .begin_batch(ident, start, &journal_lines(batch), &[], &[row], false, &[])
+                .unwrap();
+            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(&batch[..batch.len() - cut]).unwrap();
+            drop((f, store));
+            let (w, thread) = Writer::start(&path, false, &db, true).unwrap();
+            drop(w);
+            thread.join();
+            let found = Store::open(&db)
+                .unwrap()
+                .peek_turn(&path, "k", "h", day)
+                .unwrap();
+            let running = crate::state::TurnBegin::Seen {
+                status: crate::state::TurnStatus::Running,
+                input_offset: Some(start),
+            };
+            match kept {
+                true => assert_eq!(found, running),
+                false => assert_eq!(found, crate::state::TurnBegin::New),
+            }
+        }
     }
 
     #[test]

@@ -47,8 +47,8 @@ use tokio::sync::oneshot;
 use super::file::{Locked, byte_at, identity, moved, open_log};
 use super::journal::{self, journal_err, journal_lines};
 use super::line::render;
-use super::{Appended, BatchKey, Guard, GuardBroken, Line};
-use crate::state::{BatchLine, Store};
+use super::{Appended, BatchKey, Guard, GuardBroken, InputKey, Line};
+use crate::state::{BatchLine, InputRow, Store};
 
 /// Times a batch glued to another writer's half line is written again.
 const MAX_REWRITES: usize = 3;
@@ -57,6 +57,8 @@ const MAX_REWRITES: usize = 3;
 pub(super) struct Job {
     pub(super) lines: Vec<Line>,
     pub(super) key: Option<BatchKey>,
+    /// A turn's key whose row is recorded with the batch (its input).
+    pub(super) input: Option<InputKey>,
     /// Written only if the log still keeps it (see [`Guard`]).
     pub(super) guard: Option<Guard>,
     pub(super) written: oneshot::Sender<std::io::Result<Vec<Appended>>>,
@@ -168,12 +170,13 @@ impl Appender {
         let mut sync = false;
         let all: Vec<&[Line]> = round.iter().map(|j| j.lines.as_slice()).collect();
         let keys: Vec<Option<&BatchKey>> = round.iter().map(|j| j.key.as_ref()).collect();
+        let inputs: Vec<Option<&InputKey>> = round.iter().map(|j| j.input.as_ref()).collect();
         // A guarded job is checked against the log as it is just before its
         // own write: such a round goes a job at a time.
         let guarded = round.iter().any(|j| j.guard.is_some());
         let together = match round.as_slice() {
-            [one] => Some(self.write(&all, &keys, one.guard.as_ref())),
-            _ if !guarded => Some(self.write(&all, &keys, None)),
+            [one] => Some(self.write(&all, &keys, &inputs, one.guard.as_ref())),
+            _ if !guarded => Some(self.write(&all, &keys, &inputs, None)),
             _ => None,
         };
         let results: Vec<std::io::Result<(Vec<Appended>, i64)>> = match together {
@@ -184,7 +187,8 @@ impl Appender {
             _ => round
                 .iter()
                 .map(|j| {
-                    self.write(&[j.lines.as_slice()], &[j.key.as_ref()], j.guard.as_ref())
+                    let (key, input) = (j.key.as_ref(), j.input.as_ref());
+                    self.write(&[j.lines.as_slice()], &[key], &[input], j.guard.as_ref())
                         .map(|(mut a, journal)| (a.pop().expect("one job"), journal))
                 })
                 .collect(),
@@ -268,8 +272,10 @@ impl Appender {
         &mut self,
         jobs: &[&[Line]],
         keys: &[Option<&BatchKey>],
+        inputs: &[Option<&InputKey>],
         guard: Option<&Guard>,
     ) -> std::io::Result<(Vec<Vec<Appended>>, i64)> {
+        let input_keys: Vec<&str> = inputs.iter().flatten().map(|i| i.key.as_str()).collect();
         // A rotated or removed log: append to the file now at the path.
         if moved(&self.file, &self.path) {
             tracing::info!(path = %self.path.display(), "the log was replaced; reopening it");
@@ -310,6 +316,7 @@ impl Appender {
                 len,
                 &lines,
                 keys,
+                inputs,
                 &appended,
                 len,
             )?;
@@ -320,12 +327,21 @@ impl Appender {
                     // Cut the file back to where it was: no torn line is left.
                     match file.set_len(len) {
                         Ok(()) => {
-                            if let Err(j) = self.journal.withdraw_batch(journal) {
+                            if let Err(j) = self.journal.withdraw_batch(journal, &input_keys) {
                                 tracing::error!(error = %j, "cannot withdraw a failed batch from the journal");
                             }
                         }
-                        Err(cut) => tracing::error!(path = %self.path.display(), error = %cut,
-                            "cannot cut a failed append back; the next append starts a new line"),
+                        Err(cut) => {
+                            tracing::error!(path = %self.path.display(), error = %cut,
+                                "cannot cut a failed append back; the next append starts a new line");
+                            // The batch stays for the next start to settle;
+                            // the inputs it held are not the keys' now.
+                            for key in &input_keys {
+                                if let Err(j) = self.journal.forget_turn(key) {
+                                    tracing::error!(error = %j, "cannot forget a failed turn's key");
+                                }
+                            }
+                        }
                     }
                     return Err(e);
                 }
@@ -342,7 +358,9 @@ impl Appender {
             }
             // Someone who does not take the lock wrote between our look at
             // the end and our write: the journal learns where the batch went.
-            self.journal.withdraw_batch(journal).map_err(journal_err)?;
+            self.journal
+                .withdraw_batch(journal, &input_keys)
+                .map_err(journal_err)?;
             let glued = !newline_first && start > 0 && byte_at(file, start - 1)? != Some(b'\n');
             if !glued {
                 let journal = begin(
@@ -353,6 +371,7 @@ impl Appender {
                     start,
                     &lines,
                     keys,
+                    inputs,
                     &appended,
                     0,
                 )?;
@@ -382,8 +401,9 @@ fn counted<T>(jobs: &[Vec<T>]) {
 }
 
 /// Journals a batch about to be written at `start`, with its keys' answers
-/// made from where its lines are to go (`appended`, moved by `shift`), and
-/// removes the `settled` entries in the same step.
+/// made from where its lines are to go (`appended`, moved by `shift`) and
+/// the rows of the keys whose inputs it holds, and removes the `settled`
+/// entries in the same step.
 #[allow(clippy::too_many_arguments)]
 fn begin(
     journal: &mut Store,
@@ -393,6 +413,7 @@ fn begin(
     start: u64,
     lines: &[BatchLine],
     keys: &[Option<&BatchKey>],
+    inputs: &[Option<&InputKey>],
     appended: &[Vec<Appended>],
     shift: u64,
 ) -> std::io::Result<i64> {
@@ -412,8 +433,20 @@ fn begin(
             })
         })
         .collect();
+    let rows: Vec<InputRow<'_>> = inputs
+        .iter()
+        .zip(appended)
+        .filter_map(|(i, a)| {
+            let i = (*i)?;
+            Some(InputRow {
+                key: &i.key,
+                hash: &i.hash,
+                offset: a.get(i.line)?.offset + shift,
+            })
+        })
+        .collect();
     let id = journal
-        .begin_batch(ident, start, lines, &answers, sync, settled)
+        .begin_batch(ident, start, lines, &answers, &rows, sync, settled)
         .map_err(journal_err)?;
     settled.clear();
     Ok(id)
@@ -456,7 +489,9 @@ mod tests {
             unsynced: Vec::new(),
             follow: true,
         };
-        let (mut appended, journal) = a.write(&[lines.as_slice()], &[None], None).unwrap();
+        let (mut appended, journal) = a
+            .write(&[lines.as_slice()], &[None], &[None], None)
+            .unwrap();
         a.journal.end_batch(journal, true).unwrap();
         assert!(a.journal.pending_batches().unwrap().is_empty());
         (std::fs::read(&path).unwrap(), appended.pop().unwrap())

@@ -104,6 +104,18 @@ pub struct BatchKey {
     pub body: String,
 }
 
+/// A turn's key whose row the writer records with the batch holding the
+/// turn's `text_input` (in the journal's own step: one commit fewer).
+#[derive(Debug, Clone)]
+pub struct InputKey {
+    /// The key, as the state store knows it.
+    pub key: String,
+    /// The hash of its request.
+    pub hash: String,
+    /// Which of the batch's lines is the `text_input`.
+    pub line: usize,
+}
+
 /// A key already used, by another replica, for a batch of another body:
 /// nothing was written (a 422 `idempotency_key_reused`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -167,6 +179,19 @@ pub trait LogWriter: Send + Sync {
     /// Appends `lines` from a blocking thread; returns as soon as they are
     /// written, with a [`Durable`] to wait on before acknowledging them.
     fn append_blocking(&self, lines: Vec<Line>) -> io::Result<(Vec<Appended>, Durable)>;
+
+    /// [`append_unsynced`](Self::append_unsynced), the row of `input`'s
+    /// key (running, its input at the line's offset) recorded in the state
+    /// store with the batch; `false` when this writer records no rows (the
+    /// caller records it).
+    fn append_unsynced_recording(
+        &self,
+        lines: Vec<Line>,
+        input: InputKey,
+    ) -> io::Result<(Vec<Appended>, bool)> {
+        let _ = input;
+        Ok((self.append_unsynced(lines)?, false))
+    }
 
     /// Appends `lines` from a blocking thread without waiting for them to
     /// be durable: they are once the next append that waits is (or when
