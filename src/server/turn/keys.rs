@@ -39,6 +39,16 @@ pub(crate) enum Plan {
     Wait(watch::Receiver<Option<Outcome>>),
 }
 
+/// What a keyed turn's key was found to be, looked up and claimed on a
+/// blocking thread by the route ([`plan_key`]).
+pub(crate) struct KeyPlan(pub(super) Result<Plan, ApiError>);
+
+/// Looks `key` up and claims it as a turn would, on the calling (blocking)
+/// thread; `ours` as [`Input::key_is_ours`](super::Input::key_is_ours).
+pub(crate) fn plan_key(st: &Arc<AppState>, key: &str, hash: &str, ours: bool) -> KeyPlan {
+    KeyPlan(plan_blocking(st, key, hash, ours))
+}
+
 /// Looks the key up (among the running turns, then in the store) and claims
 /// it if no attempt is running. A key that is `ours` (only this process
 /// claims it: [`Input::key_is_ours`](super::input::Input::key_is_ours)) is
