@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use wmreplay::state::{self, Mode, PrepareRequest, Prepared, Store};
 use wmreplay::{Error, Format, ReplayOptions, Selection};
 
+mod common;
+
 fn append(path: &Path, s: &str) {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
@@ -280,18 +282,7 @@ fn cli_prepare_and_ack() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("wm.log");
     append(&log, &rec(1, "a"));
-    let prepare = || {
-        let out = bin()
-            .args(["prepare", log.to_str().unwrap(), "--session-key", "k"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
-    };
+    let prepare = || common::cli_json("prepare", &log, &["--session-key", "k"]);
     let p = prepare();
     assert_eq!(p["mode"], "full");
     assert!(
