@@ -60,13 +60,6 @@ fn decode(blob: &[u8]) -> Vec<BatchLine> {
         .collect()
 }
 
-/// Deletes the row of `key`'s turn.
-fn forget(tx: &rusqlite::Transaction<'_>, key: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM turns WHERE idempotency_key = ?1")?
-        .execute(params![key])
-        .map(|_| ())
-}
-
 /// Deletes batch `id` and its keys' answers from the journal.
 fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM batch_keys WHERE batch = ?1")?
@@ -168,7 +161,7 @@ impl Store {
         let tx = self.conn.transaction().map_err(err)?;
         remove(&tx, id).map_err(err)?;
         for key in inputs {
-            forget(&tx, key).map_err(err)?;
+            super::turns::forget(&tx, key).map_err(err)?;
         }
         tx.commit().map_err(err)
     }

@@ -160,11 +160,7 @@ impl Store {
     /// write (another replica holds the key for another body), so the next
     /// request with it starts afresh.
     pub fn forget_turn(&self, key: &str) -> Result<(), Error> {
-        self.conn
-            .prepare_cached("DELETE FROM turns WHERE idempotency_key = ?1")
-            .and_then(|mut q| q.execute(params![key]))
-            .map(|_| ())
-            .map_err(|e| self.err(e))
+        forget(&self.conn, key).map_err(|e| self.err(e))
     }
 
     /// The key and request hash of the turn whose `text_input` is at
@@ -293,6 +289,13 @@ fn lookup(
 
 /// Records `key` as running in this process, its input at `offset` when
 /// known (replacing an expired row, or one of a log since replaced).
+/// Deletes the row of `key`'s turn.
+pub(super) fn forget(conn: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM turns WHERE idempotency_key = ?1")?
+        .execute(params![key])
+        .map(|_| ())
+}
+
 pub(super) fn upsert(
     conn: &rusqlite::Connection,
     id: LogId,
