@@ -62,6 +62,12 @@
 
 mod append;
 mod buffers;
+/// Not API: the `wmreplay` command line, compiled into the library so that
+/// the binary is one call (the command line's server code is instantiated
+/// once, with the server's own: the binary built in seconds, not a minute).
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli;
 mod corpus;
 mod error;
 mod escape;

@@ -1,7 +1,6 @@
-//! The `wmreplay` binary: see [`cli`].
-
-mod cli;
+//! The `wmreplay` binary: the command line lives in the library
+//! (`wmreplay::cli`), documented by `wmreplay --help`.
 
 fn main() -> std::process::ExitCode {
-    cli::main()
+    wmreplay::cli::main()
 }

@@ -4,8 +4,8 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use crate::{Format, LogBytes, ReadMode, Replay, ReplayOptions, ReplayStats};
 use clap::Args;
-use wmreplay::{Format, LogBytes, ReadMode, Replay, ReplayOptions, ReplayStats};
 
 use super::Failure;
 
@@ -145,7 +145,7 @@ pub struct SelectArgs {
     /// How --max-tokens counts: o200k_base or cl100k_base (exact, built in,
     /// nothing downloaded) or bytes (bytes/4, fast).
     #[arg(long, default_value = "o200k_base", value_parser = parse_tokenizer)]
-    tokenizer: wmreplay::Tokenizer,
+    tokenizer: crate::Tokenizer,
     /// Cache-stable trimming: when the window overflows --max-tokens T (or
     /// --tail N), move its start so it holds F x T tokens (F x N records),
     /// and keep that start on later turns until it overflows again, so the
@@ -182,9 +182,9 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
-    pub fn selection(&self, session: Option<String>) -> Result<wmreplay::Selection, Failure> {
+    pub fn selection(&self, session: Option<String>) -> Result<crate::Selection, Failure> {
         let sel = {
-            let mut o = wmreplay::Selection::default();
+            let mut o = crate::Selection::default();
             o.session = session;
             o.kinds = self.kinds.clone();
             o.since = self.since;
@@ -209,7 +209,7 @@ impl SelectArgs {
     pub fn store_path(&self, log: &std::path::Path) -> PathBuf {
         self.state
             .clone()
-            .unwrap_or_else(|| wmreplay::state::Store::path_for(log))
+            .unwrap_or_else(|| crate::state::Store::path_for(log))
     }
 }
 
@@ -223,25 +223,25 @@ pub struct EngineArgs {
     #[arg(long)]
     no_mmap: bool,
     /// Deepest nesting accepted in a line; deeper lines are skipped.
-    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(long, default_value_t = crate::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
     /// How lines are validated: scan (one pass, the default) or simd-json.
     /// Both are exact; they differ in speed.
     #[arg(long, default_value = "scan", value_parser = parse_validator)]
-    validator: wmreplay::Validator,
+    validator: crate::Validator,
     /// What WM_JSON holds: raw (the line as written: byte-stable) or js
     /// (JSON.stringify(JSON.parse(line)) exactly as Node.js writes it, with
     /// the file decoded and lines trimmed as Node does).
     #[arg(long, default_value = "raw", value_parser = parse_record)]
-    record: wmreplay::RecordMode,
+    record: crate::RecordMode,
     /// Print how long each stage took to stderr when done.
     #[arg(long)]
     timings: bool,
 }
 
 /// The search index's language (`--language`).
-pub fn parse_language(s: &str) -> Result<wmreplay::search::Language, String> {
-    wmreplay::search::Language::parse(s).map_err(|e| e.to_string())
+pub fn parse_language(s: &str) -> Result<crate::search::Language, String> {
+    crate::search::Language::parse(s).map_err(|e| e.to_string())
 }
 
 /// The help of every `--language` flag.
@@ -251,56 +251,56 @@ pub fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
 }
 
-pub fn parse_provider(s: &str) -> Result<wmreplay::server::Provider, String> {
+pub fn parse_provider(s: &str) -> Result<crate::server::Provider, String> {
     s.parse()
 }
 
 pub fn parse_upstream(s: &str) -> Result<String, String> {
-    wmreplay::server::settings::parse_upstream(s).map(|_| s.to_string())
+    crate::server::settings::parse_upstream(s).map(|_| s.to_string())
 }
 
 pub fn parse_field(s: &str) -> Result<(String, serde_json::Value), String> {
-    wmreplay::server::settings::parse_field(s)
+    crate::server::settings::parse_field(s)
 }
 
 pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    wmreplay::server::settings::parse_header(s)
+    crate::server::settings::parse_header(s)
 }
 
 pub fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
-    wmreplay::server::settings::parse_timeout(s)
+    crate::server::settings::parse_timeout(s)
 }
 
 pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
-    wmreplay::server::settings::parse_ttl(s)
+    crate::server::settings::parse_ttl(s)
 }
 
-pub fn parse_cache_ttl(s: &str) -> Result<wmreplay::CacheTtl, String> {
+pub fn parse_cache_ttl(s: &str) -> Result<crate::CacheTtl, String> {
     s.parse()
 }
 
 pub fn parse_live_bytes(s: &str) -> Result<u64, String> {
-    wmreplay::server::settings::parse_size(s, u64::MAX)
+    crate::server::settings::parse_size(s, u64::MAX)
 }
 
 pub fn parse_body_limit(s: &str) -> Result<u64, String> {
-    wmreplay::server::settings::parse_size(s, wmreplay::server::settings::MAX_BODY_LIMIT)
+    crate::server::settings::parse_size(s, crate::server::settings::MAX_BODY_LIMIT)
 }
 
-pub fn parse_tokenizer(s: &str) -> Result<wmreplay::Tokenizer, String> {
+pub fn parse_tokenizer(s: &str) -> Result<crate::Tokenizer, String> {
     s.parse()
 }
 
-pub fn parse_record(s: &str) -> Result<wmreplay::RecordMode, String> {
+pub fn parse_record(s: &str) -> Result<crate::RecordMode, String> {
     s.parse()
 }
 
-pub fn parse_validator(s: &str) -> Result<wmreplay::Validator, String> {
+pub fn parse_validator(s: &str) -> Result<crate::Validator, String> {
     s.parse()
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    wmreplay::__internals::corpus::parse_size(s)
+    crate::__internals::corpus::parse_size(s)
 }
 
 pub fn parse_share(s: &str) -> Result<f64, String> {
@@ -349,7 +349,7 @@ pub fn open(path: &std::path::Path, engine: &EngineArgs) -> Result<LogBytes, Fai
 /// Applies the selection (when it changes anything).
 pub fn apply_selection(
     replayed: &mut Replay<'_>,
-    sel: &wmreplay::Selection,
+    sel: &crate::Selection,
     args: &SelectArgs,
     bytes: &LogBytes,
 ) -> Result<(), Failure> {
@@ -364,10 +364,10 @@ pub fn apply_selection(
 /// made for it (an empty replay has no window start to remember).
 pub fn select_with_state(
     replayed: &mut Replay<'_>,
-    sel: &wmreplay::Selection,
+    sel: &crate::Selection,
     args: &SelectArgs,
     bytes: &LogBytes,
-) -> Result<wmreplay::SelectReport, Failure> {
+) -> Result<crate::SelectReport, Failure> {
     let log = bytes.path();
     if sel.trim_to.is_none() {
         return Ok(replayed.select(sel, None));
@@ -380,12 +380,12 @@ pub fn select_with_state(
         ));
     }
     let store = if bytes.is_missing() {
-        match wmreplay::state::Store::open_existing(args.store_path(log))? {
+        match crate::state::Store::open_existing(args.store_path(log))? {
             Some(store) => store,
             None => return Ok(replayed.select(sel, None)),
         }
     } else {
-        wmreplay::state::Store::open(args.store_path(log))?
+        crate::state::Store::open(args.store_path(log))?
     };
     let spec = sel.window_key();
     let prev = store.window_start(log, &spec)?;
@@ -423,11 +423,11 @@ pub fn replay<'a>(
     let data = bytes.bytes();
     let message = format!("replaying {}", bytes.path().display());
     let replayed = if let Some(bar) = progress_bar(data.len() as u64, message) {
-        let replayed = wmreplay::try_replay_with_progress(data, &options, &|n| bar.inc(n));
+        let replayed = crate::try_replay_with_progress(data, &options, &|n| bar.inc(n));
         bar.finish_and_clear();
         replayed
     } else {
-        wmreplay::try_replay(data, &options)
+        crate::try_replay(data, &options)
     };
     Ok(replayed.map_err(|e| e.for_log(bytes.path()))?)
 }

@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use crate::server::{self, Compaction, Config};
 use clap::Args;
-use wmreplay::server::{self, Compaction, Config};
 
 use super::Failure;
 use super::args::*;
@@ -43,7 +43,7 @@ pub struct CompactArgs {
     fold_tokens: u64,
     /// How tokens are counted: o200k_base, cl100k_base or bytes.
     #[arg(long, env = "WMREPLAY_TOKENIZER", default_value = "o200k_base", value_parser = parse_tokenizer)]
-    tokenizer: wmreplay::Tokenizer,
+    tokenizer: crate::Tokenizer,
     /// Leave the wm_fact records out of the fold, as `--facts` replays them
     /// (one message of every live key, whatever a summary covers).
     #[arg(long)]

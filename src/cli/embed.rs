@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::search::SearchIndex;
+use crate::server::{EmbedConfig, HttpEmbedder};
 use clap::Args;
-use wmreplay::search::SearchIndex;
-use wmreplay::server::{EmbedConfig, HttpEmbedder};
 
 use super::Failure;
 use super::args::{parse_timeout, progress_bar, warn};
@@ -59,10 +59,10 @@ pub struct EmbedArgs {
     #[arg(long, env = "WMREPLAY_EMBED_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = parse_timeout)]
     pub embed_timeout: Duration,
     /// Texts sent in one embedding request while records are embedded.
-    #[arg(long, env = "WMREPLAY_EMBED_BATCH", value_name = "N", default_value_t = wmreplay::search::HybridOptions::default().batch as u64, value_parser = clap::value_parser!(u64).range(1..=2048))]
+    #[arg(long, env = "WMREPLAY_EMBED_BATCH", value_name = "N", default_value_t = crate::search::HybridOptions::default().batch as u64, value_parser = clap::value_parser!(u64).range(1..=2048))]
     pub embed_batch: u64,
     /// Embedding requests in flight at once while records are embedded.
-    #[arg(long, env = "WMREPLAY_EMBED_CONCURRENCY", value_name = "N", default_value_t = wmreplay::search::HybridOptions::default().concurrency as u64, value_parser = clap::value_parser!(u64).range(1..=64))]
+    #[arg(long, env = "WMREPLAY_EMBED_CONCURRENCY", value_name = "N", default_value_t = crate::search::HybridOptions::default().concurrency as u64, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub embed_concurrency: u64,
     /// How much the meaning counts against the words. Each ranking's
     /// scores are scaled (the words' by their best, the cosines between
@@ -74,7 +74,7 @@ pub struct EmbedArgs {
     /// two long-conversation benchmarks); a model that finds more than
     /// the words on your questions wants 0.5 to 1: measure (docs/cli.md,
     /// "Hybrid search").
-    #[arg(long, env = "WMREPLAY_EMBED_WEIGHT", value_name = "W", default_value_t = wmreplay::search::HybridOptions::default().vector_weight, value_parser = parse_embed_weight)]
+    #[arg(long, env = "WMREPLAY_EMBED_WEIGHT", value_name = "W", default_value_t = crate::search::HybridOptions::default().vector_weight, value_parser = parse_embed_weight)]
     pub embed_weight: f64,
 }
 

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::__internals::corpus;
 use clap::Args;
-use wmreplay::__internals::corpus;
 
 use super::Failure;
 use super::args::*;

@@ -4,8 +4,8 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use crate::server::{self, Config};
 use clap::Args;
-use wmreplay::server::{self, Config};
 
 use super::Failure;
 use super::args::*;
@@ -32,10 +32,10 @@ pub struct McpArgs {
     #[arg(long, env = "WMREPLAY_NO_FSYNC")]
     no_fsync: bool,
     /// Deepest nesting accepted in a record; deeper ones are refused.
-    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(long, default_value_t = crate::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
-    language: wmreplay::search::Language,
+    language: crate::search::Language,
     /// Hybrid search for search_memory (see `wmreplay search`).
     #[command(flatten)]
     embed: super::embed::EmbedArgs,

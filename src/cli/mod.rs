@@ -7,6 +7,11 @@
 //! log does not exist and `--require-log` was given), 2 bad usage, 3 an
 //! unknown prepare_id given to `ack`. Warnings (a missing log, a log most of
 //! whose lines are not records) are one line on stderr each, and exit 0.
+//!
+//! It uses the crate as an embedder would, through its public API, and sets
+//! the `#[non_exhaustive]` option structs field by field as an embedder
+//! must (hence the lint allowed below).
+#![allow(clippy::field_reassign_with_default)]
 
 mod args;
 mod compact;
@@ -225,11 +230,11 @@ pub enum Failure {
     NotFound(String),
 }
 
-impl From<wmreplay::Error> for Failure {
-    fn from(e: wmreplay::Error) -> Self {
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Self {
         match e {
-            wmreplay::Error::Write(io) => io.into(),
-            e @ wmreplay::Error::UnknownPrepare(_) => Failure::NotFound(e.to_string()),
+            crate::Error::Write(io) => io.into(),
+            e @ crate::Error::UnknownPrepare(_) => Failure::NotFound(e.to_string()),
             other => Failure::Io(other.to_string()),
         }
     }

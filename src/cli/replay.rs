@@ -1,8 +1,8 @@
 //! `wmreplay respond`, `replay` and `stats`: one replay of a log, written
 //! as a request body, as the messages alone, or as stats.
 
+use crate::{CurrentRequest, Format};
 use clap::Args;
-use wmreplay::{CurrentRequest, Format};
 
 use super::Failure;
 use super::args::*;
@@ -42,7 +42,7 @@ pub struct RespondArgs {
     /// Lifetime of the cache entries the markers write: 5m (writes cost
     /// 1.25× input) or 1h (2×).
     #[arg(long, value_name = "5m|1h", default_value = "5m", value_parser = parse_cache_ttl)]
-    pub cache_ttl: wmreplay::CacheTtl,
+    pub cache_ttl: crate::CacheTtl,
     /// Write a request ready to POST: the model first, then the answer's
     /// token limit (--max-output-tokens) and the --param fields, checked
     /// against the provider's rules (anthropic and openai formats). Without
@@ -70,7 +70,7 @@ pub struct RespondArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub recall: Option<u64>,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
-    pub language: wmreplay::search::Language,
+    pub language: crate::search::Language,
     /// Hybrid recall (--embed-upstream, --embed-model: see `wmreplay search`).
     #[command(flatten)]
     pub embed: super::embed::EmbedArgs,
@@ -145,7 +145,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     let fields = match &model {
         None => String::new(),
         Some(m) => {
-            wmreplay::request_fields(format, m, max_output_tokens, false, &params, &allow_params)
+            crate::request_fields(format, m, max_output_tokens, false, &params, &allow_params)
                 .map_err(|e| Failure::Usage(format!("--param {}: {}", e.field, e.message)))?
         }
     };
@@ -167,7 +167,7 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
     bytes.verify()?;
     warn_skipped(bytes.path(), replayed.stats());
     apply_selection(&mut replayed, &sel, &select, &bytes)?;
-    let system = wmreplay::system_prompt(system.as_deref());
+    let system = crate::system_prompt(system.as_deref());
     let current = CurrentRequest {
         text: &text,
         session_id: session.as_deref(),
@@ -184,11 +184,11 @@ pub fn respond(args: RespondArgs) -> Result<(), Failure> {
         )?,
         None => None,
     };
-    let mut spec = wmreplay::RequestSpec::new(format, &system, current)
+    let mut spec = crate::RequestSpec::new(format, &system, current)
         .with_fields(&fields)
         .with_recall(recalled.as_deref());
     if cached {
-        let mut policy = wmreplay::CachePolicy::default();
+        let mut policy = crate::CachePolicy::default();
         policy.ttl = cache_ttl;
         spec = spec.with_cache(policy);
     }
@@ -208,9 +208,9 @@ fn recall_for(
     log: &std::path::Path,
     text: &str,
     k: usize,
-    replayed: &wmreplay::Replay<'_>,
+    replayed: &crate::Replay<'_>,
     engine: &EngineArgs,
-    (language, embed): (wmreplay::search::Language, &super::embed::EmbedArgs),
+    (language, embed): (crate::search::Language, &super::embed::EmbedArgs),
 ) -> Result<Option<String>, Failure> {
     let held: std::collections::HashSet<u64> = replayed
         .records()
@@ -218,9 +218,9 @@ fn recall_for(
         .map(|r| replayed.source_offset(r))
         .collect();
     let options = replay_options(engine, 0);
-    let mut index = embed.hybrid(wmreplay::search::SearchIndex::in_language(
+    let mut index = embed.hybrid(crate::search::SearchIndex::in_language(
         log,
-        wmreplay::search::SearchIndex::path_for(log),
+        crate::search::SearchIndex::path_for(log),
         &options,
         language,
     ))?;

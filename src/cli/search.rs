@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::search::{SearchIndex, SearchOptions};
 use clap::Args;
-use wmreplay::search::{SearchIndex, SearchOptions};
 
 use super::Failure;
 use super::args::*;
@@ -41,10 +41,10 @@ pub struct SearchArgs {
     #[arg(long)]
     require_log: bool,
     /// Deepest nesting accepted in a line; deeper lines are not searched.
-    #[arg(long, default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(long, default_value_t = crate::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
-    language: wmreplay::search::Language,
+    language: crate::search::Language,
     #[command(flatten)]
     embed: super::embed::EmbedArgs,
 }
@@ -68,11 +68,11 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
     } = args;
     super::args::file_only(&log, "search", "its index")?;
     // The query is checked before anything is read or made.
-    wmreplay::search::query_words(&query).map_err(|e| Failure::Usage(e.to_string()))?;
-    if limit == 0 || limit > wmreplay::search::MAX_LIMIT {
+    crate::search::query_words(&query).map_err(|e| Failure::Usage(e.to_string()))?;
+    if limit == 0 || limit > crate::search::MAX_LIMIT {
         return Err(Failure::Usage(format!(
             "--limit must be 1 to {}, not {limit}",
-            wmreplay::search::MAX_LIMIT
+            crate::search::MAX_LIMIT
         )));
     }
     if !log.exists() {
@@ -86,7 +86,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
             "{path} does not exist; nothing to search (--require-log makes this an error)"
         ));
     }
-    let mut options = wmreplay::ReplayOptions::default();
+    let mut options = crate::ReplayOptions::default();
     options.max_depth = max_depth.max(1);
     let path = index.unwrap_or_else(|| SearchIndex::path_for(&log));
     let mut idx = embed.hybrid(SearchIndex::in_language(&log, &path, &options, language))?;
@@ -111,7 +111,7 @@ pub fn search(args: SearchArgs) -> Result<(), Failure> {
     o.since = since;
     o.until = until;
     let hits = idx.search(&query, &o).map_err(|e| match e {
-        wmreplay::Error::Query(m) => Failure::Usage(m),
+        crate::Error::Query(m) => Failure::Usage(m),
         e => Failure::from(e),
     })?;
     write_stdout(|w| {

@@ -3,8 +3,8 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use crate::ReplayOptions;
 use clap::Args;
-use wmreplay::ReplayOptions;
 
 use super::Failure;
 use super::args::*;
@@ -159,7 +159,7 @@ pub struct ServeArgs {
     log_format: String,
     /// The API the upstream speaks: anthropic (Messages) or openai (Chat Completions).
     #[arg(long, env = "WMREPLAY_PROVIDER", default_value = "anthropic", value_parser = parse_provider)]
-    provider: wmreplay::server::Provider,
+    provider: crate::server::Provider,
     /// Model name sent upstream; required with --upstream (there is no
     /// built-in default), e.g. --model claude-sonnet-5-5.
     #[arg(long, env = "WMREPLAY_MODEL")]
@@ -225,12 +225,12 @@ pub struct ServeArgs {
     #[arg(long, env = "WMREPLAY_THREADS", default_value_t = 0, value_name = "N")]
     threads: usize,
     /// Deepest nesting accepted in a line; deeper lines are skipped.
-    #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = wmreplay::DEFAULT_MAX_DEPTH, value_name = "N")]
+    #[arg(long, env = "WMREPLAY_MAX_DEPTH", default_value_t = crate::DEFAULT_MAX_DEPTH, value_name = "N")]
     max_depth: usize,
     /// What WM_JSON holds: raw (the line as written) or js (as Node.js's
     /// JSON.stringify writes the parsed record).
     #[arg(long, env = "WMREPLAY_RECORD", default_value = "raw", value_parser = parse_record)]
-    record: wmreplay::RecordMode,
+    record: crate::RecordMode,
     /// Replay only records whose session_id is ID, and records with none.
     #[arg(
         long,
@@ -277,7 +277,7 @@ pub struct ServeArgs {
     max_tokens_window: Option<u64>,
     /// How the window counts tokens: o200k_base, cl100k_base or bytes.
     #[arg(long, env = "WMREPLAY_TOKENIZER", default_value = "o200k_base", value_parser = parse_tokenizer)]
-    tokenizer: wmreplay::Tokenizer,
+    tokenizer: crate::Tokenizer,
     /// Cache-stable trimming of the token or tail window (see `respond
     /// --help`); the start is remembered per log, across restarts.
     #[arg(long, env = "WMREPLAY_TRIM_TO", value_name = "F")]
@@ -356,7 +356,7 @@ pub struct ServeArgs {
     /// Lifetime of the Anthropic cache entries: 5m (writes cost 1.25x input,
     /// each hit refreshes it) or 1h (2x).
     #[arg(long, env = "WMREPLAY_CACHE_TTL", value_name = "5m|1h", default_value = "5m", value_parser = parse_cache_ttl)]
-    cache_ttl: wmreplay::CacheTtl,
+    cache_ttl: crate::CacheTtl,
     /// OpenAI's prompt_cache_key [default: derived from the log's path and
     /// the selection].
     #[arg(long, env = "WMREPLAY_CACHE_KEY", value_name = "KEY")]
@@ -369,7 +369,7 @@ pub struct ServeArgs {
 
 /// Runs the server until SIGINT or SIGTERM.
 pub fn serve(args: ServeArgs) -> Result<(), Failure> {
-    use wmreplay::server::{self, ApiKey, Config};
+    use crate::server::{self, ApiKey, Config};
     init_logs(&args.log_format);
     let provider = args.provider;
     if args.old_max_tokens.is_some() || std::env::var_os("WMREPLAY_MAX_TOKENS").is_some() {
@@ -450,7 +450,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
         o
     };
     cfg.selection = {
-        let mut o = wmreplay::Selection::default();
+        let mut o = crate::Selection::default();
         o.session = args.session;
         o.kinds = args.kinds;
         cfg.sessions_apart = args.sessions_apart;
@@ -552,7 +552,7 @@ fn init_logs(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
-        .with_writer(wmreplay::server::StderrLog)
+        .with_writer(crate::server::StderrLog)
         .log_internal_errors(false)
         .with_env_filter(filter);
     if format == "json" {
@@ -575,7 +575,7 @@ async fn listen(addr: &str) -> Result<tokio::net::TcpListener, Failure> {
         .collect();
     let mut last = None;
     for a in &resolved {
-        match wmreplay::server::bind(*a).await {
+        match crate::server::bind(*a).await {
             Ok(l) => return Ok(l),
             Err(e) => last = Some(e),
         }

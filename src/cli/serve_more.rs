@@ -2,8 +2,8 @@
 //! tools the model calls) and for logs kept in NATS JetStream, grouped out
 //! of `serve.rs` and flattened into its arguments.
 
+use crate::server;
 use clap::Args;
-use wmreplay::server;
 
 use super::Failure;
 use super::args::{LANGUAGE_HELP, parse_language};
@@ -22,7 +22,7 @@ pub struct MemoryArgs {
     #[arg(long, env = "WMREPLAY_RECALL", value_name = "K", value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub recall: Option<u64>,
     #[arg(long, env = "WMREPLAY_LANGUAGE", default_value = "english", value_name = "LANG", value_parser = parse_language, help = LANGUAGE_HELP)]
-    pub language: wmreplay::search::Language,
+    pub language: crate::search::Language,
     /// Hybrid search for recall, POST /v1/search and search_memory. A turn
     /// waits at most 250 ms for the records appended to be embedded (the
     /// rest are embedded in the background) and at most --embed-timeout
@@ -151,11 +151,11 @@ impl JetStreamArgs {
 /// with an upstream, a missing or empty one is an error unless the name is
 /// empty (an upstream that needs no key).
 pub(super) fn api_key(
-    provider: wmreplay::server::Provider,
+    provider: crate::server::Provider,
     env: Option<String>,
     upstream: bool,
-) -> Result<Option<wmreplay::server::ApiKey>, Failure> {
-    use wmreplay::server::ApiKey;
+) -> Result<Option<crate::server::ApiKey>, Failure> {
+    use crate::server::ApiKey;
     let key_env = env.unwrap_or_else(|| provider.default_key_env().to_string());
     let api_key = match key_env.as_str() {
         "" => None,

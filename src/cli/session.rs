@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::Format;
 use clap::Args;
-use wmreplay::Format;
 
 use super::Failure;
 use super::args::*;
@@ -68,11 +68,11 @@ pub fn prepare(args: PrepareArgs) -> Result<(), Failure> {
     super::args::file_only(&log.log, "prepare", "each session's acknowledged position")?;
     log.check()?;
     let log = log.log;
-    let store = std::sync::Mutex::new(wmreplay::state::Store::open(select.store_path(&log))?);
+    let store = std::sync::Mutex::new(crate::state::Store::open(select.store_path(&log))?);
     let options = replay_options(&engine, 0);
-    let prepared = wmreplay::state::prepare(
+    let prepared = crate::state::prepare(
         &store,
-        &wmreplay::state::PrepareRequest {
+        &crate::state::PrepareRequest {
             log: &log,
             session_key: &session_key,
             format,
@@ -94,10 +94,10 @@ pub fn ack(args: AckArgs) -> Result<(), Failure> {
         status,
         state,
     } = args;
-    let path = state.unwrap_or_else(|| wmreplay::state::Store::path_for(&log));
+    let path = state.unwrap_or_else(|| crate::state::Store::path_for(&log));
     // A store is never made here: where there is none (a log never
     // prepared, a mistyped path), no prepare_id is known.
-    let Some(mut store) = wmreplay::state::Store::open_existing(&path)? else {
+    let Some(mut store) = crate::state::Store::open_existing(&path)? else {
         return Err(Failure::NotFound(format!(
             "unknown prepare_id {prepare_id:?}: there is no state store at {} (prepare makes it)",
             path.display()

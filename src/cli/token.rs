@@ -46,7 +46,7 @@ pub fn token(args: TokenArgs) -> Result<(), Failure> {
     };
     let mut line = format!(
         "{}  {}",
-        wmreplay::server::token_line_hash(&token),
+        crate::server::token_line_hash(&token),
         args.access
     );
     match (&args.logs, args.access.as_str()) {
@@ -67,7 +67,7 @@ pub fn token(args: TokenArgs) -> Result<(), Failure> {
         }
     }
     // Checked as the server reads it: a bad id is said now, not at start.
-    wmreplay::server::TokenFile::parse(&line, "--logs")
+    crate::server::TokenFile::parse(&line, "--logs")
         .map_err(|e| Failure::Usage(e.trim_start_matches("--logs:1: ").to_string()))?;
     let mut out = std::io::stdout().lock();
     let shown = if args.stdin {
