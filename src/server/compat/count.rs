@@ -96,7 +96,7 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     }
     more.extend_from_slice(&asked.more());
     // Within the window a turn of this request would be replayed into.
-    let window = super::window::budget(&asked, &more, beta.as_deref());
+    let window = super::window::budget(&asked, &fields, &more, beta.as_deref());
     let sid = session.clone();
     let snap = with_live(&state, move |st, live| {
         snapshot_within(st, live, false, false, Some(window), sid.as_deref())

@@ -198,7 +198,7 @@ async fn serve(
         let planned = turn::plan_key(st, &key, &hash, ours);
         let system = system_of(st, &asked);
         let more = asked.more();
-        let window = window::budget(&asked, &more, beta.as_deref());
+        let window = window::budget(&asked, &fields, &more, beta.as_deref());
         let input = Input {
             text: asked.text.clone(),
             session_id: session,

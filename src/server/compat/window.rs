@@ -6,8 +6,6 @@
 //! model's context window however long the log. `serve --max-tokens-window`
 //! (or any window of the server's selection) replaces it.
 
-use serde_json::Value;
-
 use super::request::Asked;
 use crate::server::upstream::Provider;
 
@@ -34,14 +32,16 @@ const UNKNOWN: u64 = 128_000;
 const ANSWER: u64 = 32_000;
 
 /// What the model takes less the answer's room and the request's own
-/// parts (counted as bytes / 3: JSON and code run denser than prose), of
+/// parts (its parameters as sent upstream, `fields`: the tools among them;
+/// its system prompt, the turn's words and what follows them; counted as
+/// bytes / 3: JSON and code run denser than prose), of
 /// which the window takes three quarters: the window counts the records,
 /// and each message sent wraps its record in a label and escapes it (an
 /// eighth more with OpenAI's shape, a quarter with Anthropic's blocks).
 /// For Anthropic's models three fifths, since the replay is counted with
 /// `o200k_base`, which counts about a fifth fewer tokens of a text than
 /// Claude's tokenizer.
-pub(crate) fn budget(asked: &Asked, more: &[u8], beta: Option<&str>) -> u64 {
+pub(crate) fn budget(asked: &Asked, fields: &str, more: &[u8], beta: Option<&str>) -> u64 {
     let window = context_window(asked.provider, &asked.model, beta);
     let param = |k: &str| {
         asked
@@ -54,13 +54,10 @@ pub(crate) fn budget(asked: &Asked, more: &[u8], beta: Option<&str>) -> u64 {
         .or_else(|| param("max_output_tokens"))
         .or_else(|| param("max_completion_tokens"))
         .unwrap_or(ANSWER);
-    let tools = asked
-        .params
-        .iter()
-        .filter(|(k, _)| k == "tools")
-        .map(|(_, v)| json_len(v))
-        .sum::<usize>();
-    let own = asked.system.as_deref().map_or(0, str::len) + tools + more.len() + asked.text.len();
+    // The parameters as written upstream, tools included: no second
+    // serialization of a client's tools (tens of KB) to count them.
+    let own =
+        asked.system.as_deref().map_or(0, str::len) + fields.len() + more.len() + asked.text.len();
     let own = (own / 3) as u64;
     let usable = window.saturating_sub(answer).saturating_sub(own);
     let kept = match asked.provider {
@@ -82,24 +79,6 @@ pub(crate) fn context_window(provider: Provider, model: &str, beta: Option<&str>
         .iter()
         .find(|(p, _)| m.starts_with(p))
         .map_or(UNKNOWN, |(_, w)| *w)
-}
-
-/// The length of `v` written as JSON, counted as it is written (a
-/// client's tools run to tens of KB: no copy is made).
-fn json_len(v: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut n = Count(0);
-    serde_json::to_writer(&mut n, v).expect("counting cannot fail");
-    n.0
 }
 
 #[cfg(test)]
