@@ -11,7 +11,12 @@ use std::io::Write;
 use std::path::Path;
 
 use common::{Rng, hostile_log};
-use wmreplay::{CurrentRequest, Format, LiveReplay, ReplayOptions, replay, request_envelope};
+use wmreplay::__internals::corpus::GenOptions;
+use wmreplay::__internals::request::render_messages;
+use wmreplay::{
+    CurrentRequest, Format, LiveReplay, ReplayOptions, Selection, Tokenizer, replay,
+    request_envelope,
+};
 
 const SYSTEM: &str = "You are a test.";
 
@@ -460,4 +465,104 @@ fn rendered_messages_too_large_for_memory_are_an_error_not_an_abort() {
     );
     assert!(out.status.success(), "{:?}: {all}", out.status);
     assert!(all.contains("live state survived"), "{all}");
+}
+
+/// The live state's selection against a one-shot replay of the committed
+/// bytes: the same report and the same messages, byte for byte.
+fn check_selected(live: &mut LiveReplay, path: &Path, sel: &Selection, what: &str) {
+    live.refresh().unwrap();
+    let all = std::fs::read(path).unwrap();
+    let committed = &all[..all.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)];
+    let (chunks, report) = live.select(sel, None).unwrap();
+    let mut one = replay(committed, &ReplayOptions::default());
+    assert_eq!(live.stats(), one.stats(), "{what}: stats");
+    assert_eq!(report, one.select(sel, None), "{what}: report");
+    let format = live.format();
+    let want = render_messages(one.records(), committed, format);
+    // The live chunks end each message with its separator; the one-shot
+    // body is bracketed.
+    let want = &want[1..want.len() - 1];
+    let got: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+    let got = &got[..got.len().saturating_sub(1)];
+    assert!(
+        got == want,
+        "{what}: {} against {} bytes",
+        got.len(),
+        want.len()
+    );
+}
+
+/// A first build over a long log with a token window renders only what its
+/// windows can reach (what a selection would let go is never rendered), and
+/// every selection after it — appends and late records included — is a
+/// one-shot replay's. When the records at the log's end do not fill the
+/// window, the build renders everything instead.
+#[test]
+fn a_first_build_with_a_token_window_renders_only_what_it_can_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wm.log");
+    let mut log = Vec::new();
+    let options = GenOptions {
+        size: 6 << 20,
+        seed: 7,
+        ..GenOptions::default()
+    };
+    wmreplay::__internals::corpus::generate(&options, &mut log, &|_| {}).unwrap();
+    let window = |max: u64, tokenizer: Tokenizer| {
+        let mut o = Selection::default();
+        o.max_tokens = Some(max);
+        o.tokenizer = tokenizer;
+        o
+    };
+    let mut turns = window(5000, Tokenizer::O200k);
+    turns.start_on = Some("text_input".into());
+    turns.trim_to = Some(0.5);
+    turns.mark_pending = true;
+    let late =
+        |ts: u64| format!("{{\"type\":\"wm_event\",\"ts_ms\":{ts},\"text\":\"late {ts}\"}}\n");
+    for sel in [window(2000, Tokenizer::Bytes), turns] {
+        for format in [Format::Anthropic, Format::OpenAi] {
+            let what = format!("{format:?} {:?}", sel.max_tokens);
+            std::fs::write(&path, &log).unwrap();
+            let mut live = LiveReplay::new(&path, format, ReplayOptions::default())
+                .with_selection(sel.clone());
+            live.refresh().unwrap();
+            let held = live.info().rendered_bytes;
+            assert!(held < log.len() as u64 / 4, "{what}: {held} bytes rendered");
+            check_selected(&mut live, &path, &sel, &what);
+            // Appended records, one older than the whole log, one in the
+            // window's reach, an invalid line.
+            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+            let more = format!(
+                "{}{}not json\n{}",
+                late(1),
+                late(1_763_700_000_000),
+                late(u64::MAX >> 12)
+            );
+            f.write_all(more.as_bytes()).unwrap();
+            check_selected(&mut live, &path, &sel, &format!("{what}, appended"));
+            assert_eq!(live.info().rebuilds, 0, "{what}");
+        }
+    }
+    // The log's last MiB and a half are not records: the one record after
+    // them does not fill the window, so everything is rendered.
+    let mut junk = log.clone();
+    for _ in 0..(3 << 19) / 64 {
+        junk.extend_from_slice(&[b'x'; 63]);
+        junk.push(b'\n');
+    }
+    junk.extend_from_slice(late(u64::MAX >> 12).as_bytes());
+    std::fs::write(&path, &junk).unwrap();
+    let sel = window(2000, Tokenizer::Bytes);
+    let mut live = LiveReplay::new(&path, Format::Anthropic, ReplayOptions::default())
+        .with_selection(sel.clone());
+    let built = live.refresh().unwrap();
+    let records = replay(&junk, &ReplayOptions::default()).records().len() as u64;
+    assert_eq!(built.records_added, records, "counted once");
+    assert!(
+        live.info().rendered_bytes > log.len() as u64 / 2,
+        "{:?}",
+        live.info()
+    );
+    check_selected(&mut live, &path, &sel, "junk at the end");
 }

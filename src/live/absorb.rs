@@ -37,6 +37,7 @@ impl LiveReplay {
             skip: self.skip,
             drop_facts: self.selection.facts,
             drop_invalid_summaries: self.selection.summaries,
+            drop_below: self.drop_below,
             base,
             done,
         };

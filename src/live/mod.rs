@@ -38,6 +38,7 @@ mod absorb;
 mod fold;
 mod held;
 mod prune;
+mod reach;
 mod segments;
 mod selection;
 mod view;
@@ -69,6 +70,16 @@ pub struct Refresh {
     pub records_added: u64,
     /// Of those, records placed before the newest record already held.
     pub late_records: u64,
+}
+
+impl Refresh {
+    /// The report of a build made again: nothing it counted stands.
+    fn started_again(self) -> Refresh {
+        Refresh {
+            rebuilt: self.rebuilt,
+            ..Refresh::default()
+        }
+    }
 }
 
 /// What the state holds, for `GET /v1/stats` and the like.
@@ -211,6 +222,9 @@ pub struct LiveReplay {
     /// During a first build with summaries: the newest summary found by a
     /// look from the end, whose covered records are not rendered.
     skip: Option<(u64, (u64, u64))>,
+    /// During a first build with a token window: the records ordered
+    /// before this are not rendered (see `reach.rs`).
+    drop_below: Option<(u64, u64)>,
 }
 
 impl LiveReplay {
@@ -256,6 +270,7 @@ impl LiveReplay {
             track: false,
             selected: Vec::new(),
             skip: None,
+            drop_below: None,
         }
     }
 
@@ -269,7 +284,10 @@ impl LiveReplay {
     /// latest value of each key, not as messages; with a window (`tail` or
     /// `max_tokens`), selecting with this same selection lets go of the
     /// messages before the lowest record any of its windows can reach
-    /// (about 32 bytes a record stay, for the order). A call with a
+    /// (about 32 bytes a record stay, for the order); with `max_tokens`
+    /// alone (no tail, filters or summaries) a first build over a long log
+    /// never renders them (it renders from a bound found at the log's end,
+    /// checked to fill the window). A call with a
     /// selection that would replay what was let go is made from a state
     /// of the same log built for that call (a replay of the log), and
     /// leaves this one as it is.
@@ -331,7 +349,9 @@ impl LiveReplay {
 
     /// The rendered messages, in replay order, each followed by the format's
     /// separator: concatenated, they are exactly what a one-shot replay
-    /// writes between a request's head and its current-request message.
+    /// writes between a request's head and its current-request message —
+    /// of what the state holds: with a window selection, the messages no
+    /// window reaches are let go (see [`with_selection`](Self::with_selection)).
     /// Cloning a `Bytes` copies nothing.
     pub fn chunks(&self) -> Vec<Bytes> {
         self.segments.iter().map(|s| s.bytes.clone()).collect()
@@ -540,17 +560,27 @@ impl LiveReplay {
         self.skip = (skip && self.selection.summaries)
             .then(|| prune::newest_summary(bytes, &self.options))
             .flatten();
+        // With a token window, what no window can reach is not rendered.
+        self.drop_below = skip.then(|| self.reach_bound(bytes)).flatten();
         let absorbed = self.absorb(bytes, start, 0, &mut report, Some(&release));
         let skipped = self.skip.take();
+        let dropped = self.drop_below.take();
         if let Err(e) = absorbed {
             self.reset();
             return Err(e);
+        }
+        if let Some(bound) = dropped
+            && !self.reached_within(bound)
+        {
+            // The kept messages do not fill the window: render them all.
+            self.reset();
+            return self.build_with(report.started_again(), limit, false);
         }
         if skipped.is_some() && skipped != self.pruned_for {
             // The parse found another newest summary than the look from the
             // end did: build again, rendering everything.
             self.reset();
-            return self.build_with(report, limit, false);
+            return self.build_with(report.started_again(), limit, false);
         }
         self.fingerprint = crate::input::fingerprint_bytes(&bytes[..self.committed as usize]);
         if let Ok(m) = std::fs::metadata(&self.path) {

@@ -102,6 +102,11 @@ pub(crate) struct RenderSpec<'s> {
     /// (with summaries).
     pub(crate) drop_facts: bool,
     pub(crate) drop_invalid_summaries: bool,
+    /// `(key, offset)`: the records ordered before it keep their entries
+    /// (their place in the order, their flags) with no bytes, flagged
+    /// [`DROPPED`]: a live state whose windows never reach them does not
+    /// render them.
+    pub(crate) drop_below: Option<(u64, u64)>,
     /// Added to every entry's offset (the range's place in the file).
     pub(crate) base: u64,
     /// Called with each chunk's range once its messages are rendered (the
@@ -226,31 +231,38 @@ pub(super) fn render_chunk(
     }
     let mut entries = Vec::with_capacity(scratch.len());
     let mut total = 0usize;
+    let mut dropped = 0usize;
     for r in scratch.iter() {
-        let len = render::message_len(r, data, spec.format);
-        total += len;
-        let origin = if js {
-            super::arena_origin(data, r.offset)
-        } else {
-            r.offset
+        let (key, offset) = (ts_key(r.ts), origin(r));
+        let drop = spec.drop_below.is_some_and(|b| (key, offset) < b);
+        let len = match drop {
+            true => 0,
+            false => render::message_len(r, data, spec.format),
         };
+        dropped += usize::from(drop);
+        total += len;
         entries.push(Entry {
-            key: ts_key(r.ts),
-            offset: spec.base + origin,
+            key,
+            offset,
             len: len as u64,
-            flags: if r.is_output() {
-                OUTPUT
-            } else if r.kind_is(data, "text_input") {
-                INPUT
-            } else if r.kind_is(data, memory::SUMMARY) {
-                SUMMARY
-            } else if r.kind_is(data, memory::FACT) {
-                FACT
-            } else {
-                0
-            },
+            flags: if drop { DROPPED } else { 0 }
+                | if r.is_output() {
+                    OUTPUT
+                } else if r.kind_is(data, "text_input") {
+                    INPUT
+                } else if r.kind_is(data, memory::SUMMARY) {
+                    SUMMARY
+                } else if r.kind_is(data, memory::FACT) {
+                    FACT
+                } else {
+                    0
+                },
             tokens: NOT_COUNTED,
         });
+    }
+    if dropped > 0 {
+        let b = spec.drop_below.expect("records are dropped below a bound");
+        scratch.retain(|r| (ts_key(r.ts), origin(r)) >= b);
     }
     let (bytes, unrendered) = match render_into_fresh(scratch, data, spec.format, total) {
         Some(bytes) => (bytes, 0),
