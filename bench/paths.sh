@@ -11,7 +11,10 @@
 #   - with a summary covering all but the log's last ~10 MiB: `serve
 #     --summaries` until its first /v1/context answer, against `respond
 #     --summaries`, and the server's anonymous memory then (RssAnon: what it
-#     holds apart from the mapped log).
+#     holds apart from the mapped log);
+#   - with a 100k-token window (`--max-tokens-window 100000`): `serve` until
+#     its first /v1/context answer, against `respond` with the same window,
+#     and the server's peak RSS then.
 #
 #   bash bench/paths.sh [SIZE] [RUNS]      (default 1GiB, 5)
 #
@@ -68,7 +71,22 @@ now() { date +%s.%N; }
 secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.3f}')" "$1" "$2"; }
 median() { python3 -c "import statistics, sys; print(f'{statistics.median(map(float, sys.argv[1:])):.3f}')" "$@"; }
 
-health=() startup=() peak=() settled=() respond=() pipe=() null100=() wc=() sfirst=() srespond=() sanon=()
+# `serve` on a log with the given flags until its first /v1/context answer:
+# FIRST=(seconds, peak RSS, RssAnon then).
+first_answer() {
+  local log=$1 t0 t1
+  shift
+  t0=$(now)
+  RUST_LOG=warn "$BIN" serve --log "$log" "$@" --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
+  SERVER=$!
+  until curl -sf -o /dev/null -d '{"text":"hi"}' "http://127.0.0.1:$PORT/v1/context"; do sleep 0.005; done
+  t1=$(now)
+  FIRST=("$(secs "$t0" "$t1")" "$(awk '/VmHWM/ {print $2 * 1024}' /proc/$SERVER/status)"
+    "$(awk '/RssAnon/ {print $2 * 1024}' /proc/$SERVER/status)")
+  kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
+}
+
+health=() startup=() peak=() settled=() respond=() pipe=() null100=() wc=() sfirst=() srespond=() sanon=() wfirst=() wrespond=() wpeak=()
 for _ in $(seq "$RUNS"); do
   t0=$(now)
   RUST_LOG=warn "$BIN" serve --log "$LOG" --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
@@ -88,24 +106,23 @@ for _ in $(seq "$RUNS"); do
   pipe+=("$(secs "$t0" "$t1")")
   t0=$(now); wc -l "$LOG" > /dev/null; t1=$(now)
   wc+=("$(secs "$t0" "$t1")")
-  t0=$(now)
-  RUST_LOG=warn "$BIN" serve --log "$SUMLOG" --summaries --addr "127.0.0.1:$PORT" --no-fsync 2>/dev/null &
-  SERVER=$!
-  until curl -sf -o /dev/null -d '{"text":"hi"}' "http://127.0.0.1:$PORT/v1/context"; do sleep 0.005; done
-  t1=$(now)
-  sfirst+=("$(secs "$t0" "$t1")")
-  sanon+=("$(awk '/RssAnon/ {print $2 * 1024}' /proc/$SERVER/status)")
-  kill $SERVER; wait $SERVER 2>/dev/null || true; SERVER=
+  first_answer "$SUMLOG" --summaries
+  sfirst+=("${FIRST[0]}") sanon+=("${FIRST[2]}")
   t0=$(now); "$BIN" respond "$SUMLOG" --summaries --text hi > /dev/null; t1=$(now)
   srespond+=("$(secs "$t0" "$t1")")
+  first_answer "$LOG" --max-tokens-window 100000
+  wfirst+=("${FIRST[0]}") wpeak+=("${FIRST[1]}")
+  t0=$(now); "$BIN" respond "$LOG" --max-tokens 100000 --text hi > /dev/null; t1=$(now)
+  wrespond+=("$(secs "$t0" "$t1")")
 done
 LEN=$(stat -L -c %s "$LOG")
 S=$(median "${startup[@]}"); R=$(median "${respond[@]}"); P=$(median "${pipe[@]}"); W=$(median "${wc[@]}")
 python3 - "$LEN" "$S" "$R" "$P" "$W" "$(median "${peak[@]}")" "$(median "${settled[@]}")" \
   "$(median "${sfirst[@]}")" "$(median "${srespond[@]}")" "$(median "${sanon[@]}")" \
-  "$(median "${health[@]}")" <<'PY'
+  "$(median "${health[@]}")" "$(median "${wfirst[@]}")" "$(median "${wrespond[@]}")" \
+  "$(median "${wpeak[@]}")" <<'PY'
 import sys
-n, s, r, p, w, peak, settled, sf, sr, anon, h = map(float, sys.argv[1:])
+n, s, r, p, w, peak, settled, sf, sr, anon, h, wf, wr, wp = map(float, sys.argv[1:])
 print(f"log: {n / 2**20:.0f} MiB")
 print(f"serve /healthz   {h * 1000:.0f} ms after start")
 print(f"serve start-up   {s:.3f} s   = {s / r:.2f}x respond (its first /v1/stats answer)")
@@ -115,4 +132,7 @@ print(f"respond | cat    {p:.3f} s   = {p / r:.2f}x respond > /dev/null")
 print(f"--summaries, all but the last 10 MiB covered:")
 print(f"  serve first answer {sf:.3f} s   = {sf / sr:.2f}x respond --summaries ({sr:.3f} s)")
 print(f"  serve anonymous memory {anon / 2**20:.0f} MiB (target: 100 MiB + 2 x 10 MiB)")
+print(f"--max-tokens-window 100000:")
+print(f"  serve first answer {wf:.3f} s   = {wf / wr:.2f}x respond with the window ({wr:.3f} s)")
+print(f"  serve peak RSS {wp / n:.2f}x the log")
 PY
