@@ -10,8 +10,11 @@
 //!
 //! It uses the crate as an embedder would, through its public API, and sets
 //! the `#[non_exhaustive]` option structs field by field as an embedder
-//! must (hence the lint allowed below).
+//! must (hence the lint allowed below). Its doc comments are the
+//! commands' `--help` text (clap), written for a terminal: bare URLs and
+//! `<id>`-style placeholders are meant as they read, not as rustdoc markup.
 #![allow(clippy::field_reassign_with_default)]
+#![allow(rustdoc::bare_urls, rustdoc::invalid_html_tags)]
 
 mod args;
 mod compact;
