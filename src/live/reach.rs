@@ -5,11 +5,12 @@
 //! ([`LiveReplay::let_go_before`]). A first build over a long log would
 //! render them only to let them go: instead it looks at the log's end for
 //! a bound — the `ts_ms` above which the records of its last bytes hold
-//! half of them — and renders nothing ordered before it, keeping those records' entries (their
-//! place in the order, their flags) as a let go keeps them. The bound is
-//! then checked, not trusted: the messages kept must hold more tokens than
-//! the window takes, so that no window can reach past them (every window
-//! stops at the first message that does not fit, from the newest back).
+//! half of them — and renders nothing ordered before it, keeping those
+//! records' entries (their place in the order, their flags) as a let go
+//! keeps them. The bound is then checked, not trusted: the messages kept
+//! must hold more tokens than the window takes, so that no window can reach
+//! past them (every window stops at the first message that does not fit,
+//! from the newest back).
 //! When they do not, the build is made again rendering everything.
 
 use super::LiveReplay;
@@ -30,9 +31,10 @@ const LEAST_SPAN: u64 = 1 << 20;
 impl LiveReplay {
     /// Where a first build of `bytes` (the log from its start) may stop
     /// rendering: `(key, 0)` for the `ts_ms` key from which the newest
-    /// records of the log's last bytes hold half of those bytes. `None` unless the state's selection is a
-    /// token window alone (no tail, filters or summaries; raw records) and
-    /// the log is long enough for it to matter.
+    /// records of the log's last bytes hold half of those bytes. `None`
+    /// unless the state's selection is a token window alone (no tail,
+    /// filters or summaries; raw records) and the log is long enough for it
+    /// to matter.
     pub(super) fn reach_bound(&self, bytes: &[u8]) -> Option<(u64, u64)> {
         let sel = &self.selection;
         let window = sel.max_tokens?;
