@@ -9,7 +9,9 @@
 # HTML (inspector.py). Its screenshots are kept in
 # target/inspector-screenshots/ (the CI artifacts of the page).
 #
-#   bash .ci/browser-tests.sh        # from the repository root
+#   bash .ci/browser-tests.sh            # from the repository root
+#   bash .ci/browser-tests.sh --install  # only install Chromium and Playwright
+#                                        # (CI does it in the background)
 #
 # The tests run target/debug/wmreplay, built here (WMREPLAY_BIN names
 # another binary). Exits non-zero on any failure.
@@ -21,13 +23,14 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt-get -o DPkg::Lock::Timeout=900 install -y -qq chromium >/dev/null
 fi
 chromium --version
+if [ ! -x target/pw-venv/bin/python ] || ! target/pw-venv/bin/python -c "import playwright" 2>/dev/null; then
+  python3 -m venv target/pw-venv
+  target/pw-venv/bin/pip install -q --disable-pip-version-check playwright
+fi
+if [[ ${1:-} == --install ]]; then exit 0; fi
 if [ -z "${WMREPLAY_BIN:-}" ]; then
   cargo build --bin wmreplay
   export WMREPLAY_BIN=$PWD/target/debug/wmreplay
 fi
 python3 tests/browser/cross_site.py
-if [ ! -x target/pw-venv/bin/python ] || ! target/pw-venv/bin/python -c "import playwright" 2>/dev/null; then
-  python3 -m venv target/pw-venv
-  target/pw-venv/bin/pip install -q --disable-pip-version-check playwright
-fi
 target/pw-venv/bin/python tests/browser/inspector.py

@@ -2,7 +2,9 @@
 # The MCP server (`wmreplay mcp`, `wmreplay serve --mcp`) driven by the
 # official MCP Python SDK over stdio and streamable HTTP (tests/mcp/).
 #
-#   bash .ci/mcp-tests.sh        # from the repository root
+#   bash .ci/mcp-tests.sh            # from the repository root
+#   bash .ci/mcp-tests.sh --install  # only make the virtualenv (CI does it
+#                                    # in the background while it compiles)
 #
 # A virtualenv in target/mcp-venv gets the pinned `mcp` and pytest from PyPI
 # (made once, reused); the tests run target/debug/wmreplay, built here
@@ -22,6 +24,7 @@ if ! "$VENV/bin/python" -c 'import mcp, pytest' >/dev/null 2>&1; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PACKAGES[@]}"
 fi
 "$VENV/bin/python" -c 'import importlib.metadata as m; print("mcp", m.version("mcp"), "pytest", m.version("pytest"))'
+if [[ ${1:-} == --install ]]; then exit 0; fi
 if [ -z "${WMREPLAY_BIN:-}" ]; then
   cargo build --bin wmreplay
   export WMREPLAY_BIN=$PWD/target/debug/wmreplay

@@ -36,19 +36,14 @@ step "npm ci in bindings/node (@napi-rs/cli)"
 (cd "$NODE_DIR" && npm ci --no-audit --no-fund)
 NAPI=$NODE_DIR/node_modules/.bin/napi
 
-# Linked by zig against glibc 2.17 (cargo-zigbuild and zig from PyPI, as the
-# Python wheel is), so that the binary loads on any Linux with glibc 2.17 or
-# later, not only on one as new as this machine's; built in the repository's
-# one target directory, which the CLI and the Python package share.
-ZIG_VENV=$ROOT/target/zig-venv
-if [[ ! -x $ZIG_VENV/bin/cargo-zigbuild ]]; then
-  step "cargo-zigbuild and zig from PyPI (into target/zig-venv)"
-  python3 -m venv "$ZIG_VENV"
-  "$ZIG_VENV/bin/pip" install --quiet --disable-pip-version-check cargo-zigbuild
-fi
-step "napi build --release --platform -x --target x86_64-unknown-linux-gnu.2.17: cargo compiles the engine, the longest step (minutes)"
-(cd "$NODE_DIR" && loud "$ROOT/target/node-build.log" env PATH="$ZIG_VENV/bin:$PATH" \
-  CARGO_TARGET_DIR="$ROOT/target" npm run build -- -x --target x86_64-unknown-linux-gnu.2.17)
+# Linked by zig against glibc 2.17 (.ci/zig-link.sh, the Python wheel's
+# linker too), in the repository's one target directory: the engine's
+# dependencies the Python package compiled are reused here.
+# shellcheck source=.ci/zig-link.sh
+source "$ROOT/.ci/zig-link.sh"
+step "napi build --release --platform --target x86_64-unknown-linux-gnu: cargo compiles the engine, the longest step (minutes)"
+(cd "$NODE_DIR" && loud "$ROOT/target/node-build.log" env CARGO_TARGET_DIR="$ROOT/target" \
+  npm run build -- --target x86_64-unknown-linux-gnu)
 bash "$ROOT/.ci/glibc-floor.sh" "$NODE_DIR"/wmreplay.*.node
 
 # The napi commands rewrite package.json and write binaries beside it, so they

@@ -47,7 +47,9 @@ else
 fi
 
 BUILD=$ROOT/target/python-build-venv
-if [[ ! -x $BUILD/bin/maturin ]]; then
+# (The Python package's script makes it anew without zig, which it takes from
+# .ci/zig-link.sh.)
+if [[ ! -x $BUILD/bin/maturin ]] || ! "$BUILD/bin/python" -c 'import ziglang' 2>/dev/null; then
   step "build virtualenv: $MATURIN $ZIGLANG"
   python3 -m venv "$BUILD"
   "$BUILD/bin/python" -m pip install --quiet --disable-pip-version-check "$MATURIN" "$ZIGLANG"

@@ -4,13 +4,13 @@
 #
 #   bash .ci/python-package.sh        # from the repository root
 #
-# 1. A build virtualenv gets maturin and zig (the ziglang package) from PyPI.
+# 1. A build virtualenv gets maturin from PyPI.
 # 2. maturin makes the sdist, which carries the engine crate it depends on
 #    (../..), into target/wheels/.
 # 3. pip builds the wheel from the sdist alone, as a user without the
 #    repository would (proving the sdist complete), through maturin's PEP 517
-#    backend: abi3, release, linked by zig against glibc 2.17 so that it is an
-#    honest manylinux2014 wheel (maturin's auditwheel check refuses the tag if
+#    backend: abi3, release, linked by zig against glibc 2.17 (.ci/zig-link.sh,
+#    the Node package's linker too) so that it is an honest manylinux2014 wheel (maturin's auditwheel check refuses the tag if
 #    the extension needs newer symbols; linked against this machine's glibc it
 #    would be manylinux_2_34). That wheel is the one tested: one build, not
 #    one from the repository and another from the sdist.
@@ -31,9 +31,8 @@ ROOT=$PWD
 # shellcheck source=.ci/package-options.sh
 source "$ROOT/.ci/package-options.sh" "$@"
 OUT=$ROOT/target/wheels
-# Pinned: the pair this script was measured with (zig links the extension).
+# Pinned: the version this script was measured with.
 MATURIN=maturin==1.16.0
-ZIGLANG=ziglang==0.17.1
 COMPAT=manylinux2014
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/wmreplay-python.XXXXXX")
@@ -53,11 +52,11 @@ venv() {
   fi
 }
 
-step "build virtualenv: $MATURIN $ZIGLANG"
+step "build virtualenv: $MATURIN"
 python3 --version
 rm -rf "$BUILD"
 venv "$BUILD"
-"$BUILD/bin/python" -m pip install "${pip_quiet[@]}" "$MATURIN" "$ZIGLANG"
+"$BUILD/bin/python" -m pip install "${pip_quiet[@]}" "$MATURIN"
 "$BUILD/bin/maturin" --version
 
 if [ -n "${WMREPLAY_BIN:-}" ]; then
@@ -75,12 +74,16 @@ SDIST=$(ls "$OUT"/wmreplay-*.tar.gz)
 
 step "the wheel, built by pip from the sdist alone (release, zig, $COMPAT) -> target/wheels/: cargo compiles the engine, the longest step (minutes)"
 # maturin's PEP 517 backend takes the wheel's build settings from
-# MATURIN_PEP517_ARGS; maturin and zig come from the build virtualenv (no
-# build isolation), and the repository's one target directory keeps what the
-# registry's crates compiled to for the next run. A user's pip builds the
+# MATURIN_PEP517_ARGS; maturin comes from the build virtualenv (no build
+# isolation), zig links (.ci/zig-link.sh), and the repository's one target
+# directory keeps what the registry's crates compiled to for the Node
+# package and the next run. A user's pip builds the
 # sdist the same way, in an isolated environment with maturin from PyPI.
+# shellcheck source=.ci/zig-link.sh
+source "$ROOT/.ci/zig-link.sh"
 (cd "$WORK" && loud "$ROOT/target/python-wheel-build.log" env PATH="$BUILD/bin:$PATH" \
-  CARGO_TARGET_DIR="$ROOT/target" MATURIN_PEP517_ARGS="--locked --zig --compatibility $COMPAT" \
+  CARGO_TARGET_DIR="$ROOT/target" \
+  MATURIN_PEP517_ARGS="--locked --target x86_64-unknown-linux-gnu --compatibility $COMPAT" \
   "$BUILD/bin/python" -m pip wheel -v --disable-pip-version-check --no-build-isolation \
   --no-cache-dir --no-deps -w "$OUT" "$SDIST")
 WHEEL=$(ls "$OUT"/wmreplay-*.whl)
