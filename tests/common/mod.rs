@@ -257,3 +257,11 @@ pub fn cli_json(command: &str, log: &Path, flags: &[&str]) -> serde_json::Value 
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// The request `wmreplay respond` writes for `log` with the test servers'
+/// model (`test-model`) and cache breakpoints, `--text text` and `flags`:
+/// what a server's turn must send its model for the log as it stood.
+pub fn respond_request(log: &Path, text: &str, flags: &[&str]) -> serde_json::Value {
+    let fixed = ["--text", text, "--model", "test-model", "--cache", "auto"];
+    cli_json("respond", log, &[&fixed[..], flags].concat())
+}

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use wmreplay::server::Provider;
 use wmreplay::{ReplayOptions, replay};
 
-use crate::common::cli_json;
+use crate::common::{cli_json, respond_request as respond};
 use crate::mock::*;
 
 /// A log with late records, bad lines (one not UTF-8), two sessions,
@@ -60,13 +60,6 @@ async fn status_of(url: impl AsRef<str>, header: Option<(&str, &str)>) -> u16 {
         req = req.header(name, value);
     }
     req.send().await.unwrap().status().as_u16()
-}
-
-/// The request `wmreplay respond` writes for `log` with the test server's
-/// model and cache breakpoints, and `flags`.
-fn respond(log: &Path, text: &str, flags: &[&str]) -> Value {
-    let fixed = ["--text", text, "--model", "test-model", "--cache", "auto"];
-    cli_json("respond", log, &[&fixed[..], flags].concat())
 }
 
 /// The offsets of a one-shot replay's records, in replay order.
