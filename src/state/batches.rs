@@ -72,7 +72,8 @@ fn remove(tx: &rusqlite::Transaction<'_>, id: i64) -> rusqlite::Result<()> {
 impl Store {
     /// Records a batch about to be written at `start` of the log
     /// (`dev`, `inode`), with the answers of the idempotency keys it
-    /// carries, and the rows of the turns' keys whose inputs it holds
+    /// carries (`(key, answer, made)`: a key the server made is marked
+    /// answered in this step, not when the batch ends), and the rows of the turns' keys whose inputs it holds
     /// (`inputs`); `sync`: on disk before this returns. The same step
     /// removes the `settled` batches (synced, with no key to answer), so a
     /// batch without keys costs one transaction.
@@ -82,7 +83,7 @@ impl Store {
         (dev, inode): (u64, u64),
         start: u64,
         lines: &[BatchLine],
-        keys: &[(String, String)],
+        keys: &[(String, String, bool)],
         inputs: &[InputRow<'_>],
         sync: bool,
         settled: &[i64],
@@ -110,12 +111,19 @@ impl Store {
             let log = super::LogId { dev, inode };
             super::turns::upsert(&tx, log, i.key, i.hash, Some(i.offset), now).map_err(err)?;
         }
-        for (key, response) in keys {
+        for (key, response, made) in keys {
             tx.prepare_cached(
                 "INSERT INTO batch_keys(batch, idempotency_key, response) VALUES (?1, ?2, ?3)",
             )
             .and_then(|mut q| q.execute(params![id, key, response]))
             .map_err(err)?;
+            if *made {
+                tx.prepare_cached(
+                    "UPDATE turns SET status = 'done', response = ?2 WHERE idempotency_key = ?1",
+                )
+                .and_then(|mut q| q.execute(params![key, response]))
+                .map_err(err)?;
+            }
         }
         tx.commit().map_err(err)?;
         Ok(id)
@@ -138,9 +146,10 @@ impl Store {
             .and_then(|mut q| q.execute(params![id]))
             .map_err(err)?;
         } else {
+            // ('done': a key the server made, answered as the batch began.)
             tx.prepare_cached(
                 "UPDATE turns SET status = 'failed', response = NULL
-                 WHERE status = 'running'
+                 WHERE status IN ('running', 'done')
                    AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
             )
             .and_then(|mut q| q.execute(params![id]))
@@ -159,6 +168,14 @@ impl Store {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
         let tx = self.conn.transaction().map_err(err)?;
+        // The server's own keys it answered as it began are running again.
+        tx.prepare_cached(
+            "UPDATE turns SET status = 'running', response = NULL
+             WHERE status = 'done'
+               AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
+        )
+        .and_then(|mut q| q.execute(params![id]))
+        .map_err(err)?;
         remove(&tx, id).map_err(err)?;
         for key in inputs {
             super::turns::forget(&tx, key).map_err(err)?;
@@ -234,7 +251,7 @@ mod tests {
         let day = std::time::Duration::from_secs(86_400);
         assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
         let line = [BatchLine { len: 3, hash: 7 }];
-        let keys = [("k".to_string(), "{\"a\":1}".to_string())];
+        let keys = [("k".to_string(), "{\"a\":1}".to_string(), false)];
         let id = s
             .begin_batch((1, 2), 0, &line, &keys, &[], false, &[])
             .unwrap();
@@ -263,6 +280,39 @@ mod tests {
         s.end_batch(id, true).unwrap();
         assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":1}".into()));
         assert!(s.pending_batches().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_key_the_server_made_is_answered_as_its_batch_begins_and_taken_back_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("wm.log");
+        std::fs::write(&log, b"").unwrap();
+        let mut s = Store::open(Store::path_for(&log)).unwrap();
+        let day = std::time::Duration::from_secs(86_400);
+        let line = [BatchLine { len: 3, hash: 7 }];
+        let made = [("k".to_string(), "{\"a\":2}".to_string(), true)];
+        let begun = |s: &mut Store| {
+            assert_eq!(s.begin_turn(&log, "k", "h", day).unwrap(), TurnBegin::New);
+            s.begin_batch((1, 2), 0, &line, &made, &[], false, &[])
+                .unwrap()
+        };
+        // Answered at once, before the batch ends.
+        let id = begun(&mut s);
+        assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":2}".into()));
+        // Its write failed and was cut back: the turn is running again, for
+        // the request to settle.
+        s.withdraw_batch(id, &[]).unwrap();
+        assert_eq!(status(&mut s, &log), TurnStatus::Running);
+        // Found in part after a crash: failed, free to be retried.
+        s.forget_turn("k").unwrap();
+        let id = begun(&mut s);
+        s.end_batch(id, false).unwrap();
+        assert_eq!(status(&mut s, &log), TurnStatus::Failed);
+        // Found whole: the answer stays.
+        s.forget_turn("k").unwrap();
+        let id = begun(&mut s);
+        s.end_batch(id, true).unwrap();
+        assert_eq!(status(&mut s, &log), TurnStatus::Done("{\"a\":2}".into()));
     }
 
     #[test]

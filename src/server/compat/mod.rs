@@ -183,6 +183,12 @@ async fn serve(
     let ours = made_key && state.writes_locally();
     let beta = beta_of(&headers, provider);
     let prepare: turn::Prepare = Box::new(move |st: &Arc<AppState>| {
+        // The server's own key may be answered by a batch a crash left in
+        // the journal: the writer settles the journal as it starts, so it
+        // starts before the key is looked up.
+        if ours {
+            st.writer().map_err(|e| st.append_failed(&e))?;
+        }
         let log = crate::input::LogBytes::open_with(
             &st.cfg.log,
             crate::input::ReadMode::Auto,

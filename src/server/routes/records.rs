@@ -151,6 +151,7 @@ pub(crate) async fn append(state: Arc<AppState>, req: Request) -> Result<Respons
             key: k,
             answer: Box::new(move |appended: &[Appended]| answer_of(appended, &given)),
             body: body_hash.clone(),
+            made: false,
         }
     });
     // (`existed`: the batch was found under its key, written by an earlier

@@ -5,8 +5,10 @@
 //!
 //! The key's state lives in two places: the state store (a key, its
 //! request's hash, where its `text_input` is, and its answer once known:
-//! durable before the model is called for a client's key, with the turn's
-//! end for one the server made from the conversation) and
+//! durable before the model is called for a client's key; for one the
+//! server made from the conversation, written in the journal steps of the
+//! turn's records and durable with the store's next sync:
+//! `BatchKey::made`) and
 //! the server's map of running turns (which outlives a log state evicted
 //! from memory). A key found running in the store but in no running task —
 //! its process stopped, or its task died — is *interrupted*: the upstream

@@ -459,6 +459,7 @@ pub(super) async fn append_close(
             key: key.clone(),
             answer: Box::new(move |_| answer.clone()),
             body: c.hash.clone(),
+            made: true,
         };
         w.append_batch(lines, Some(key)).await?;
         c.key_answered

@@ -124,8 +124,13 @@ mod tests {
     use crate::server::writer::{Line, Writer};
 
     /// What a crash leaves: a batch journalled and then `cut` bytes short in
-    /// the log (`extra` written after it by someone else).
-    fn crashed(cut: usize, extra: &[u8]) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
+    /// the log (`extra` written after it by someone else); `made`: its key
+    /// is one the server made.
+    fn crashed(
+        cut: usize,
+        extra: &[u8],
+        made: bool,
+    ) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wm.log");
         let db = dir.path().join("wm.db");
@@ -141,7 +146,7 @@ mod tests {
                 ident,
                 start,
                 &journal_lines(batch),
-                &[("k".into(), "{\"ok\":1}".into())],
+                &[("k".into(), "{\"ok\":1}".into(), made)],
                 &[],
                 false,
                 &[],
@@ -208,27 +213,80 @@ mod tests {
 
     #[test]
     fn a_batch_a_crash_left_whole_stays_and_answers_its_key() {
-        let (log, status) = crashed(0, b"");
-        assert_eq!(log.iter().filter(|&&b| b == b'\n').count(), 3);
-        assert_eq!(
-            status,
-            Some(crate::state::TurnStatus::Done("{\"ok\":1}".into()))
+        for made in [false, true] {
+            let (log, status) = crashed(0, b"", made);
+            assert_eq!(log.iter().filter(|&&b| b == b'\n').count(), 3);
+            assert_eq!(
+                status,
+                Some(crate::state::TurnStatus::Done("{\"ok\":1}".into()))
+            );
+        }
+    }
+
+    #[test]
+    fn a_key_the_server_made_is_answered_as_its_batch_begins_and_ends_with_the_next() {
+        use crate::server::writer::{BatchKey, LogWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let db = dir.path().join("wm.db");
+        let day = std::time::Duration::from_secs(86_400);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (w, thread) = Writer::start(&path, true, &db, true).unwrap();
+        for (i, made) in [true, false, true].into_iter().enumerate() {
+            let key = format!("k{i}");
+            Store::open(&db)
+                .unwrap()
+                .begin_turn(&path, &key, "h", day)
+                .unwrap();
+            let batch_key = BatchKey {
+                key: key.clone(),
+                answer: Box::new(|_| "{\"ok\":1}".into()),
+                body: "h".into(),
+                made,
+            };
+            let line = Line::verbatim(format!("{{\"type\":\"e\",\"ts_ms\":{i}}}").into_bytes());
+            rt.block_on(w.append_batch(vec![line], Some(batch_key)))
+                .unwrap();
+            let mut store = Store::open(&db).unwrap();
+            assert!(matches!(
+                store.peek_turn(&path, &key, "h", day).unwrap(),
+                crate::state::TurnBegin::Seen {
+                    status: crate::state::TurnStatus::Done(_),
+                    ..
+                }
+            ));
+            // A client's key's entry is ended at once (and took the one
+            // before it out); the server's own waits for the next batch.
+            assert_eq!(store.pending_batches().unwrap().len(), usize::from(made));
+        }
+        drop(w);
+        thread.join();
+        assert!(
+            Store::open(&db)
+                .unwrap()
+                .pending_batches()
+                .unwrap()
+                .is_empty()
         );
     }
 
     #[test]
     fn a_batch_a_crash_cut_short_is_cut_back_out_and_its_key_freed() {
         for cut in [1, 10, 24, 40] {
-            let (log, status) = crashed(cut, b"");
-            assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "cut {cut}");
-            assert_eq!(status, Some(crate::state::TurnStatus::Failed));
+            for made in [false, true] {
+                let (log, status) = crashed(cut, b"", made);
+                assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "cut {cut}");
+                assert_eq!(status, Some(crate::state::TurnStatus::Failed));
+            }
         }
     }
 
     #[test]
     fn a_cut_batch_followed_by_another_writers_lines_is_left_as_it_is() {
         let extra = b"\n{\"type\":\"x\",\"ts_ms\":9}\n";
-        let (log, status) = crashed(5, extra);
+        let (log, status) = crashed(5, extra, true);
         assert!(log.ends_with(extra), "the other writer's line is kept");
         assert_eq!(status, Some(crate::state::TurnStatus::Failed));
     }

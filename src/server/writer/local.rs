@@ -24,9 +24,10 @@
 //!
 //! - **A crash in the middle of a batch** (`kill -9`, a power cut): each
 //!   round of batches is recorded in the state store's journal (where it
-//!   starts, each line's length and hash, the idempotency keys it answers)
-//!   and synced before its bytes are written, and ended once the log is
-//!   synced. When the writer starts, a batch still in the journal is looked
+//!   starts, each line's length and hash, the idempotency keys it answers),
+//!   synced before its bytes are written when it holds more than one line
+//!   or a client's key, and ended once the log is synced (in the next
+//!   round's step, unless it answers a client's key). When the writer starts, a batch still in the journal is looked
 //!   for in the log: found whole, it stays and its keys are answered; found
 //!   in part with nothing after it, the log is cut back to where the batch
 //!   began and its keys are free to be retried. If something was appended
@@ -164,7 +165,8 @@ impl Appender {
     /// as a batch of its own, so one bad job fails alone), syncs the log
     /// once, ends their journal entries and acknowledges them.
     pub(super) fn round(&mut self, round: Vec<Job>) {
-        // (the job's durable ack, its batch's journal entry, whether it has a key)
+        // (the job's durable ack, its batch's journal entry, whether it has a
+        // client's key, answered when the batch ends)
         let mut done: Vec<(oneshot::Sender<std::io::Result<()>>, i64, bool)> =
             Vec::with_capacity(round.len());
         let mut sync = false;
@@ -198,7 +200,8 @@ impl Appender {
                 Ok((a, journal)) => {
                     let _ = job.written.send(Ok(a));
                     sync |= job.sync || job.key.is_some();
-                    done.push((job.durable, journal, job.key.is_some()));
+                    let client_key = job.key.as_ref().is_some_and(|k| !k.made);
+                    done.push((job.durable, journal, client_key));
                 }
                 Err(e) if GuardBroken::of(&e).is_some() => job.fail(e),
                 Err(e) => {
@@ -236,8 +239,9 @@ impl Appender {
         }
         // A batch not synced stays in the journal: the next start settles it
         // by what the log holds then.
-        // One whose keys are answered now; one without keys goes with the
-        // next batch's entry.
+        // One with a client's key is ended now (its keys answered); one
+        // without (or with the server's own keys, answered as it began)
+        // goes with the next batch's entry.
         if synced.is_ok() {
             let mut journals: Vec<(i64, bool)> = Vec::new();
             for &(_, journal, keyed) in &done {
@@ -286,13 +290,15 @@ impl Appender {
         // The journal entry is on disk before the batch's bytes can be,
         // where a crash could leave part of it as whole records (a batch
         // of several lines) or a key answered from it. A round of one-line
-        // jobs without keys is journalled without a sync of its own: each
-        // line is a job whole or torn, never part of one. After a
+        // jobs without a client's key is journalled without a sync of its
+        // own: each line is a job whole or torn, never part of one. After a
         // process crash the entry is there (the page cache outlives the
         // process) and the torn line is cut back; after a power cut a line
         // cut short is never a record (no proper prefix of a JSON object is
-        // JSON), and the next append starts a new line.
-        let one_line = jobs.iter().all(|j| j.len() == 1) && keys.iter().all(Option::is_none);
+        // JSON), and the next append starts a new line. (A key the server
+        // made is kept for the process's retries: `BatchKey::made`.)
+        let one_line =
+            jobs.iter().all(|j| j.len() == 1) && keys.iter().all(|k| k.is_none_or(|k| k.made));
         let mut newline_first = false;
         for _ in 0..=MAX_REWRITES {
             let meta = file.metadata()?;
@@ -417,7 +423,7 @@ fn begin(
     appended: &[Vec<Appended>],
     shift: u64,
 ) -> std::io::Result<i64> {
-    let answers: Vec<(String, String)> = keys
+    let answers: Vec<(String, String, bool)> = keys
         .iter()
         .zip(appended)
         .filter_map(|(k, a)| {
@@ -429,7 +435,7 @@ fn begin(
                         ..*x
                     })
                     .collect();
-                (k.key.clone(), (k.answer)(&at))
+                (k.key.clone(), (k.answer)(&at), k.made)
             })
         })
         .collect();

@@ -102,6 +102,14 @@ pub struct BatchKey {
     /// elsewhere keeps it with the batch, so the same key with another body,
     /// through any replica, is refused (a key-reused error).
     pub body: String,
+    /// A key the server made for a provider request (its conversation's),
+    /// which only this process claims: its turn is marked answered in the
+    /// batch's own journal step, and the entry is neither synced before the
+    /// batch's bytes nor ended in a step of its own. It survives a crash of
+    /// the process (the store's writes are in the page cache), and a power
+    /// cut once the store has synced since (a client's key, a checkpoint).
+    /// A client's key (`false`) is on disk before the batch's bytes can be.
+    pub made: bool,
 }
 
 /// A turn's key whose row the writer records with the batch holding the
