@@ -883,6 +883,18 @@ pub async fn post(url: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
     (status, r.text().await.unwrap())
 }
 
+/// `GET url`'s body as text.
+pub async fn get_text(url: &str) -> String {
+    client()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// `GET url`'s JSON body.
 pub async fn get_json(url: &str) -> Value {
     client()

@@ -390,14 +390,7 @@ async fn the_page_is_served_with_a_strict_policy_behind_the_same_token() {
     assert!(html.contains("/ui/app.js"));
     // Nothing from another host.
     for asset in ["/ui", "/ui/app.js", "/ui/app.css"] {
-        let body = client()
-            .get(format!("{}{asset}", srv.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let body = get_text(&format!("{}{asset}", srv.url)).await;
         assert!(
             !body.contains("http://") && !body.contains("https://"),
             "{asset}"

@@ -122,14 +122,7 @@ async fn two_replicas_writing_one_log_never_interleave_or_lose_a_record() {
         conflicts > 0,
         "two replicas writing at once never conflicted"
     );
-    let metrics = mock::client()
-        .get(format!("{}/metrics", a.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = mock::get_text(&format!("{}/metrics", a.url)).await;
     for name in [
         "wmreplay_jetstream_publish_duration_seconds_count",
         "wmreplay_jetstream_conflicts_total",

@@ -106,14 +106,7 @@ async fn turn_as_respond(
 
 /// The server's gauge of logs with a live state.
 async fn logs_open(url: &str) -> u64 {
-    let text = client()
-        .get(format!("{url}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&format!("{url}/metrics")).await;
     text.lines()
         .find_map(|l| l.strip_prefix("wmreplay_logs_open "))
         .and_then(|v| v.trim().parse::<f64>().ok())
