@@ -90,11 +90,14 @@ python-zig cc -target x86_64-windows-gnu -shared -O2 -o "$PRNG_DIR/bcryptprimiti
 PRNG_PID=$!
 
 declare -A RUN
-for target in "${TARGETS[@]}"; do
-  # The command line without the JetStream client, which nothing below runs.
-  step "cargo zigbuild --profile platform-check --no-default-features --features cli --bin wmreplay --target $target"
-  cargo zigbuild --profile platform-check --no-default-features --features cli --bin wmreplay --target "$target"
-done
+# The command line without the JetStream client, which nothing below runs;
+# every target in one cargo, so that the stretches where one target's build
+# runs a crate at a time (build scripts, the crate itself) leave the other
+# core to another's.
+TARGET_ARGS=()
+for target in "${TARGETS[@]}"; do TARGET_ARGS+=(--target "$target"); done
+step "cargo zigbuild --profile platform-check --no-default-features --features cli --bin wmreplay ${TARGET_ARGS[*]}"
+cargo zigbuild --profile platform-check --no-default-features --features cli --bin wmreplay "${TARGET_ARGS[@]}"
 A64=$ROOT/target/aarch64-unknown-linux-gnu/platform-check/wmreplay
 RUN[aarch64-gnu]="qemu-aarch64 -L /usr/aarch64-linux-gnu $A64"
 if [[ -n $MUSL ]]; then RUN[x86_64-musl]="$MUSL"; fi
