@@ -73,8 +73,8 @@ impl Store {
     /// Records a batch about to be written at `start` of the log
     /// (`dev`, `inode`), with the answers of the idempotency keys it
     /// carries (`(key, answer, made)`: a key the server made is marked
-    /// answered in this step, not when the batch ends), and the rows of the turns' keys whose inputs it holds
-    /// (`inputs`); `sync`: on disk before this returns. The same step
+    /// answered in this step, not when the batch ends), and the rows of
+    /// the turns' keys whose inputs it holds (`inputs`); `sync`: on disk before this returns. The same step
     /// removes the `settled` batches (synced, with no key to answer), so a
     /// batch without keys costs one transaction.
     #[allow(clippy::too_many_arguments)]

@@ -123,6 +123,11 @@ mod tests {
     use super::*;
     use crate::server::writer::{Line, Writer};
 
+    /// The batches the journal at `db` holds begun and not ended.
+    fn pending(db: &Path) -> usize {
+        Store::open(db).unwrap().pending_batches().unwrap().len()
+    }
+
     /// What a crash leaves: a batch journalled and then `cut` bytes short in
     /// the log (`extra` written after it by someone else); `made`: its key
     /// is one the server made.
@@ -249,9 +254,11 @@ mod tests {
             let line = Line::verbatim(format!("{{\"type\":\"e\",\"ts_ms\":{i}}}").into_bytes());
             rt.block_on(w.append_batch(vec![line], Some(batch_key)))
                 .unwrap();
-            let mut store = Store::open(&db).unwrap();
             assert!(matches!(
-                store.peek_turn(&path, &key, "h", day).unwrap(),
+                Store::open(&db)
+                    .unwrap()
+                    .peek_turn(&path, &key, "h", day)
+                    .unwrap(),
                 crate::state::TurnBegin::Seen {
                     status: crate::state::TurnStatus::Done(_),
                     ..
@@ -259,17 +266,11 @@ mod tests {
             ));
             // A client's key's entry is ended at once (and took the one
             // before it out); the server's own waits for the next batch.
-            assert_eq!(store.pending_batches().unwrap().len(), usize::from(made));
+            assert_eq!(pending(&db), usize::from(made));
         }
         drop(w);
         thread.join();
-        assert!(
-            Store::open(&db)
-                .unwrap()
-                .pending_batches()
-                .unwrap()
-                .is_empty()
-        );
+        assert_eq!(pending(&db), 0);
     }
 
     #[test]
@@ -302,23 +303,14 @@ mod tests {
             let (_, durable) = w.append_blocking(vec![line]).unwrap();
             durable.blocking_recv().unwrap().unwrap();
             // Each begun batch took the one synced before it out: one left.
-            assert_eq!(
-                Store::open(&db).unwrap().pending_batches().unwrap().len(),
-                1
-            );
+            assert_eq!(pending(&db), 1);
         }
         drop(w);
         thread.join();
         let before = std::fs::read(&path).unwrap();
         assert_eq!(before.iter().filter(|&&b| b == b'\n').count(), 3);
         // Closed: the last one settled too.
-        assert!(
-            Store::open(&db)
-                .unwrap()
-                .pending_batches()
-                .unwrap()
-                .is_empty()
-        );
+        assert_eq!(pending(&db), 0);
         let (w, thread) = Writer::start(&path, true, &db, true).unwrap();
         drop(w);
         thread.join();

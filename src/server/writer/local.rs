@@ -27,8 +27,8 @@
 //!   starts, each line's length and hash, the idempotency keys it answers),
 //!   synced before its bytes are written when it holds more than one line
 //!   or a client's key, and ended once the log is synced (in the next
-//!   round's step, unless it answers a client's key). When the writer starts, a batch still in the journal is looked
-//!   for in the log: found whole, it stays and its keys are answered; found
+//!   round's step, unless it answers a client's key). When the writer
+//!   starts, a batch still in the journal is looked for in the log: found whole, it stays and its keys are answered; found
 //!   in part with nothing after it, the log is cut back to where the batch
 //!   began and its keys are free to be retried. If something was appended
 //!   after a part of a batch (another process, after the crash), those
@@ -244,14 +244,14 @@ impl Appender {
         // goes with the next batch's entry.
         if synced.is_ok() {
             let mut journals: Vec<(i64, bool)> = Vec::new();
-            for &(_, journal, keyed) in &done {
+            for &(_, journal, client_key) in &done {
                 match journals.last_mut() {
-                    Some((j, k)) if *j == journal => *k |= keyed,
-                    _ => journals.push((journal, keyed)),
+                    Some((j, k)) if *j == journal => *k |= client_key,
+                    _ => journals.push((journal, client_key)),
                 }
             }
-            for (journal, keyed) in journals {
-                if !keyed {
+            for (journal, client_key) in journals {
+                if !client_key {
                     self.settled.push(journal);
                 } else if let Err(e) = self.journal.end_batch(journal, true) {
                     tracing::error!(path = %self.path.display(), error = %e,
