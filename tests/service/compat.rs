@@ -582,3 +582,78 @@ async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
         server.stop().await;
     }
 }
+
+/// A client's tools are its text: they reach the upstream byte for byte as
+/// written (spacing, member order, escapes), and tools the provider would
+/// refuse are refused before anything is written or sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_tools_reach_the_upstream_as_written_or_are_refused_first() {
+    for p in BOTH {
+        let dir = tempfile::tempdir().unwrap();
+        let log = example_log(dir.path());
+        let (up, mock) = start_mock(p, Mode::Ok).await;
+        let server = start(config(&log, Some(&up), p)).await;
+        let url = format!("{}{}", server.url, path(p));
+        let tools = match p {
+            Provider::Anthropic => {
+                r#"[ {"description" : "caf\u00e9 \/ lookup", "name":"lookup",
+                     "input_schema":{"type":"object","properties":{"q":{"type":"string"}}} } ]"#
+            }
+            Provider::OpenAi => {
+                r#"[ {"function":{"parameters":{"type":"object"}, "name":"lookup",
+                     "description":"caf\u00e9 \/ lookup"}, "type":"function"} ]"#
+            }
+        };
+        let body = ask(p, json!([{"role": "user", "content": "look it up"}])).to_string();
+        let with = |tools: &str| format!("{},\"tools\":{tools}}}", &body[..body.len() - 1]);
+        let post = |text: String| {
+            client()
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(text)
+                .send()
+        };
+        let r = post(with(tools)).await.unwrap();
+        assert_eq!(r.status(), 200, "{p:?}: {}", r.text().await.unwrap());
+        let seen = mock.seen.lock().unwrap().last().unwrap().raw.clone();
+        let sent = String::from_utf8(seen).unwrap();
+        assert!(
+            sent.contains(&format!("\"tools\":{tools}")),
+            "{p:?}: {sent}"
+        );
+        assert_eq!(kinds(&log), ["text_input", "text_output"]);
+
+        let bad = [
+            r#"[{"name":"bad name!","input_schema":{"type":"object"}}]"#,
+            r#"{"name":"lookup","input_schema":{"type":"object"}}"#,
+            r#"[{"type":"function","function":{"parameters":{}}}]"#,
+            r#"["lookup"]"#,
+        ];
+        for tools in bad {
+            let r = post(with(tools)).await.unwrap();
+            let status = r.status();
+            let text = r.text().await.unwrap();
+            assert_eq!(status, 400, "{p:?} {tools}: {text}");
+            assert!(text.contains("tools"), "{p:?} {tools}: {text}");
+        }
+        // `tool_choice` needs tools: an empty list is none.
+        let none = format!(
+            "{},\"tool_choice\":{{\"type\":\"auto\"}}}}",
+            &with("[]")[..with("[]").len() - 1]
+        );
+        let r = post(none).await.unwrap();
+        assert_eq!(r.status(), 400, "{p:?}");
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("may only be given with `tools`"),
+            "{p:?}: {text}"
+        );
+        assert_eq!(mock.requests(), 1, "{p:?}: nothing refused was sent");
+        assert_eq!(
+            kinds(&log),
+            ["text_input", "text_output"],
+            "{p:?}: nor written"
+        );
+        server.stop().await;
+    }
+}

@@ -16,7 +16,10 @@ use serde_json::{Map, Value};
 
 use crate::Format;
 use crate::render::cache::CachePolicy;
+
+mod member;
 use crate::render::request::CurrentRequest;
+pub(crate) use member::{Member, Param, skeleton};
 
 /// Everything a request body is built from besides the replay: its format,
 /// leading fields ([`request_fields`], or `""` for the contract's body),
@@ -191,6 +194,19 @@ impl Kind {
             }
             Kind::Shaped(check, _) => check(v),
             Kind::Any => true,
+        }
+    }
+
+    /// [`accepts`](Self::accepts) for a member: text is checked by its
+    /// skeleton where the kind is a shape (tools), else parsed.
+    fn accepts_member(self, m: Member<'_>) -> bool {
+        match (self, m) {
+            (_, Member::Tree(v)) => self.accepts(v),
+            (Kind::Any, Member::Raw(_)) => true,
+            (Kind::Shaped(check, _), Member::Raw(r)) => {
+                member::skeleton(r).is_some_and(|s| check(&s))
+            }
+            (_, raw) => self.accepts(&raw.value()),
         }
     }
 
@@ -400,11 +416,14 @@ pub fn check_params(
     params: &[(String, Value)],
     allow: &[String],
 ) -> Result<Vec<(String, Value)>, ParamError> {
-    let refs: Vec<(&str, &Value)> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let refs: Vec<(&str, Member<'_>)> = params
+        .iter()
+        .map(|(k, v)| (k.as_str(), Member::Tree(v)))
+        .collect();
     let checked = checked(format, model, stream, &refs, allow)?;
     Ok(checked
         .into_iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
+        .map(|(k, v)| (k.to_string(), v.value().into_owned()))
         .collect())
 }
 
@@ -414,9 +433,9 @@ fn checked<'a>(
     format: Format,
     model: &str,
     stream: bool,
-    params: &[(&'a str, &'a Value)],
+    params: &[(&'a str, Member<'a>)],
     allow: &[String],
-) -> Result<Vec<(&'a str, &'a Value)>, ParamError> {
+) -> Result<Vec<(&'a str, Member<'a>)>, ParamError> {
     let Some(rules) = rules(format) else {
         return Err(refuse(
             "params",
@@ -426,7 +445,7 @@ fn checked<'a>(
             ),
         ));
     };
-    let mut out: Vec<(&'a str, &'a Value)> = Vec::with_capacity(params.len());
+    let mut out: Vec<(&'a str, Member<'a>)> = Vec::with_capacity(params.len());
     // For each member of `out`, the name the caller gave it.
     let mut given: Vec<&str> = Vec::with_capacity(params.len());
     for &(name, value) in params {
@@ -447,10 +466,10 @@ fn checked<'a>(
             format!("`{name}` ({}'s `{mapped}`)", rules.provider)
         };
         match rules.params.iter().find(|(n, _)| *n == mapped) {
-            Some((_, kind)) if !kind.accepts(value) => {
+            Some((_, kind)) if !kind.accepts_member(value) => {
                 return Err(refuse(
                     name,
-                    format!("{called} must be {}, got {value}", kind.name()),
+                    format!("{called} must be {}, got {}", kind.name(), value.value()),
                 ));
             }
             Some(_) => {}
@@ -483,7 +502,7 @@ fn checked<'a>(
                 "`stream_options` is only valid on a streamed request (\"stream\": true)".into(),
             ));
         }
-        if out[i].1.get("include_usage") == Some(&Value::Bool(false)) {
+        if out[i].1.value().get("include_usage") == Some(&Value::Bool(false)) {
             return Err(refuse(
                 field,
                 "`stream_options.include_usage` may not be false: the answer's token usage is \
@@ -528,43 +547,58 @@ pub fn request_fields(
     params: &[(String, Value)],
     allow: &[String],
 ) -> Result<String, ParamError> {
-    let refs: Vec<(&str, &Value)> = params.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let refs: Vec<(&str, Member<'_>)> = params
+        .iter()
+        .map(|(k, v)| (k.as_str(), Member::Tree(v)))
+        .collect();
     request_fields_of(format, model, max_output_tokens, stream, &refs, allow)
 }
 
 /// [`request_fields`] over borrowed parameters: a client's tools and system
-/// (tens of KB) are written once, never copied.
+/// (tens of KB) are written once, never copied; a member given as text is
+/// written as it came.
 pub(crate) fn request_fields_of(
     format: Format,
     model: &str,
     max_output_tokens: u32,
     stream: bool,
-    params: &[(&str, &Value)],
+    params: &[(&str, Member<'_>)],
     allow: &[String],
 ) -> Result<String, ParamError> {
-    use std::borrow::Cow;
     let params = checked(format, model, stream, params, allow)?;
     let rules = rules(format).expect("check_params refuses other formats");
-    let mut members: Vec<(&str, Cow<'_, Value>)> = vec![
-        ("model", Cow::Owned(Value::String(model.into()))),
-        (rules.limit, Cow::Owned(Value::from(max_output_tokens))),
+    // The server's own members (and OpenAI's `stream_options` with usage
+    // asked for), then the parameters, each replacing one of the same name.
+    let model = Value::String(model.into());
+    let limit = Value::from(max_output_tokens);
+    let yes = Value::Bool(true);
+    let mut usage = Map::new();
+    usage.insert("include_usage".into(), Value::Bool(true));
+    let usage = Value::Object(usage);
+    let mut members: Vec<(&str, Member<'_>)> = vec![
+        ("model", Member::Tree(&model)),
+        (rules.limit, Member::Tree(&limit)),
     ];
     if stream {
-        members.push(("stream", Cow::Owned(Value::Bool(true))));
+        members.push(("stream", Member::Tree(&yes)));
         if format == Format::OpenAi {
-            let mut o = Map::new();
-            o.insert("include_usage".into(), Value::Bool(true));
-            members.push(("stream_options", Cow::Owned(Value::Object(o))));
+            members.push(("stream_options", Member::Tree(&usage)));
         }
     }
-    for (k, v) in params {
-        let v = match (k, v) {
-            ("stream_options", Value::Object(o)) => {
-                let mut o = o.clone();
+    let options = params
+        .iter()
+        .find(|&&(k, _)| k == "stream_options")
+        .and_then(|(_, v)| match v.value().into_owned() {
+            Value::Object(mut o) => {
                 o.insert("include_usage".into(), Value::Bool(true));
-                Cow::Owned(Value::Object(o))
+                Some(Value::Object(o))
             }
-            (_, v) => Cow::Borrowed(v),
+            _ => None,
+        });
+    for &(k, v) in &params {
+        let v = match (k, &options) {
+            ("stream_options", Some(o)) => Member::Tree(o),
+            _ => v,
         };
         match members.iter_mut().find(|(name, _)| *name == k) {
             Some(m) => m.1 = v,
@@ -578,9 +612,9 @@ pub(crate) fn request_fields_of(
         }
         serde_json::to_writer(&mut s, k).expect("a string is written");
         s.push(b':');
-        serde_json::to_writer(&mut s, &**v).expect("a JSON value is written");
+        v.write(&mut s);
     }
-    Ok(String::from_utf8(s).expect("serde_json writes UTF-8"))
+    Ok(String::from_utf8(s).expect("serde_json writes UTF-8 and members are valid JSON text"))
 }
 
 #[cfg(test)]

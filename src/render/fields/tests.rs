@@ -164,3 +164,49 @@ fn nested_members_keep_their_order() {
         r#""model":"m","max_tokens":100,"metadata":{"z":1,"a":2}"#
     );
 }
+
+/// Tools given as text are accepted or refused exactly as the same tools
+/// as a tree, with the same message, and written as they came.
+#[test]
+fn tools_as_text_are_judged_as_their_tree_is() {
+    let cases = [
+        r#"[{"name":"t","description":"d","input_schema":{"type":"object"}}]"#,
+        r#"[{"name":"t","input_schema":{"type":"array"}}]"#,
+        r#"[{"name":"t","input_schema":"object"}]"#,
+        r#"[{"type":"custom","name":"t","input_schema":{"type":"object","properties":{"name":{"type":"x"}}}}]"#,
+        r#"[{"type":"web_search_20250305","name":"web_search","input_schema":7}]"#,
+        r#"[{"type":"bash_20250124","name":null}]"#,
+        r#"[{"type":null,"name":"t","input_schema":{"type":"object"}}]"#,
+        r#"[{"name":"bad name!","input_schema":{"type":"object"}}]"#,
+        r#"[{"name":"","input_schema":{"type":"object"}}]"#,
+        r#"[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]"#,
+        r#"[{"type":"function","function":"f"}]"#,
+        r#"[{"type":"function","function":{"name":"f g"}}]"#,
+        r#"[{"type":"custom","custom":{"name":"c"}}]"#,
+        r#"[{"type":"custom","name":"c"}]"#,
+        r#"[{"type":"function","name":"f"}]"#,
+        r#"[["name"],{"name":"t"}]"#,
+        r#"["t"]"#,
+        r#"[]"#,
+        r#"{"name":"t","input_schema":{"type":"object"}}"#,
+        r#""tools""#,
+        r#"null"#,
+        r#"[{"name":"t","input_schema":{"type":"object"}},{"name":"u","input_schema":{}}]"#,
+    ];
+    for format in [Format::Anthropic, Format::OpenAi] {
+        for text in cases {
+            let tree: Value = serde_json::from_str(text).unwrap();
+            let raw = serde_json::value::RawValue::from_string(text.into()).unwrap();
+            let of = |m: Member<'_>| request_fields_of(format, "m", 10, false, &[("tools", m)], &[]);
+            let (t, r) = (of(Member::Tree(&tree)), of(Member::Raw(&raw)));
+            match (t, r) {
+                (Ok(t), Ok(r)) => {
+                    assert_eq!(t, r.replace(text, &tree.to_string()), "{format:?} {text}");
+                    assert!(r.ends_with(&format!("\"tools\":{text}")), "{format:?} {text}");
+                }
+                (Err(t), Err(r)) => assert_eq!(t.message, r.message, "{format:?} {text}"),
+                (t, r) => panic!("{format:?} {text}: as a tree {t:?}, as text {r:?}"),
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::AppState;
+use crate::render::fields::{Member, Param};
 use crate::server::errors::ApiError;
 use crate::{CurrentRequest, LiveInfo, LiveReplay, ReplayStats, SelectReport};
 
@@ -253,24 +254,32 @@ impl AppState {
         params: &[(String, Value)],
         stream: bool,
     ) -> Result<String, ApiError> {
-        self.fields_with(params, stream, None)
+        let params: Vec<(&str, Member<'_>)> = params
+            .iter()
+            .map(|(k, v)| (k.as_str(), Member::Tree(v)))
+            .collect();
+        self.fields_with(&params, stream, None)
     }
 
     /// [`fields_for`](Self::fields_for) for a client of the provider's own
     /// API: its `model`, and its own tools (the server's are not offered:
-    /// the client runs the tools of its request).
+    /// the client runs the tools of its request), written as it sent them.
     pub(crate) fn client_fields(
         &self,
-        params: &[(String, Value)],
+        params: &[(String, Param)],
         stream: bool,
         model: &str,
     ) -> Result<String, ApiError> {
-        self.fields_with(params, stream, Some(model))
+        let params: Vec<(&str, Member<'_>)> = params
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.member()))
+            .collect();
+        self.fields_with(&params, stream, Some(model))
     }
 
     fn fields_with(
         &self,
-        params: &[(String, Value)],
+        params: &[(&str, Member<'_>)],
         stream: bool,
         client_model: Option<&str>,
     ) -> Result<String, ApiError> {
@@ -286,11 +295,11 @@ impl AppState {
         };
         let p = self.cfg.provider;
         // Borrowed: a client's tools and system are written, not copied.
-        let mut extra: Vec<(&str, &Value)> = self
+        let mut extra: Vec<(&str, Member<'_>)> = self
             .cfg
             .upstream_fields
             .iter()
-            .map(|(k, v)| (k.as_str(), v))
+            .map(|(k, v)| (k.as_str(), Member::Tree(v)))
             .collect();
         // The operator's stream options go with streamed requests only.
         if !stream {
@@ -309,7 +318,7 @@ impl AppState {
         {
             if let Some((k, _)) = params
                 .iter()
-                .find(|(k, _)| k == "tools" || k == "tool_choice")
+                .find(|&&(k, _)| k == "tools" || k == "tool_choice")
             {
                 return Err(ApiError::new(
                     StatusCode::BAD_REQUEST,
@@ -322,18 +331,18 @@ impl AppState {
                 ));
             }
             defs = d;
-            extra.push(("tools", &defs));
+            extra.push(("tools", Member::Tree(&defs)));
         }
         // The client's own replace the operator's of the same name.
-        for (k, v) in params {
+        for &(k, v) in params {
             extra.retain(|&(name, _)| name != k);
-            extra.push((k.as_str(), v));
+            extra.push((k, v));
         }
         let cache_key = self.cache_key.clone().map(Value::String);
         if let Some(key) = &cache_key
             && !extra.iter().any(|&(k, _)| k == "prompt_cache_key")
         {
-            extra.push(("prompt_cache_key", key));
+            extra.push(("prompt_cache_key", Member::Tree(key)));
         }
         crate::render::fields::request_fields_of(
             p.format(),

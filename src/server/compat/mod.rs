@@ -34,6 +34,7 @@
 //! same), `side.rs` (requests beside the conversation, relayed
 //! without the log).
 
+mod body;
 mod count;
 mod history;
 mod request;
@@ -228,9 +229,8 @@ async fn serve(
                 beta,
                 responses: alt,
                 window,
-                wants_usage: asked.params.iter().any(|(k, v)| {
-                    k == "stream_options"
-                        && v.get("include_usage") == Some(&serde_json::Value::Bool(true))
+                wants_usage: asked.param("stream_options").is_some_and(|v| {
+                    v.get("include_usage") == Some(&serde_json::Value::Bool(true))
                 }),
             }),
         };
@@ -416,7 +416,7 @@ pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
 /// `session-id`.
 pub(super) fn session_of(
     headers: &HeaderMap,
-    params: Option<&[(String, serde_json::Value)]>,
+    params: Option<&[(String, crate::render::fields::Param)]>,
 ) -> Result<Option<String>, ApiError> {
     if let Some(v) = headers.get("wmreplay-session") {
         return match v.to_str() {
@@ -438,6 +438,7 @@ pub(super) fn session_of(
     };
     let from_metadata = || {
         let (_, m) = params?.iter().find(|(k, _)| k == "metadata")?;
+        let m = m.tree()?;
         let user: serde_json::Value = serde_json::from_str(m.get("user_id")?.as_str()?).ok()?;
         let s = user.get("session_id")?.as_str()?.trim();
         (!s.is_empty() && s.len() <= 256).then(|| s.to_string())

@@ -4,9 +4,14 @@
 //! tools and their results) and what came before (the client's copy of the
 //! history).
 
+use std::borrow::Cow;
+
 use axum::http::StatusCode;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::body::Body;
+use crate::render::fields::Param;
 use crate::server::errors::ApiError;
 use crate::server::upstream::Provider;
 
@@ -17,8 +22,9 @@ pub(crate) struct Asked {
     /// The client's system prompt, as text.
     pub(crate) system: Option<String>,
     pub(crate) stream: bool,
-    /// Every other member of the body, for the provider's rules.
-    pub(crate) params: Vec<(String, Value)>,
+    /// Every other member of the body, in order, for the provider's rules
+    /// (`tools` as the client's text).
+    pub(crate) params: Vec<(String, Param)>,
     pub(crate) messages: Vec<Value>,
     /// Anthropic's `role: "system"` messages that came before the turn's
     /// user message, taken out of `messages`: instructions, not
@@ -58,11 +64,8 @@ impl Asked {
     }
 
     fn parse_as(provider: Provider, body: &[u8], turn: bool) -> Result<Asked, ApiError> {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
-        let Value::Object(mut obj) = v else {
-            return Err(bad("the body must be a JSON object"));
-        };
+        let mut body = Body::read(body)?;
+        let obj = &mut body.obj;
         if obj.contains_key("thread") && provider == Provider::Anthropic {
             let mut e = bad(
                 "this endpoint keeps the conversation in its log and does not take `thread`: \
@@ -71,7 +74,7 @@ impl Asked {
             e.code = "thread_unsupported_request";
             return Err(e);
         }
-        let (model, stream) = model_and_stream(&mut obj)?;
+        let (model, stream) = model_and_stream(obj)?;
         let mut messages = match obj.remove("messages") {
             Some(Value::Array(m)) if !m.is_empty() => m,
             Some(Value::Array(_)) => return Err(bad("`messages` must hold at least one message")),
@@ -152,14 +155,14 @@ impl Asked {
             )));
         }
         if turn {
-            check_params(provider, &obj)?;
+            check_params(provider, &body.obj, body.raw("tools"))?;
         }
         Ok(Asked {
             provider,
             model,
             system,
             stream,
-            params: obj.into_iter().collect(),
+            params: body.into_params(),
             messages,
             instructions,
             responses: false,
@@ -167,6 +170,18 @@ impl Asked {
             start,
             text,
         })
+    }
+
+    /// The member `k`, when given and not null: a tree, or of a member kept
+    /// as text (`tools`) what the tools' checks read (each tool's type and
+    /// name; see [`skeleton`](crate::render::fields::skeleton)).
+    pub(crate) fn param(&self, k: &str) -> Option<Cow<'_, Value>> {
+        let (_, p) = self.params.iter().find(|(n, _)| n == k)?;
+        let v = match p {
+            Param::Tree(v) => Cow::Borrowed(v),
+            Param::Raw(r) => Cow::Owned(crate::render::fields::skeleton(r)?),
+        };
+        (!v.is_null()).then_some(v)
     }
 
     /// Whether the request continues a turn after the model's calls of the
@@ -212,7 +227,11 @@ pub(super) fn model_and_stream(obj: &mut Map<String, Value>) -> Result<(String, 
 /// Refuses what the provider refuses of a request's parameters, before
 /// anything is written: Anthropic's `max_tokens` missing, OpenAI's `n`
 /// other than 1 (the log keeps one answer), `tool_choice` without `tools`.
-fn check_params(provider: Provider, obj: &Map<String, Value>) -> Result<(), ApiError> {
+fn check_params(
+    provider: Provider,
+    obj: &Map<String, Value>,
+    tools: Option<&RawValue>,
+) -> Result<(), ApiError> {
     if provider == Provider::Anthropic && obj.get("max_tokens").is_none_or(Value::is_null) {
         return Err(bad("`max_tokens`: field required"));
     }
@@ -224,9 +243,10 @@ fn check_params(provider: Provider, obj: &Map<String, Value>) -> Result<(), ApiE
             "`n` must be 1: this endpoint keeps one answer of each turn in its log",
         ));
     }
-    let no_tools = obj
-        .get("tools")
-        .is_none_or(|t| t.is_null() || t.as_array().is_some_and(Vec::is_empty));
+    let no_tools = tools.is_none_or(|t| {
+        serde_json::from_str::<Option<Vec<serde::de::IgnoredAny>>>(t.get())
+            .is_ok_and(|t| t.is_none_or(|t| t.is_empty()))
+    });
     if no_tools && obj.get("tool_choice").is_some_and(|c| !c.is_null()) {
         return Err(bad("`tool_choice` may only be given with `tools`"));
     }
@@ -464,7 +484,11 @@ pub(crate) fn canonical(asked: &Asked) -> String {
         asked.system.clone().map_or(Value::Null, Value::String),
     );
     for (k, v) in &asked.params {
-        m.insert(k.clone(), v.clone());
+        let v = match v {
+            Param::Tree(v) => v.clone(),
+            Param::Raw(r) => Value::String(r.get().to_string()),
+        };
+        m.insert(k.clone(), v);
     }
     m.insert("messages".into(), Value::Array(asked.messages.clone()));
     if !asked.instructions.is_empty() {

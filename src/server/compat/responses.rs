@@ -6,7 +6,9 @@
 
 use serde_json::Value;
 
+use super::body::Body;
 use super::request::{Asked, bad, model_and_stream, role, system_text};
+use crate::render::fields::Param;
 use crate::server::errors::ApiError;
 use crate::server::upstream::Provider;
 
@@ -18,12 +20,9 @@ impl Asked {
     /// are), `instructions` and developer or system messages as the system
     /// prompt. `previous_response_id` is resolved by the caller.
     pub(crate) fn parse_responses(body: &[u8]) -> Result<Asked, ApiError> {
-        let v: Value = serde_json::from_slice(body)
-            .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
-        let Value::Object(mut obj) = v else {
-            return Err(bad("the body must be a JSON object"));
-        };
-        let (model, stream) = model_and_stream(&mut obj)?;
+        let mut body = Body::read(body)?;
+        let obj = &mut body.obj;
+        let (model, stream) = model_and_stream(obj)?;
         let items = match obj.remove("input") {
             Some(Value::String(t)) => vec![serde_json::json!({"role": "user", "content": t})],
             Some(Value::Array(a)) if !a.is_empty() => a,
@@ -127,7 +126,7 @@ impl Asked {
             model,
             system,
             stream,
-            params: obj.into_iter().collect(),
+            params: body.into_params(),
             messages,
             instructions: Vec::new(),
             responses: true,
@@ -169,6 +168,10 @@ pub(crate) fn part_text(content: &Value) -> Option<String> {
 pub(crate) fn responses_fields(asked: &Asked) -> String {
     let mut members = vec![format!("\"model\":{}", Value::String(asked.model.clone()))];
     for (k, v) in &asked.params {
+        let v = match v {
+            Param::Tree(v) => v.to_string(),
+            Param::Raw(r) => r.get().to_string(),
+        };
         members.push(format!("{}:{v}", Value::String(k.clone())));
     }
     if asked.stream {

@@ -57,21 +57,17 @@ pub(crate) fn is_side(
             )),
         };
     }
-    let param = |k: &str| {
-        asked
-            .params
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| v)
-            .filter(|v| !v.is_null())
-    };
+    let param = |k: &str| asked.param(k);
     let probe = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
         .iter()
-        .any(|k| param(k).and_then(Value::as_u64).is_some_and(|n| n <= 1));
+        .any(|k| param(k).and_then(|v| v.as_u64()).is_some_and(|n| n <= 1));
     if probe {
         return Ok(true);
     }
-    let tools = param("tools")
+    // The tools' skeleton: their types and names (see `Asked::param`).
+    let tools = param("tools");
+    let tools = tools
+        .as_deref()
         .and_then(Value::as_array)
         .filter(|t| !t.is_empty());
     let schema = |v: Option<&Value>| {
@@ -79,10 +75,14 @@ pub(crate) fn is_side(
             .and_then(Value::as_str)
             .is_some_and(|t| t == "json_schema")
     };
-    let structured = schema(param("response_format"))
-        || schema(param("output_format"))
-        || schema(param("output_config").and_then(|c| c.get("format")))
-        || schema(param("text").and_then(|t| t.get("format")));
+    let structured = schema(param("response_format").as_deref())
+        || schema(param("output_format").as_deref())
+        || schema(
+            param("output_config")
+                .as_deref()
+                .and_then(|c| c.get("format")),
+        )
+        || schema(param("text").as_deref().and_then(|t| t.get("format")));
     if structured && tools.is_none() {
         return Ok(true);
     }

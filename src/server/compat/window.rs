@@ -43,13 +43,7 @@ const ANSWER: u64 = 32_000;
 /// Claude's tokenizer.
 pub(crate) fn budget(asked: &Asked, fields: &str, more: &[u8], beta: Option<&str>) -> u64 {
     let window = context_window(asked.provider, &asked.model, beta);
-    let param = |k: &str| {
-        asked
-            .params
-            .iter()
-            .find(|(n, _)| n == k)
-            .and_then(|(_, v)| v.as_u64())
-    };
+    let param = |k: &str| asked.param(k).and_then(|v| v.as_u64());
     let answer = param("max_tokens")
         .or_else(|| param("max_output_tokens"))
         .or_else(|| param("max_completion_tokens"))
