@@ -27,11 +27,11 @@
 //!   the session's last input (still unanswered, or just answered), repeats
 //!   that turn: [`Plan::repeats`].
 //!
-//! The session's records are read from the log's end backwards, as many as
-//! the request has items and a few more, so a lookup costs what the
-//! request's history costs: with a session, its id is searched for (at most
-//! [`SESSION_SPAN`] bytes back); without one, lines are read back at most
-//! four times the history's size (and 1 MiB).
+//! The session's records are read from the log's end backwards (in blocks:
+//! `tail.rs`), as many as the request has items and a few more, so a lookup
+//! costs what the request's history costs: with a session, its id is
+//! searched for (at most [`SESSION_SPAN`] bytes back); without one, lines
+//! are read back at most four times the history's size (and 1 MiB).
 
 use std::borrow::Cow;
 
@@ -41,12 +41,13 @@ use serde_json::Value;
 
 use super::request::{Asked, blocks_of, calls_of, content_text, results_of, role, said};
 use super::responses::part_text;
+use super::tail::{LogEnd, lines_back};
 use crate::server::turn::{client_call, client_result};
 use crate::server::upstream::Provider;
 use crate::server::writer::Line;
 
 /// How far back a session's records are searched for (at memchr's speed).
-const SESSION_SPAN: usize = 256 << 20;
+const SESSION_SPAN: u64 = 256 << 20;
 
 /// Items of the request checked before the one found (its context).
 const CONTEXT: usize = 8;
@@ -219,7 +220,12 @@ fn items(asked: &Asked, range: std::ops::Range<usize>) -> Vec<Item> {
 }
 
 /// The plan for `asked` against the log's bytes.
-pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record: usize) -> Plan {
+pub(crate) fn plan<L: LogEnd + ?Sized>(
+    log: &L,
+    asked: &Asked,
+    session: Option<&str>,
+    max_record: usize,
+) -> Plan {
     let items = items(asked, 0..asked.messages.len());
     // The turn's words: its user message's items (one input).
     let turn = items
@@ -287,7 +293,11 @@ pub(crate) fn plan(log: &[u8], asked: &Asked, session: Option<&str>, max_record:
 
 /// The index of the first message before the turn's that the log lacks:
 /// the one after the newest the session's records hold.
-pub(crate) fn lacking_from(log: &[u8], asked: &Asked, session: Option<&str>) -> usize {
+pub(crate) fn lacking_from<L: LogEnd + ?Sized>(
+    log: &L,
+    asked: &Asked,
+    session: Option<&str>,
+) -> usize {
     let items = items(asked, 0..asked.start);
     let held = session_tail(log, session, &items);
     match aligned(&items, &held) {
@@ -342,12 +352,10 @@ struct Rec<'a> {
 
 /// The session's newest conversation records (oldest first): as many as
 /// `items` and [`CONTEXT`] + [`EXTRAS`] more, read from the log's end.
-fn session_tail(log: &[u8], session: Option<&str>, items: &[Item]) -> Vec<Held> {
+fn session_tail<L: LogEnd + ?Sized>(log: &L, session: Option<&str>, items: &[Item]) -> Vec<Held> {
     let want = items.len() + CONTEXT + EXTRAS;
     let mut out = Vec::new();
-    // Whole lines only: a line still being written has no `\n` yet.
-    let end = memchr::memrchr(b'\n', log).map_or(0, |i| i + 1);
-    let take = |line: &[u8], at: usize, out: &mut Vec<Held>| {
+    let take = |line: &[u8], at: u64, out: &mut Vec<Held>| {
         let Ok(r) = serde_json::from_slice::<Rec>(line) else {
             return;
         };
@@ -364,35 +372,41 @@ fn session_tail(log: &[u8], session: Option<&str>, items: &[Item]) -> Vec<Held> 
         out.push(Held {
             kind,
             what: what.into_owned(),
-            at: at as u64,
+            at,
         });
     };
+    let len = log.len();
     match session {
         Some(s) => {
             let quoted = serde_json::to_string(s).expect("a string serialises");
             let finder = memmem::FinderRev::new(quoted.as_bytes());
-            let floor = end.saturating_sub(SESSION_SPAN);
-            let mut stop = end;
-            while out.len() < want {
-                let Some(at) = finder.rfind(&log[floor..stop]).map(|a| a + floor) else {
-                    break;
-                };
-                let start = memchr::memrchr(b'\n', &log[..at]).map_or(0, |i| i + 1);
-                let line_end = at + memchr::memchr(b'\n', &log[at..stop]).unwrap_or(stop - at);
-                take(&log[start..line_end], start, &mut out);
-                stop = start;
-            }
+            lines_back(log, len.saturating_sub(SESSION_SPAN), |lines, base| {
+                let mut stop = lines.len();
+                while out.len() < want {
+                    let Some(at) = finder.rfind(&lines[..stop]) else {
+                        break;
+                    };
+                    let start = memchr::memrchr(b'\n', &lines[..at]).map_or(0, |i| i + 1);
+                    let end = at + memchr::memchr(b'\n', &lines[at..stop]).unwrap_or(stop - at);
+                    take(&lines[start..end], base + start as u64, &mut out);
+                    stop = start;
+                }
+                out.len() < want
+            });
         }
         None => {
-            let bytes: usize = items.iter().map(|i| i.what.len() + 256).sum();
-            let floor = end.saturating_sub(4 * bytes + (1 << 20));
-            let mut stop = end;
-            while stop > floor && out.len() < want {
-                let line_end = stop - 1;
-                let start = memchr::memrchr(b'\n', &log[..line_end]).map_or(0, |i| i + 1);
-                take(&log[start..line_end], start, &mut out);
-                stop = start;
-            }
+            let bytes: u64 = items.iter().map(|i| i.what.len() as u64 + 256).sum();
+            let floor = len.saturating_sub(4 * bytes + (1 << 20));
+            lines_back(log, floor, |lines, base| {
+                let mut stop = lines.len();
+                while stop > 0 && out.len() < want {
+                    let end = stop - 1;
+                    let start = memchr::memrchr(b'\n', &lines[..end]).map_or(0, |i| i + 1);
+                    take(&lines[start..end], base + start as u64, &mut out);
+                    stop = start;
+                }
+                out.len() < want
+            });
         }
     }
     out.reverse();
@@ -473,13 +487,13 @@ mod tests {
             item(Kind::Input, "thanks"),
             item(Kind::Input, "hello there"),
         ];
-        let held = session_tail(&l, Some("a"), &items);
+        let held = session_tail(&l[..], Some("a"), &items);
         assert_eq!(held.len(), 1);
         assert_eq!(aligned(&items, &held).map(|x| x.0), None);
-        let held = session_tail(&l, Some("b"), &items);
+        let held = session_tail(&l[..], Some("b"), &items);
         assert_eq!(aligned(&items, &held), Some((0, 0)));
         // No session: records without one only.
-        assert!(session_tail(&l, None, &items).is_empty());
+        assert!(session_tail(&l[..], None, &items).is_empty());
     }
 
     #[test]
@@ -503,11 +517,11 @@ mod tests {
         .iter()
         .map(|(k, w)| item(*k, w))
         .collect();
-        let held = session_tail(&l, None, &items);
+        let held = session_tail(&l[..], None, &items);
         assert_eq!(aligned(&items, &held), Some((3, 3)));
         // A line not yet ended is not read.
         let mut cut = l.clone();
         cut.extend_from_slice(br#"{"type":"text_input","ts_ms":1,"text":"q3"}"#);
-        assert_eq!(session_tail(&cut, None, &items).len(), 4);
+        assert_eq!(session_tail(&cut[..], None, &items).len(), 4);
     }
 }

@@ -40,6 +40,7 @@ mod history;
 mod request;
 mod responses;
 mod side;
+mod tail;
 mod window;
 
 pub(crate) use count::count_tokens;
@@ -190,14 +191,10 @@ async fn serve(
         if ours {
             st.writer().map_err(|e| st.append_failed(&e))?;
         }
-        let log = crate::input::LogBytes::open_with(
-            &st.cfg.log,
-            crate::input::ReadMode::Auto,
-            !st.follows_links(),
-        );
-        let bytes = log.as_ref().map_or(&[][..], |l| l.bytes());
-        let plan = history::plan(bytes, &asked, session.as_deref(), st.cfg.max_record_bytes);
-        drop(log);
+        let plan = match log_end(st) {
+            Some(log) => history::plan(&log, &asked, session.as_deref(), st.cfg.max_record_bytes),
+            None => history::plan(&[][..], &asked, session.as_deref(), st.cfg.max_record_bytes),
+        };
         let key = match explicit {
             Some(k) => k,
             None => conversation_key(st, &plan, &hash)?,
@@ -408,6 +405,17 @@ pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
             })
     })?;
     (!key.is_empty()).then_some(ApiKey(key))
+}
+
+/// The served log's end, for the history lookup: `None` when there is no
+/// log yet, or it cannot be opened (the lookup then finds nothing held,
+/// and the turn's own write reports the log's failure).
+fn log_end(st: &AppState) -> Option<tail::FileEnd> {
+    let (file, meta) = crate::input::open_regular(&st.cfg.log, !st.follows_links()).ok()??;
+    Some(tail::FileEnd {
+        file,
+        len: meta.len(),
+    })
 }
 
 /// The session the turn's records name: the `wmreplay-session` header,
