@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 pub(crate) enum Member<'a> {
     Tree(&'a Value),
     /// Valid JSON text, written verbatim.
-    Raw(&'a RawValue),
+    Raw(&'a Text),
 }
 
 impl<'a> Member<'a> {
@@ -25,7 +25,7 @@ impl<'a> Member<'a> {
     pub(crate) fn value(self) -> Cow<'a, Value> {
         match self {
             Member::Tree(v) => Cow::Borrowed(v),
-            Member::Raw(r) => Cow::Owned(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
+            Member::Raw(t) => Cow::Owned(serde_json::from_str(t.raw.get()).unwrap_or(Value::Null)),
         }
     }
 
@@ -33,7 +33,7 @@ impl<'a> Member<'a> {
     pub(crate) fn write(self, out: &mut Vec<u8>) {
         match self {
             Member::Tree(v) => serde_json::to_writer(out, v).expect("a JSON value is written"),
-            Member::Raw(r) => out.extend_from_slice(r.get().as_bytes()),
+            Member::Raw(t) => out.extend_from_slice(t.raw.get().as_bytes()),
         }
     }
 }
@@ -43,14 +43,29 @@ impl<'a> Member<'a> {
 #[derive(Debug)]
 pub(crate) enum Param {
     Tree(Value),
-    Raw(Box<RawValue>),
+    Raw(Text),
+}
+
+/// A member kept as the client's text, with its [`skeleton`] read once
+/// (what every check of it reads).
+#[derive(Debug)]
+pub(crate) struct Text {
+    pub(crate) raw: Box<RawValue>,
+    pub(crate) skeleton: Value,
+}
+
+impl Text {
+    pub(crate) fn new(raw: Box<RawValue>) -> Text {
+        let skeleton = skeleton(&raw).unwrap_or(Value::Null);
+        Text { raw, skeleton }
+    }
 }
 
 impl Param {
     pub(crate) fn member(&self) -> Member<'_> {
         match self {
             Param::Tree(v) => Member::Tree(v),
-            Param::Raw(r) => Member::Raw(r),
+            Param::Raw(t) => Member::Raw(t),
         }
     }
 
@@ -179,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_member_writes_its_text_as_given() {
-        let r = raw("[ {\"b\":1, \"a\" : 2} ]");
+        let r = Text::new(raw("[ {\"b\":1, \"a\" : 2} ]"));
         let mut out = Vec::new();
         Member::Raw(&r).write(&mut out);
         assert_eq!(out, b"[ {\"b\":1, \"a\" : 2} ]");

@@ -19,7 +19,7 @@ use crate::render::cache::CachePolicy;
 
 mod member;
 use crate::render::request::CurrentRequest;
-pub(crate) use member::{Member, Param, skeleton};
+pub(crate) use member::{Member, Param, Text};
 
 /// Everything a request body is built from besides the replay: its format,
 /// leading fields ([`request_fields`], or `""` for the contract's body),
@@ -203,9 +203,7 @@ impl Kind {
         match (self, m) {
             (_, Member::Tree(v)) => self.accepts(v),
             (Kind::Any, Member::Raw(_)) => true,
-            (Kind::Shaped(check, _), Member::Raw(r)) => {
-                member::skeleton(r).is_some_and(|s| check(&s))
-            }
+            (Kind::Shaped(check, _), Member::Raw(t)) => check(&t.skeleton),
             (_, raw) => self.accepts(&raw.value()),
         }
     }

@@ -196,13 +196,17 @@ fn tools_as_text_are_judged_as_their_tree_is() {
     for format in [Format::Anthropic, Format::OpenAi] {
         for text in cases {
             let tree: Value = serde_json::from_str(text).unwrap();
-            let raw = serde_json::value::RawValue::from_string(text.into()).unwrap();
-            let of = |m: Member<'_>| request_fields_of(format, "m", 10, false, &[("tools", m)], &[]);
+            let raw = Text::new(serde_json::value::RawValue::from_string(text.into()).unwrap());
+            let of =
+                |m: Member<'_>| request_fields_of(format, "m", 10, false, &[("tools", m)], &[]);
             let (t, r) = (of(Member::Tree(&tree)), of(Member::Raw(&raw)));
             match (t, r) {
                 (Ok(t), Ok(r)) => {
                     assert_eq!(t, r.replace(text, &tree.to_string()), "{format:?} {text}");
-                    assert!(r.ends_with(&format!("\"tools\":{text}")), "{format:?} {text}");
+                    assert!(
+                        r.ends_with(&format!("\"tools\":{text}")),
+                        "{format:?} {text}"
+                    );
                 }
                 (Err(t), Err(r)) => assert_eq!(t.message, r.message, "{format:?} {text}"),
                 (t, r) => panic!("{format:?} {text}: as a tree {t:?}, as text {r:?}"),

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::request::bad;
-use crate::render::fields::Param;
+use crate::render::fields::{Param, Text};
 use crate::server::errors::ApiError;
 
 /// The members kept as text.
@@ -21,7 +21,7 @@ const RAW: [&str; 1] = ["tools"];
 pub(crate) struct Body {
     pub(crate) obj: Map<String, Value>,
     /// Each member's name in order, with its text where it is kept so.
-    order: Vec<(String, Option<Box<RawValue>>)>,
+    order: Vec<(String, Option<Text>)>,
 }
 
 impl Body {
@@ -34,11 +34,11 @@ impl Body {
     }
 
     /// A member kept as text.
-    pub(crate) fn raw(&self, name: &str) -> Option<&RawValue> {
+    pub(crate) fn text(&self, name: &str) -> Option<&Text> {
         self.order
             .iter()
             .find(|(k, r)| k == name && r.is_some())
-            .and_then(|(_, r)| r.as_deref())
+            .and_then(|(_, r)| r.as_ref())
     }
 
     /// The members the reader left, in the order they came (a repeated
@@ -81,7 +81,7 @@ impl<'de> Visitor<'de> for BodyVisitor {
         };
         while let Some(k) = map.next_key::<String>()? {
             if RAW.contains(&k.as_str()) {
-                let r: Box<RawValue> = map.next_value()?;
+                let r = Text::new(map.next_value::<Box<RawValue>>()?);
                 // The last of a repeated name stands, at its first place.
                 match body.order.iter_mut().find(|(n, _)| *n == k) {
                     Some(slot) => slot.1 = Some(r),
@@ -106,7 +106,9 @@ mod tests {
     fn members_keep_their_order_and_tools_their_text() {
         let body = br#"{"model":"m","tools":[ {"name":"a"} ],"max_tokens":5,"model":"n"}"#;
         let mut b = Body::read(body).unwrap();
-        assert_eq!(b.raw("tools").unwrap().get(), r#"[ {"name":"a"} ]"#);
+        let tools = b.text("tools").unwrap();
+        assert_eq!(tools.raw.get(), r#"[ {"name":"a"} ]"#);
+        assert_eq!(tools.skeleton, serde_json::json!([{"name": "a"}]));
         assert_eq!(b.obj.remove("model"), Some(Value::from("n")));
         let params = b.into_params();
         let names: Vec<&str> = params.iter().map(|(k, _)| k.as_str()).collect();

@@ -7,7 +7,6 @@
 use std::borrow::Cow;
 
 use axum::http::StatusCode;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::body::Body;
@@ -155,7 +154,7 @@ impl Asked {
             )));
         }
         if turn {
-            check_params(provider, &body.obj, body.raw("tools"))?;
+            check_params(provider, &body.obj, body.text("tools").map(|t| &t.skeleton))?;
         }
         Ok(Asked {
             provider,
@@ -174,12 +173,12 @@ impl Asked {
 
     /// The member `k`, when given and not null: a tree, or of a member kept
     /// as text (`tools`) what the tools' checks read (each tool's type and
-    /// name; see [`skeleton`](crate::render::fields::skeleton)).
+    /// name; read once: [`Text`](crate::render::fields::Text)).
     pub(crate) fn param(&self, k: &str) -> Option<Cow<'_, Value>> {
         let (_, p) = self.params.iter().find(|(n, _)| n == k)?;
         let v = match p {
             Param::Tree(v) => Cow::Borrowed(v),
-            Param::Raw(r) => Cow::Owned(crate::render::fields::skeleton(r)?),
+            Param::Raw(t) => Cow::Borrowed(&t.skeleton),
         };
         (!v.is_null()).then_some(v)
     }
@@ -230,7 +229,7 @@ pub(super) fn model_and_stream(obj: &mut Map<String, Value>) -> Result<(String, 
 fn check_params(
     provider: Provider,
     obj: &Map<String, Value>,
-    tools: Option<&RawValue>,
+    tools: Option<&Value>,
 ) -> Result<(), ApiError> {
     if provider == Provider::Anthropic && obj.get("max_tokens").is_none_or(Value::is_null) {
         return Err(bad("`max_tokens`: field required"));
@@ -243,10 +242,8 @@ fn check_params(
             "`n` must be 1: this endpoint keeps one answer of each turn in its log",
         ));
     }
-    let no_tools = tools.is_none_or(|t| {
-        serde_json::from_str::<Option<Vec<serde::de::IgnoredAny>>>(t.get())
-            .is_ok_and(|t| t.is_none_or(|t| t.is_empty()))
-    });
+    // The tools' skeleton: an array of as many as the tools.
+    let no_tools = tools.is_none_or(|t| t.is_null() || t.as_array().is_some_and(Vec::is_empty));
     if no_tools && obj.get("tool_choice").is_some_and(|c| !c.is_null()) {
         return Err(bad("`tool_choice` may only be given with `tools`"));
     }
@@ -472,30 +469,35 @@ pub(crate) fn said(m: &Value) -> String {
 /// instructions among them), for the hash of a request the server keys by
 /// its conversation: a client's retry may change its parameters.
 pub(crate) fn conversation(asked: &Asked) -> String {
-    serde_json::json!([asked.text, asked.messages, asked.instructions]).to_string()
+    // A tuple is written as the array `[text, messages, instructions]`,
+    // without a copy of the messages' trees.
+    serde_json::to_string(&(&asked.text, &asked.messages, &asked.instructions))
+        .expect("a JSON value is written")
 }
 
-/// The parameters as a map, for a hash of the request.
+/// The parameters as a map, for a hash of the request: written from the
+/// request as read, without a copy of its trees (a member kept as text is
+/// written as a string of it).
 pub(crate) fn canonical(asked: &Asked) -> String {
-    let mut m = Map::new();
-    m.insert("model".into(), Value::String(asked.model.clone()));
-    m.insert(
-        "system".into(),
-        asked.system.clone().map_or(Value::Null, Value::String),
-    );
-    for (k, v) in &asked.params {
-        let v = match v {
-            Param::Tree(v) => v.clone(),
-            Param::Raw(r) => Value::String(r.get().to_string()),
-        };
-        m.insert(k.clone(), v);
-    }
-    m.insert("messages".into(), Value::Array(asked.messages.clone()));
-    if !asked.instructions.is_empty() {
-        m.insert(
-            "instructions".into(),
-            Value::Array(asked.instructions.clone()),
-        );
-    }
-    Value::Object(m).to_string()
+    use serde::ser::{SerializeMap, Serializer};
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let written = (|| {
+        let mut m = ser.serialize_map(None)?;
+        m.serialize_entry("model", &asked.model)?;
+        m.serialize_entry("system", &asked.system)?;
+        for (k, v) in &asked.params {
+            match v {
+                Param::Tree(v) => m.serialize_entry(k, v)?,
+                Param::Raw(t) => m.serialize_entry(k, t.raw.get())?,
+            }
+        }
+        m.serialize_entry("messages", &asked.messages)?;
+        if !asked.instructions.is_empty() {
+            m.serialize_entry("instructions", &asked.instructions)?;
+        }
+        m.end()
+    })();
+    written.expect("JSON values are written");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }

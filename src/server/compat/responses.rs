@@ -170,7 +170,7 @@ pub(crate) fn responses_fields(asked: &Asked) -> String {
     for (k, v) in &asked.params {
         let v = match v {
             Param::Tree(v) => v.to_string(),
-            Param::Raw(r) => r.get().to_string(),
+            Param::Raw(t) => t.raw.get().to_string(),
         };
         members.push(format!("{}:{v}", Value::String(k.clone())));
     }
