@@ -1,5 +1,8 @@
 //! tiktoken's pre-tokenizer: a text cut into the pieces byte-pair merging
-//! counts, on the `regex` crate's automata.
+//! counts, on the `regex` crate's engine (`regex-automata`'s meta regex).
+//! The pieces cover the text end to end, so each is found by a search
+//! anchored where the last ended: forward only, about half the time of an
+//! unanchored search (which also scans back for the match's start).
 //!
 //! tiktoken's patterns end in `\s+(?!\S)|\s+` (o200k) or `\s+(?!\S)|\s`
 //! (cl100k): a run of spaces before a word leaves its last space to the
@@ -30,7 +33,7 @@ pub(super) fn without_look_ahead(pattern: &str) -> String {
 
 /// A compiled pre-tokenizer.
 pub(super) struct Splitter {
-    regex: regex::Regex,
+    regex: regex_automata::meta::Regex,
 }
 
 impl Splitter {
@@ -38,15 +41,29 @@ impl Splitter {
     pub(super) fn new(pattern: &str) -> Splitter {
         let pattern = without_look_ahead(pattern);
         Splitter {
-            regex: regex::Regex::new(&pattern).expect("the pre-tokenizer pattern compiles"),
+            regex: regex_automata::meta::Regex::new(&pattern)
+                .expect("the pre-tokenizer pattern compiles"),
         }
     }
 
     /// Calls `piece` with each piece of `text`, in order; together they
     /// are `text`.
     pub(super) fn split(&self, text: &str, mut piece: impl FnMut(&str)) {
+        use regex_automata::{Anchored, Input};
         let mut at = 0;
-        while let Some(m) = self.regex.find_at(text, at) {
+        while at < text.len() {
+            let here = Input::new(text).range(at..).anchored(Anchored::Yes);
+            // Every character starts a match of some alternative (letters,
+            // numbers, spaces, anything else), so the anchored search finds
+            // each piece; the unanchored one only keeps a pattern that left
+            // a gap cutting as tiktoken's engine would.
+            let Some(m) = self
+                .regex
+                .search(&here)
+                .or_else(|| self.regex.search(&Input::new(text).range(at..)))
+            else {
+                break;
+            };
             let mut end = m.end();
             let found = &text[m.start()..end];
             // A run of spaces that ends in neither a newline nor the text
@@ -85,7 +102,7 @@ mod tests {
             let run = without_look_ahead(p);
             assert!(!run.contains("(?!") && !run.contains("++"), "{run}");
             assert_eq!(p.matches('|').count(), run.matches('|').count() + 1);
-            regex::Regex::new(&run).unwrap();
+            regex_automata::meta::Regex::new(&run).unwrap();
         }
     }
 
