@@ -6,7 +6,7 @@
 
 use crate::mock;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mock::*;
@@ -59,6 +59,17 @@ fn kinds(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The example log served with a mock upstream of `p`: its folder (kept
+/// while the test runs), the log, the mock, the server and `p`'s route.
+async fn served(p: Provider) -> (tempfile::TempDir, PathBuf, Mock, Running, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(p, Mode::Ok).await;
+    let server = start(config(&log, Some(&up), p)).await;
+    let url = format!("{}{}", server.url, path(p));
+    (dir, log, mock, server, url)
+}
+
 const BOTH: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
 
 /// A client that resends its history: what the log holds is not written
@@ -67,11 +78,7 @@ const BOTH: [Provider; 2] = [Provider::Anthropic, Provider::OpenAi];
 #[tokio::test(flavor = "multi_thread")]
 async fn the_log_keeps_each_message_once_whatever_history_the_client_resends() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
-        let url = format!("{}{}", server.url, path(p));
+        let (_dir, log, mock, server, url) = served(p).await;
         // History from elsewhere: two messages the log never saw.
         let elsewhere = json!([
             {"role": "user", "content": "an old question"},
@@ -174,11 +181,7 @@ async fn a_stream_is_relayed_in_the_providers_own_events() {
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_are_refused_in_the_providers_shape_before_anything_is_written() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
-        let url = format!("{}{}", server.url, path(p));
+        let (_dir, log, mock, server, url) = served(p).await;
         let user = json!([{"role": "user", "content": "hi"}]);
         let mut with_bad_param = ask(p, user.clone());
         with_bad_param["temperature"] = json!("hot");
@@ -441,11 +444,7 @@ async fn the_clients_key_is_the_access_token_or_forwarded_and_never_echoed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repeated_key_gets_the_first_answer_in_either_form() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
-        let url = format!("{}{}", server.url, path(p));
+        let (_dir, log, mock, server, url) = served(p).await;
         let mut body = ask(p, json!([{"role": "user", "content": "once only"}]));
         body["stream"] = json!(true);
         let key = [("idempotency-key", "k-1")];
@@ -589,11 +588,7 @@ async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_clients_tools_reach_the_upstream_as_written_or_are_refused_first() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
-        let url = format!("{}{}", server.url, path(p));
+        let (_dir, log, mock, server, url) = served(p).await;
         let tools = match p {
             Provider::Anthropic => {
                 r#"[ {"description" : "caf\u00e9 \/ lookup", "name":"lookup",
