@@ -9,9 +9,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::request::bad;
 use crate::render::fields::{Param, Text};
-use crate::server::errors::ApiError;
 
 /// The members kept as text.
 const RAW: [&str; 1] = ["tools"];
@@ -25,11 +23,12 @@ pub(crate) struct Body {
 }
 
 impl Body {
-    /// Reads `body`: a 400 when it is not JSON or not an object.
-    pub(crate) fn read(body: &[u8]) -> Result<Body, ApiError> {
+    /// Reads `body`; what is wrong with it when it is not JSON or not an
+    /// object (the caller's 400).
+    pub(crate) fn read(body: &[u8]) -> Result<Body, String> {
         serde_json::from_slice::<Body>(body).map_err(|e| match e.classify() {
-            serde_json::error::Category::Data => bad("the body must be a JSON object"),
-            _ => bad(format!("the body is not valid JSON: {e}")),
+            serde_json::error::Category::Data => "the body must be a JSON object".into(),
+            _ => format!("the body is not valid JSON: {e}"),
         })
     }
 
@@ -127,10 +126,9 @@ mod tests {
         ] {
             let e = Body::read(body).err().unwrap();
             assert!(
-                e.message.starts_with(said),
-                "{}: {}",
-                String::from_utf8_lossy(body),
-                e.message
+                e.starts_with(said),
+                "{}: {e}",
+                String::from_utf8_lossy(body)
             );
         }
     }

@@ -63,7 +63,7 @@ impl Asked {
     }
 
     fn parse_as(provider: Provider, body: &[u8], turn: bool) -> Result<Asked, ApiError> {
-        let mut body = Body::read(body)?;
+        let mut body = Body::read(body).map_err(bad)?;
         let obj = &mut body.obj;
         if obj.contains_key("thread") && provider == Provider::Anthropic {
             let mut e = bad(

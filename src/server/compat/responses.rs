@@ -20,7 +20,7 @@ impl Asked {
     /// are), `instructions` and developer or system messages as the system
     /// prompt. `previous_response_id` is resolved by the caller.
     pub(crate) fn parse_responses(body: &[u8]) -> Result<Asked, ApiError> {
-        let mut body = Body::read(body)?;
+        let mut body = Body::read(body).map_err(bad)?;
         let obj = &mut body.obj;
         let (model, stream) = model_and_stream(obj)?;
         let items = match obj.remove("input") {
