@@ -83,7 +83,7 @@ impl Param {
 /// arrays as they stand; scalars are `null`, every other member is skipped
 /// unparsed. A check that passes on this passes on the whole value, and
 /// fails alike (`None` when `raw` is not JSON).
-pub(crate) fn skeleton(raw: &RawValue) -> Option<Value> {
+fn skeleton(raw: &RawValue) -> Option<Value> {
     serde_json::from_str::<Skeleton>(raw.get())
         .ok()
         .map(|s| s.0)

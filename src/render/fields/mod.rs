@@ -12,14 +12,14 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::Format;
 use crate::render::cache::CachePolicy;
+use crate::render::request::CurrentRequest;
 
 mod member;
 mod shapes;
-use crate::render::request::CurrentRequest;
 pub(crate) use member::{Member, Param, Text};
 use shapes::{anthropic_tool_choice, anthropic_tools, openai_tool_choice, openai_tools};
 
@@ -517,9 +517,7 @@ pub(crate) fn request_fields_of(
     let model = Value::String(model.into());
     let limit = Value::from(max_output_tokens);
     let yes = Value::Bool(true);
-    let mut usage = Map::new();
-    usage.insert("include_usage".into(), Value::Bool(true));
-    let usage = Value::Object(usage);
+    let usage;
     let mut members: Vec<(&str, Member<'_>)> = vec![
         ("model", Member::Tree(&model)),
         (rules.limit, Member::Tree(&limit)),
@@ -527,6 +525,7 @@ pub(crate) fn request_fields_of(
     if stream {
         members.push(("stream", Member::Tree(&yes)));
         if format == Format::OpenAi {
+            usage = serde_json::json!({"include_usage": true});
             members.push(("stream_options", Member::Tree(&usage)));
         }
     }

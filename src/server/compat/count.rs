@@ -75,9 +75,8 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     let a = asked.clone();
     let st = state.clone();
     let sid = session.clone();
-    let from = tokio::task::spawn_blocking(move || match super::log_end(&st) {
-        Some(log) => history::lacking_from(&log, &a, sid.as_deref()),
-        None => history::lacking_from(&[][..], &a, sid.as_deref()),
+    let from = tokio::task::spawn_blocking(move || {
+        history::lacking_from(&super::log_end(&st), &a, sid.as_deref())
     })
     .await
     .map_err(|e| crate::server::errors::internal("count_failed", e))?;

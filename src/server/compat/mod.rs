@@ -191,10 +191,8 @@ async fn serve(
         if ours {
             st.writer().map_err(|e| st.append_failed(&e))?;
         }
-        let plan = match log_end(st) {
-            Some(log) => history::plan(&log, &asked, session.as_deref(), st.cfg.max_record_bytes),
-            None => history::plan(&[][..], &asked, session.as_deref(), st.cfg.max_record_bytes),
-        };
+        let log = log_end(st);
+        let plan = history::plan(&log, &asked, session.as_deref(), st.cfg.max_record_bytes);
         let key = match explicit {
             Some(k) => k,
             None => conversation_key(st, &plan, &hash)?,

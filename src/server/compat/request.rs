@@ -4,8 +4,6 @@
 //! tools and their results) and what came before (the client's copy of the
 //! history).
 
-use std::borrow::Cow;
-
 use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -174,11 +172,11 @@ impl Asked {
     /// The member `k`, when given and not null: a tree, or of a member kept
     /// as text (`tools`) what the tools' checks read (each tool's type and
     /// name; read once: [`Text`](crate::render::fields::Text)).
-    pub(crate) fn param(&self, k: &str) -> Option<Cow<'_, Value>> {
+    pub(crate) fn param(&self, k: &str) -> Option<&Value> {
         let (_, p) = self.params.iter().find(|(n, _)| n == k)?;
         let v = match p {
-            Param::Tree(v) => Cow::Borrowed(v),
-            Param::Raw(t) => Cow::Borrowed(&t.skeleton),
+            Param::Tree(v) => v,
+            Param::Raw(t) => &t.skeleton,
         };
         (!v.is_null()).then_some(v)
     }

@@ -60,14 +60,12 @@ pub(crate) fn is_side(
     let param = |k: &str| asked.param(k);
     let probe = ["max_tokens", "max_completion_tokens", "max_output_tokens"]
         .iter()
-        .any(|k| param(k).and_then(|v| v.as_u64()).is_some_and(|n| n <= 1));
+        .any(|k| param(k).and_then(Value::as_u64).is_some_and(|n| n <= 1));
     if probe {
         return Ok(true);
     }
     // The tools' skeleton: their types and names (see `Asked::param`).
-    let tools = param("tools");
-    let tools = tools
-        .as_deref()
+    let tools = param("tools")
         .and_then(Value::as_array)
         .filter(|t| !t.is_empty());
     let schema = |v: Option<&Value>| {
@@ -75,14 +73,10 @@ pub(crate) fn is_side(
             .and_then(Value::as_str)
             .is_some_and(|t| t == "json_schema")
     };
-    let structured = schema(param("response_format").as_deref())
-        || schema(param("output_format").as_deref())
-        || schema(
-            param("output_config")
-                .as_deref()
-                .and_then(|c| c.get("format")),
-        )
-        || schema(param("text").as_deref().and_then(|t| t.get("format")));
+    let structured = schema(param("response_format"))
+        || schema(param("output_format"))
+        || schema(param("output_config").and_then(|c| c.get("format")))
+        || schema(param("text").and_then(|t| t.get("format")));
     if structured && tools.is_none() {
         return Ok(true);
     }

@@ -30,6 +30,20 @@ impl LogEnd for [u8] {
     }
 }
 
+/// No log (none yet, or it cannot be opened): nothing to read.
+impl<L: LogEnd> LogEnd for Option<L> {
+    fn len(&self) -> u64 {
+        self.as_ref().map_or(0, L::len)
+    }
+
+    fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
+        match self {
+            Some(l) => l.read_at(buf, at),
+            None => Err(io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+}
+
 /// An open log, read up to the length it had.
 pub(crate) struct FileEnd {
     pub(crate) file: File,
