@@ -143,13 +143,10 @@ async fn the_log_keeps_each_message_once_whatever_history_the_client_resends() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stream_is_relayed_in_the_providers_own_events() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, _mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
+        let (_dir, log, _mock, server, url) = served(p).await;
         let mut body = ask(p, json!([{"role": "user", "content": "stream it"}]));
         body["stream"] = json!(true);
-        let (status, h, text) = send(&format!("{}{}", server.url, path(p)), &body, &[]).await;
+        let (status, h, text) = send(&url, &body, &[]).await;
         assert_eq!(status, 200);
         assert_eq!(h["content-type"], "text/event-stream");
         match p {
@@ -245,17 +242,13 @@ async fn bad_requests_are_refused_in_the_providers_shape_before_anything_is_writ
 /// the error code it recovers from.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_thread_is_refused_with_the_code_the_tool_runner_recovers_from() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = example_log(dir.path());
-    let (up, _mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
-    let server = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let (_dir, log, _mock, server, url) = served(Provider::Anthropic).await;
     let mut body = ask(
         Provider::Anthropic,
         json!([{"role": "user", "content": "hi"}]),
     );
     body["thread"] = json!({"type": "create"});
-    let (status, _, text) =
-        send(&format!("{}/anthropic/v1/messages", server.url), &body, &[]).await;
+    let (status, _, text) = send(&url, &body, &[]).await;
     assert_eq!(status, 400);
     let e: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(
@@ -529,10 +522,7 @@ async fn a_client_gone_mid_stream_leaves_one_whole_turn() {
 #[tokio::test(flavor = "multi_thread")]
 async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
     for p in BOTH {
-        let dir = tempfile::tempdir().unwrap();
-        let log = example_log(dir.path());
-        let (up, mock) = start_mock(p, Mode::Ok).await;
-        let server = start(config(&log, Some(&up), p)).await;
+        let (_dir, log, mock, server, url) = served(p).await;
         let (call, result) = match p {
             Provider::Anthropic => (
                 json!({"role": "assistant", "content": [
@@ -557,7 +547,7 @@ async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
                 json!([{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}])
             }
         };
-        let (status, _, text) = send(&format!("{}{}", server.url, path(p)), &body, &[]).await;
+        let (status, _, text) = send(&url, &body, &[]).await;
         assert_eq!(status, 200, "{text}");
         assert_eq!(
             kinds(&log),
