@@ -36,14 +36,16 @@ fn open_rw(path: &Path) -> io::Result<std::fs::File> {
 /// Message ids of the newest messages applied, with where each went.
 const REMEMBERED: usize = 4096;
 
-/// A message applied, as the cache remembers it: its id, where it went,
-/// its bytes, and the headers a keyed or named batch carries (the hash of
-/// the request that wrote it, and what else it said).
+/// A message applied, as the cache remembers it: its id, where its bytes
+/// went in the file (read back when asked for: a batch of records may be
+/// a quarter of a MiB, and thousands of logs' caches may be open), and
+/// the headers a keyed or named batch carries (the hash of the request
+/// that wrote it, and what else it said).
 #[derive(Debug, Clone)]
 pub(super) struct Remembered {
     pub(super) id: String,
     pub(super) offset: u64,
-    pub(super) payload: bytes::Bytes,
+    pub(super) len: u64,
     pub(super) body: Option<String>,
     pub(super) meta: Option<String>,
 }
@@ -291,7 +293,7 @@ impl Cache {
             self.recent.push_back(Remembered {
                 id: id.to_string(),
                 offset,
-                payload,
+                len: payload.len() as u64,
                 body: tags.body,
                 meta: tags.meta,
             });
@@ -299,9 +301,15 @@ impl Cache {
         self.save_seq()
     }
 
-    /// Where the message with id `id` went, and its bytes, if the cache
-    /// remembers it.
+    /// Where the message with id `id` went, if the cache remembers it.
     pub(super) fn found(&self, id: &str) -> Option<Remembered> {
         self.recent.iter().rev().find(|r| r.id == id).cloned()
+    }
+
+    /// The bytes of a remembered message, read from the file.
+    pub(super) fn bytes_of(&self, r: &Remembered) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; r.len as usize];
+        crate::os::read_exact_at(&self.file, &mut buf, r.offset)?;
+        Ok(buf)
     }
 }

@@ -236,7 +236,7 @@ impl JetStreamWriter {
             let there = match (c.found(&id), landed) {
                 (Some(r), _) => Some((
                     r.offset,
-                    r.payload.to_vec(),
+                    c.bytes_of(&r)?,
                     Tags {
                         body: r.body,
                         meta: r.meta,
@@ -523,8 +523,11 @@ impl LogWriter for JetStreamWriter {
             let mut g = self.cache_by(deadline).await?;
             let c = g.as_mut().expect("the cache is open");
             by(deadline, JetStreamWriter::catch_up(self, c)).await?;
-            Ok(c.found(&id).map(|r| Named {
-                appended: appended_in(r.offset, &r.payload),
+            let Some(r) = c.found(&id) else {
+                return Ok(None);
+            };
+            Ok(Some(Named {
+                appended: appended_in(r.offset, &c.bytes_of(&r)?),
                 existed: true,
                 meta: r.meta,
             }))
