@@ -9,14 +9,22 @@
 //! cargo bench --bench many_logs -- --logs 2000x1MiB --secs 20
 //! cargo bench --bench many_logs -- --serve-args "--idle-timeout 1m"
 //! cargo bench --bench many_logs -- --via anthropic-sdk      # keyed turns: each log opens its store
-//! cargo build --profile bench --features jetstream && \
-//!   cargo bench --bench many_logs -- --jetstream nats://127.0.0.1:4222
+//! cargo bench --bench many_logs -- --jetstream nats://127.0.0.1:4222
+//! cargo bench --bench many_logs -- --jetstream nats://127.0.0.1:4222 --fresh-replica
 //! ```
 //!
 //! It:
 //! 1. copies the seed-1 corpus of SIZE into N logs `log0.log`… of a scratch
 //!    directory, and starts an instant mock model and `wmreplay serve
-//!    --log-dir` (release binary, fsync on, a 100k-token window) over them;
+//!    --log-dir` (release binary, fsync on, a 100k-token window) over them.
+//!    Under `--jetstream` the stream is each log's home: the corpus is
+//!    written into each log through `POST /v1/logs/{id}/records` instead
+//!    (in parts of at most 256 KiB, `--clients` at once; the stream must be
+//!    empty: a fresh `nats-server -js -sd DIR`), which leaves each log's
+//!    local cache written. With `--fresh-replica` the server is then
+//!    stopped and another started over an empty directory: every log's
+//!    first turn builds its cache from the stream (a replica that never
+//!    served it, as after a failover);
 //! 2. **cold**: `--cold` logs never asked for before get one `/respond`
 //!    turn each, one after another, each followed by the same request sent
 //!    straight to the mock (the direct call): a cold log's first turn;
@@ -58,6 +66,11 @@ struct Opts {
     serve_args: Vec<String>,
     /// The turns' route and body (the turns bench's `--via`).
     via: String,
+    /// Logs kept in JetStream (`--jetstream URL`): seeded through the
+    /// write API rather than copied.
+    jetstream: bool,
+    /// After seeding, a second server over an empty directory.
+    fresh_replica: bool,
 }
 
 fn opts() -> Opts {
@@ -75,6 +88,8 @@ fn opts() -> Opts {
         fsync: true,
         serve_args: Vec::new(),
         via: "respond".into(),
+        jetstream: false,
+        fresh_replica: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -103,7 +118,15 @@ fn opts() -> Opts {
             "--serve-args" => o
                 .serve_args
                 .extend(value().split_whitespace().map(str::to_string)),
-            "--jetstream" => o.serve_args.extend(["--jetstream".to_string(), value()]),
+            "--jetstream" => {
+                o.jetstream = true;
+                o.serve_args.extend(["--jetstream".to_string(), value()]);
+            }
+            "--fresh-replica" => {
+                o.fresh_replica = true;
+                i += 1;
+                continue;
+            }
             "--no-fsync" => {
                 o.fsync = false;
                 i += 1;
@@ -121,6 +144,10 @@ fn opts() -> Opts {
     assert!(
         o.hot <= o.touched && o.touched + o.cold <= o.logs,
         "--hot ≤ --touched, and --touched + --cold ≤ the logs"
+    );
+    assert!(
+        o.jetstream || !o.fresh_replica,
+        "--fresh-replica is for --jetstream"
     );
     assert!(
         o.bin.exists(),
@@ -165,23 +192,134 @@ fn main() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/bench-data/many");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let t = Instant::now();
-    for i in 0..o.logs {
-        std::fs::copy(&source, dir.join(format!("log{i}.log"))).unwrap();
+    if !o.jetstream {
+        let t = Instant::now();
+        for i in 0..o.logs {
+            std::fs::copy(&source, dir.join(format!("log{i}.log"))).unwrap();
+        }
+        eprintln!(
+            "{} logs of {} copied in {:.1} s",
+            o.logs,
+            o.size,
+            t.elapsed().as_secs_f64()
+        );
+        // The copies written back before anything is timed.
+        let _ = std::process::Command::new("sync").status();
     }
-    eprintln!(
-        "{} logs of {} copied in {:.1} s",
-        o.logs,
-        o.size,
-        t.elapsed().as_secs_f64()
-    );
-    // The copies written back before anything is timed.
-    let _ = std::process::Command::new("sync").status();
-    rt.block_on(run(&o, &dir));
+    rt.block_on(run(&o, &dir, &source));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-async fn run(o: &Opts, dir: &std::path::Path) {
+/// The corpus's records in NDJSON parts of at most 256 KiB, cut at line
+/// ends (each part one message of the stream, under NATS's default 1 MiB
+/// payload). The corpus holds lines the replay skips (it is adversarial),
+/// which the write API refuses: lines that are not a JSON object with a
+/// string `type` are left out here, and any other the server refuses is
+/// left out as it names it ([`seed`]).
+fn parts(source: &std::path::Path) -> Vec<Vec<Vec<u8>>> {
+    const PART: usize = 256 << 10;
+    let all = std::fs::read(source).unwrap();
+    let (mut out, mut part, mut len) = (Vec::new(), Vec::new(), 0);
+    for line in all.split(|&b| b == b'\n') {
+        let ok = serde_json::from_slice::<serde_json::Value>(line).is_ok_and(|v| {
+            v.get("type").is_some_and(|t| t.is_string())
+                && v.get("ts_ms").is_none_or(|t| t.is_number())
+        });
+        if !ok {
+            continue;
+        }
+        if len + line.len() + 1 > PART && !part.is_empty() {
+            out.push(std::mem::take(&mut part));
+            len = 0;
+        }
+        len += line.len() + 1;
+        part.push(line.to_vec());
+    }
+    if !part.is_empty() {
+        out.push(part);
+    }
+    out
+}
+
+/// Posts `lines` as NDJSON to `url`: `Err(index)` for the record the
+/// server refused (nothing of the batch is written then).
+async fn post_records(client: &reqwest::Client, url: &str, lines: &[Vec<u8>]) -> Result<(), usize> {
+    let body = lines.join(&b'\n');
+    let r = client
+        .post(url)
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    if status.is_success() {
+        return Ok(());
+    }
+    let text = r.text().await.unwrap_or_default();
+    let refused = text
+        .split_once("record ")
+        .and_then(|(_, rest)| rest.split(':').next()?.parse().ok());
+    match (status.as_u16(), refused) {
+        (400, Some(i)) => Err(i),
+        _ => panic!("seeding {url}: {status} {text}"),
+    }
+}
+
+/// Writes the corpus into every log through the write API, `clients` at
+/// once: under `--jetstream`, where the stream is each log's home. The
+/// first log is written alone, leaving out what the server refuses.
+async fn seed(o: &Opts, server: &Server, source: &std::path::Path) {
+    let mut parts = parts(source);
+    let t = Instant::now();
+    let url = |i: usize| server.url(&format!("/v1/logs/log{i}/records"));
+    let (first, mut refused) = (client(false), 0);
+    for part in parts.iter_mut() {
+        while let Err(i) = post_records(&first, &url(0), part).await {
+            part.remove(i);
+            refused += 1;
+        }
+    }
+    let parts = Arc::new(parts);
+    let next = Arc::new(AtomicU64::new(1));
+    let mut tasks = Vec::new();
+    for _ in 0..o.clients {
+        let (next, parts, logs) = (next.clone(), parts.clone(), o.logs);
+        let urls: Vec<String> = (0..logs).map(url).collect();
+        tasks.push(tokio::spawn(async move {
+            let client = client(false);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= logs {
+                    return;
+                }
+                for part in parts.iter() {
+                    let r = post_records(&client, &urls[i], part).await;
+                    assert!(r.is_ok(), "log{i}: a record log0 took was refused");
+                }
+                if i.is_multiple_of(1_000) {
+                    eprintln!("  {i} logs written, {:.0} s", t.elapsed().as_secs_f64());
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let each: usize = parts.iter().flatten().map(|l| l.len() + 1).sum();
+    eprintln!(
+        "{} logs of {} written through the write API in {secs:.1} s ({} parts, {} records, {} KiB each; {refused} more lines refused), {:.0} MB/s",
+        o.logs,
+        o.size,
+        parts.len(),
+        parts.iter().map(Vec::len).sum::<usize>(),
+        each >> 10,
+        (each * o.logs) as f64 / secs / 1e6
+    );
+}
+
+async fn run(o: &Opts, dir: &std::path::Path, source: &std::path::Path) {
     let (mock_port, mock_task) = mock().await;
     let mut args = vec!["--log-dir".to_string(), dir.display().to_string()];
     args.extend(
@@ -190,9 +328,21 @@ async fn run(o: &Opts, dir: &std::path::Path) {
             .map(|a| a.to_string()),
     );
     args.extend(o.serve_args.iter().cloned());
-    let server = Server::start(&o.bin, &args, mock_port, o.fsync);
+    let mut server = Server::start(&o.bin, &args, mock_port, o.fsync);
     let plain = client(false);
     wait_healthy(&plain, &server).await;
+    if o.jetstream {
+        seed(o, &server, source).await;
+        if o.fresh_replica {
+            drop(server);
+            std::fs::remove_dir_all(dir).unwrap();
+            std::fs::create_dir_all(dir).unwrap();
+            let _ = std::process::Command::new("sync").status();
+            server = Server::start(&o.bin, &args, mock_port, o.fsync);
+            wait_healthy(&plain, &server).await;
+            eprintln!("a fresh replica over an empty directory");
+        }
+    }
     let (fds0, threads0, rss0) = sample(server.pid());
     let route = bodies::route(&o.via);
     let url = |i: usize| server.url(&format!("/v1/logs/log{i}/{route}"));
@@ -306,7 +456,7 @@ async fn run(o: &Opts, dir: &std::path::Path) {
     let (_, hwm) = server.memory();
 
     println!(
-        "binary {} · via {} · {} logs × {} · {} touched, {} hot · {} clients × {} s · fsync {} · serve {}",
+        "binary {} · via {} · {} logs × {} · {} touched, {} hot · {} clients × {} s · fsync {} · serve {}{}",
         o.bin.display(),
         o.via,
         o.logs,
@@ -316,10 +466,20 @@ async fn run(o: &Opts, dir: &std::path::Path) {
         o.clients,
         o.secs,
         if o.fsync { "on" } else { "off" },
-        o.serve_args.join(" ")
+        o.serve_args.join(" "),
+        if o.fresh_replica {
+            " · a fresh replica"
+        } else {
+            ""
+        }
     );
     println!(
-        "at start: {fds0} fds, {threads0} threads, {rss0:.0} MB · {} touched logs' first turns in {warm_secs:.1} s, then {fds_warm} fds, {rss_warm:.0} MB · most from then on: {fds} fds, {threads} threads, {rss:.0} MB (peak RSS {hwm:.0} MB)",
+        "{}: {fds0} fds, {threads0} threads, {rss0:.0} MB · {} touched logs' first turns in {warm_secs:.1} s, then {fds_warm} fds, {rss_warm:.0} MB · most from then on: {fds} fds, {threads} threads, {rss:.0} MB (peak RSS {hwm:.0} MB)",
+        if o.jetstream && !o.fresh_replica {
+            "after writing the logs"
+        } else {
+            "at start"
+        },
         o.touched
     );
     println!(
