@@ -266,6 +266,33 @@ async fn post_records(client: &reqwest::Client, url: &str, lines: &[Vec<u8>]) ->
     }
 }
 
+/// Runs `each(client, i)` for every `i` of `range`, `clients` tasks at once
+/// taking the next index as each finishes (every task has its own client).
+async fn spread<F, Fut>(clients: usize, range: std::ops::Range<usize>, sdk: bool, each: F)
+where
+    F: Fn(reqwest::Client, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let next = Arc::new(AtomicU64::new(range.start as u64));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (next, end, each) = (next.clone(), range.end, each.clone());
+        tasks.push(tokio::spawn(async move {
+            let client = client(sdk);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                if i >= end {
+                    return;
+                }
+                each(client.clone(), i).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
 /// Writes the corpus into every log through the write API, `clients` at
 /// once: under `--jetstream`, where the stream is each log's home. The
 /// first log is written alone, leaving out what the server refuses.
@@ -281,31 +308,23 @@ async fn seed(o: &Opts, server: &Server, source: &std::path::Path) {
         }
     }
     let parts = Arc::new(parts);
-    let next = Arc::new(AtomicU64::new(1));
-    let mut tasks = Vec::new();
-    for _ in 0..o.clients {
-        let (next, parts, logs) = (next.clone(), parts.clone(), o.logs);
-        let urls: Vec<String> = (0..logs).map(url).collect();
-        tasks.push(tokio::spawn(async move {
-            let client = client(false);
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= logs {
-                    return;
-                }
-                for part in parts.iter() {
-                    let r = post_records(&client, &urls[i], part).await;
-                    assert!(r.is_ok(), "log{i}: a record log0 took was refused");
-                }
-                if i.is_multiple_of(1_000) {
-                    eprintln!("  {i} logs written, {:.0} s", t.elapsed().as_secs_f64());
-                }
+    let (each_parts, urls) = (
+        parts.clone(),
+        Arc::new((0..o.logs).map(url).collect::<Vec<_>>()),
+    );
+    spread(o.clients, 1..o.logs, false, move |client, i| {
+        let (parts, urls) = (each_parts.clone(), urls.clone());
+        async move {
+            for part in parts.iter() {
+                let r = post_records(&client, &urls[i], part).await;
+                assert!(r.is_ok(), "log{i}: a record log0 took was refused");
             }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
+            if i.is_multiple_of(1_000) {
+                eprintln!("  {i} logs written, {:.0} s", t.elapsed().as_secs_f64());
+            }
+        }
+    })
+    .await;
     let secs = t.elapsed().as_secs_f64();
     let each: usize = parts.iter().flatten().map(|l| l.len() + 1).sum();
     eprintln!(
@@ -375,25 +394,15 @@ async fn run(o: &Opts, dir: &std::path::Path, source: &std::path::Path) {
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let sampling = sampler(server.pid(), stop_sampling.clone());
     let t = Instant::now();
-    let next = Arc::new(AtomicU64::new(0));
-    let mut warming = Vec::new();
-    for _ in 0..o.clients {
-        let (next, touched, via) = (next.clone(), o.touched, o.via.clone());
-        let urls: Vec<String> = (0..o.touched).map(url).collect();
-        warming.push(tokio::spawn(async move {
-            let client = client(sdk);
-            loop {
-                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                if i >= touched {
-                    return;
-                }
-                post(&client, &urls[i], &bodies::turn(&via, 20_000 + i)).await;
-            }
-        }));
-    }
-    for w in warming {
-        w.await.unwrap();
-    }
+    let urls = Arc::new((0..o.touched).map(url).collect::<Vec<_>>());
+    let via_owned = o.via.clone();
+    spread(o.clients, 0..o.touched, sdk, move |client, i| {
+        let (urls, via) = (urls.clone(), via_owned.clone());
+        async move {
+            post(&client, &urls[i], &bodies::turn(&via, 20_000 + i)).await;
+        }
+    })
+    .await;
     let warm_secs = t.elapsed().as_secs_f64();
     let (fds_warm, _, rss_warm) = sample(server.pid());
 
