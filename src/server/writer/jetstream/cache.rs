@@ -129,9 +129,7 @@ impl Cache {
                 } else {
                     self.len
                 };
-                let mut buf = vec![0u8; (end - off) as usize];
-                crate::os::read_exact_at(&self.file, &mut buf, off)?;
-                return Ok(Some((off, buf)));
+                return Ok(Some((off, self.bytes_at(off, end - off)?)));
             }
             if s < seq {
                 lo = mid + 1;
@@ -308,8 +306,13 @@ impl Cache {
 
     /// The bytes of a remembered message, read from the file.
     pub(super) fn bytes_of(&self, r: &Remembered) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; r.len as usize];
-        crate::os::read_exact_at(&self.file, &mut buf, r.offset)?;
+        self.bytes_at(r.offset, r.len)
+    }
+
+    /// `len` bytes of the file from `offset`.
+    fn bytes_at(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len as usize];
+        crate::os::read_exact_at(&self.file, &mut buf, offset)?;
         Ok(buf)
     }
 }
