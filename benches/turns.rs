@@ -30,7 +30,9 @@
 //!    HTTP/1.1 keep-alive, Nagle off) and `wmreplay serve` (the release
 //!    binary, fsync on) in front of it;
 //! 3. takes the request a turn sends from `POST /v1/context` (the body
-//!    posted straight to the mock, the "direct call");
+//!    posted straight to the mock, the "direct call"), then waits until the
+//!    server's CPU is idle (on a loopback address the inspector page's index
+//!    of the log is parsed after the first replay: ~1 s on 1 GiB);
 //! 4. runs `--turns` sequential `/respond` turns, each followed by one
 //!    direct call from the same client: overhead = p50(turn) − p50(direct);
 //! 5. runs rounds of `--clients` keep-alive clients for `--secs` through
@@ -50,7 +52,7 @@ mod common;
 #[path = "common/serve.rs"]
 mod serve;
 
-use serve::{Server, client, median, mock, ms, pct, post, wait_healthy};
+use serve::{Server, client, median, mock, ms, pct, post, wait_healthy, wait_idle};
 
 struct Opts {
     sizes: Vec<String>,
@@ -216,6 +218,8 @@ async fn run_one(
         direct_bodies.push(bodies::direct(via, &r.bytes().await.unwrap()));
     }
     let first_context = t.elapsed();
+    // What the start left running in the background ends before the turns.
+    wait_idle(&server).await;
     let body_kb = direct_bodies[0].len() as f64 / 1024.0;
     let mock_url = format!("http://127.0.0.1:{mock_port}/v1/messages");
     let respond_urls: Vec<String> = ids

@@ -126,6 +126,35 @@ pub async fn wait_healthy(client: &reqwest::Client, s: &Server) {
     panic!("the server did not start");
 }
 
+/// The process's CPU time (user and system) in clock ticks; 0 when gone.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.split_whitespace().collect::<Vec<_>>();
+            Some(rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (up to a minute) until the server has used no CPU for 300 ms: the
+/// work its start leaves running in the background (on a loopback address,
+/// the inspector page's index of the log, parsed after the first replay)
+/// would otherwise fall on the first measured turns. Returns how long it
+/// waited.
+pub async fn wait_idle(s: &Server) -> Duration {
+    let start = Instant::now();
+    let mut last = cpu_ticks(s.pid());
+    let mut quiet = 0;
+    while quiet < 3 && start.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = cpu_ticks(s.pid());
+        quiet = if now == last { quiet + 1 } else { 0 };
+        last = now;
+    }
+    start.elapsed()
+}
+
 pub async fn post(client: &reqwest::Client, url: &str, body: &bytes::Bytes) -> Duration {
     let t = Instant::now();
     let r = client
