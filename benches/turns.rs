@@ -32,7 +32,7 @@
 //! 3. takes the request a turn sends from `POST /v1/context` (the body
 //!    posted straight to the mock, the "direct call"), then waits until the
 //!    server's CPU is idle (on a loopback address the inspector page's index
-//!    of the log is parsed after the first replay: ~1 s on 1 GiB);
+//!    of the log is parsed after the first replay: under a second on 1 GiB);
 //! 4. runs `--turns` sequential `/respond` turns, each followed by one
 //!    direct call from the same client: overhead = p50(turn) − p50(direct);
 //! 5. runs rounds of `--clients` keep-alive clients for `--secs` through

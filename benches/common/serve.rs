@@ -140,9 +140,8 @@ pub fn cpu_ticks(pid: u32) -> u64 {
 /// Waits (up to a minute) until the server has used no CPU for 300 ms: the
 /// work its start leaves running in the background (on a loopback address,
 /// the inspector page's index of the log, parsed after the first replay)
-/// would otherwise fall on the first measured turns. Returns how long it
-/// waited.
-pub async fn wait_idle(s: &Server) -> Duration {
+/// would otherwise fall on the first measured turns.
+pub async fn wait_idle(s: &Server) {
     let start = Instant::now();
     let mut last = cpu_ticks(s.pid());
     let mut quiet = 0;
@@ -152,7 +151,6 @@ pub async fn wait_idle(s: &Server) -> Duration {
         quiet = if now == last { quiet + 1 } else { 0 };
         last = now;
     }
-    start.elapsed()
 }
 
 pub async fn post(client: &reqwest::Client, url: &str, body: &bytes::Bytes) -> Duration {
