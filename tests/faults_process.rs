@@ -666,6 +666,74 @@ async fn fifteen_hundred_logs_under_a_thousand_open_files() {
     srv.stop();
 }
 
+/// 7. The same limit with `--max-open-logs` left at its default, which the
+/// limit lowers to what it allows (the bound the server refuses at): every
+/// write and every inspector read of 300 logs succeeds (the least recently
+/// used close their files to make room for the next; before, once the
+/// bound was reached, every log without its files open got a 503 until
+/// some went idle), and the inspector's handles on the logs are closed
+/// with the rest (before, each log read kept one, outside the bound,
+/// until the 1,024 ran out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_at_the_open_files_bound_make_room_for_the_next() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<String> = ["--log-dir", dir.path().to_str().unwrap(), "--no-fsync"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let srv = Serving::launch_limited(&args, &[], Some(Limit::OpenFiles(1024)));
+    let pid = srv.child.id();
+    let (mut peak_fds, mut peak_logs) = (0, 0);
+    for (what, path) in [("write", "records"), ("timeline", "timeline?limit=5")] {
+        for wave in 0..30 {
+            let mut all = Vec::new();
+            for j in 0..10 {
+                let i = wave * 10 + j;
+                let url = format!("{}/v1/logs/log{i}/{path}", srv.url);
+                all.push(tokio::spawn(async move {
+                    let r = if what == "write" {
+                        client()
+                            .post(&url)
+                            .header("content-type", "application/json")
+                            .header("idempotency-key", format!("k{i}"))
+                            .body(format!(r#"{{"type":"note","text":"n{i}"}}"#))
+                    } else {
+                        client().get(&url)
+                    };
+                    let r = r.send().await.unwrap();
+                    (r.status().as_u16(), r.text().await.unwrap())
+                }));
+            }
+            for t in all {
+                let (s, b) = t.await.unwrap();
+                assert_eq!(s, 200, "{what}, wave {wave}: {b}");
+            }
+            peak_fds = peak_fds.max(open_fds(pid));
+            peak_logs = peak_logs.max(open_logs(pid));
+        }
+    }
+    // The limit leaves room for (1,024 - 512 - 64) / 8 = 56 logs.
+    assert!(peak_fds < 700, "{peak_fds} open files");
+    assert!(
+        peak_logs <= 56 + 10,
+        "{peak_logs} logs held open at once (bound 56, 10 in flight)"
+    );
+    eprintln!("300 logs at the bound: peak {peak_fds} open files, {peak_logs} logs open");
+    srv.stop();
+}
+
+/// How many distinct logs (`*.log`) the process `pid` holds open.
+fn open_logs(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
+        d.flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .filter(|t| t.to_string_lossy().ends_with(".log"))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    })
+}
+
 /// How many logs' state stores the process `pid` holds open (a log's
 /// writer and its requests have a connection each).
 fn open_stores(pid: u32) -> usize {

@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// replay kept). Fewer when the open-files limit leaves no room.
     #[arg(long, env = "WMREPLAY_MAX_OPEN_LOGS", default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     max_open_logs: usize,
+    /// Under --log-dir: logs whose live state is held at once, whatever
+    /// their replays hold; past it the least recently used are dropped.
+    #[arg(long, env = "WMREPLAY_MAX_LIVE_LOGS", default_value_t = 16_384, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
+    max_live_logs: usize,
     /// Largest record POST /v1/records accepts.
     #[arg(long, env = "WMREPLAY_MAX_RECORD_BYTES", default_value = "1MiB", value_name = "SIZE", value_parser = parse_body_limit)]
     max_record_bytes: u64,
@@ -417,6 +421,7 @@ pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     cfg.idle_timeout = args.idle_timeout;
     cfg.max_open_logs = args.max_open_logs;
+    cfg.max_live_logs = args.max_live_logs;
     cfg.max_record_bytes = usize::try_from(args.max_record_bytes).unwrap_or(usize::MAX);
     cfg.auth_token = auth_token;
     cfg.token_file = args.token_file;

@@ -112,6 +112,11 @@ pub struct Config {
     /// (and open them again at their next request). Default 200, or fewer
     /// when the open-files limit is low.
     pub max_open_logs: usize,
+    /// Under `log_dir`: logs whose live state may be held at once, whatever
+    /// their replays hold (a read of a log that does not exist makes a state
+    /// that holds nothing); the least recently used unused ones are dropped
+    /// beyond it. Default 16,384.
+    pub max_live_logs: usize,
     /// Largest record `POST /v1/records` accepts. Default 1 MiB.
     pub max_record_bytes: usize,
     /// Every route but `/healthz` requires `Authorization: Bearer <token>`.
@@ -296,6 +301,7 @@ impl Config {
             max_memory: default_max_live_bytes(),
             idle_timeout: Duration::from_secs(600),
             max_open_logs: 200,
+            max_live_logs: 16_384,
             max_record_bytes: 1 << 20,
             auth_token: None,
             token_file: None,

@@ -407,7 +407,7 @@ fn open_one(
             // replay's).
             if ok && st.cfg.ui {
                 let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
-                if let Err(e) = idx.refresh(&st.cfg.log, &st.cfg.replay) {
+                if let Err(e) = st.refresh_index(&mut idx) {
                     tracing::warn!(error = %e, "the inspector's index of the log was not built");
                 }
             }

@@ -28,6 +28,7 @@ mod hybrid;
 mod inspector;
 mod jetstream;
 mod jetstream_fleet;
+mod log_dir;
 mod memory;
 mod metrics;
 mod model_bounds;

@@ -118,9 +118,17 @@ impl LogIndex {
         (self.rows.len(), self.committed, self.rebuilds)
     }
 
-    /// The file the rows were read from, if the log exists.
+    /// The file the rows were read from, if the log exists (and the handle
+    /// was not let go since the last refresh).
     pub(crate) fn file(&self) -> Option<Arc<File>> {
         self.file.clone()
+    }
+
+    /// Lets go of the handle on the log (the log's files are closed under
+    /// `--max-open-logs`): the next refresh opens the log again and checks
+    /// that it is the same file, as it does at every refresh.
+    pub(crate) fn close_file(&mut self) {
+        self.file = None;
     }
 
     /// The id of a kind name, if any record has it.

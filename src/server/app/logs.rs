@@ -71,6 +71,7 @@ impl Shared {
             system: self.system.clone(),
             live: Arc::new(Mutex::new(live)),
             writer: std::sync::OnceLock::new(),
+            writer_start: Mutex::new(()),
             threads: self.threads.clone(),
             create,
             live_bytes: Default::default(),
@@ -305,10 +306,16 @@ impl Server {
                     }
                 };
                 self.evict(&mut states, &mut let_go);
-                if dir.open_files.load(Ordering::Acquire) > dir.max_open {
-                    // Down to nine tenths, so that this pass is not made at
-                    // every request.
-                    Self::close_files(&states, dir.max_open * 9 / 10, &dir.open_files, &mut let_go);
+                // Past `--max-open-logs`, or at it with this log about to
+                // open its files (else, with the bound at what the
+                // open-files limit allows, every log without its files open
+                // would be refused until some went idle): the least
+                // recently used close theirs, down to nine tenths, so that
+                // this pass is not made at every request.
+                let open = dir.open_files.load(Ordering::Acquire);
+                if open > dir.max_open || (!st.files.is_open() && open >= dir.max_open) {
+                    let keep = (dir.max_open * 9 / 10).min(dir.max_open.saturating_sub(1));
+                    Self::close_files(&states, keep, &dir.open_files, &mut let_go);
                 }
                 let full =
                     !st.files.is_open() && dir.open_files.load(Ordering::Acquire) >= dir.most_open;
@@ -349,6 +356,28 @@ impl Server {
     /// its live replay until it is let go (dropping it would start a second
     /// writer for the same file).
     fn evict(&self, states: &mut lru::LruCache<String, Arc<AppState>>, let_go: &mut LetGo) {
+        // Past `--max-live-logs`, whatever they hold (a request for a log
+        // that does not exist makes a state that holds nothing, and every
+        // request's pass here walks them all): the least recently used
+        // unused ones.
+        let most = self.shared.cfg.max_live_logs.max(1);
+        if states.len() > most {
+            let over = states.len() - most;
+            let unused: Vec<String> = states
+                .iter()
+                .rev()
+                .take(states.len() - 1)
+                .filter(|(_, s)| Arc::strong_count(s) == 1)
+                .take(over)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for id in unused {
+                let st = states.pop(&id).expect("just listed");
+                metrics::counter!("wmreplay_log_evictions_total").increment(1);
+                tracing::debug!(log = %id, "live state dropped (count bound)");
+                let_go.states.push(st);
+            }
+        }
         let bound = self.shared.cfg.max_live_bytes;
         let mut total: u64 = states
             .iter()

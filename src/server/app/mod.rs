@@ -53,6 +53,10 @@ pub(crate) struct AppState {
     pub(crate) live: Arc<Mutex<LiveReplay>>,
     /// The log's single writer, started on the first append.
     pub(crate) writer: std::sync::OnceLock<Box<dyn LogWriter>>,
+    /// Held while the writer starts (it opens the log and its store, and
+    /// may wait on them): this log's alone, so no other log's first append
+    /// waits on it.
+    pub(crate) writer_start: Mutex<()>,
     /// Every writer thread started, joined at shutdown.
     pub(crate) threads: Arc<Mutex<Vec<WriterThread>>>,
     /// Whether the first append may create the log.
@@ -123,11 +127,11 @@ impl AppState {
         self.cfg.log_dir.is_none()
     }
 
-    /// The search index, kept open from the first search on (next to the
-    /// log; under `--log-dir` no link is followed); hybrid with an
-    /// embedding model (its vectors next to the index).
-    pub(crate) fn search_index(&self) -> Arc<Mutex<Option<crate::search::SearchIndex>>> {
-        let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
+    /// Opens the search index into `slot` unless open: kept open from the
+    /// first search on (next to the log; under `--log-dir` no link is
+    /// followed); hybrid with an embedding model (its vectors next to the
+    /// index).
+    fn open_search(&self, slot: &mut Option<crate::search::SearchIndex>) {
         if slot.is_none() {
             let mut index = crate::search::SearchIndex::in_language(
                 &self.cfg.log,
@@ -141,8 +145,6 @@ impl AppState {
             *slot = Some(index);
             self.files.opened();
         }
-        drop(slot);
-        self.search.clone()
     }
 
     /// `f` on the search index, for a search or recall of `text`;
@@ -154,19 +156,34 @@ impl AppState {
         text: &str,
         f: impl FnOnce(&mut crate::search::SearchIndex) -> T,
     ) -> T {
-        let index = self.search_index();
-        let embedder = index
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .and_then(|i| i.query_embedder());
+        let embedder = {
+            let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
+            self.open_search(&mut slot);
+            slot.as_ref().and_then(|i| i.query_embedder())
+        };
         let prepared = embedder.map(|e| e.embed(text));
-        let mut slot = index.lock().unwrap_or_else(|p| p.into_inner());
-        let idx = slot.as_mut().expect("search_index opens the index");
+        // Opened again if its files were closed (`--max-open-logs`) while
+        // the query was embedded.
+        let mut slot = self.search.lock().unwrap_or_else(|p| p.into_inner());
+        self.open_search(&mut slot);
+        let idx = slot.as_mut().expect("open_search opens the index");
         if let Some(p) = prepared {
             idx.use_query_vector(p);
         }
         f(idx)
+    }
+
+    /// A 404 when the log does not exist and may not be made
+    /// (`--create-logs false`): a route that would open its state store
+    /// (and so make the store's files) answers this first.
+    pub(crate) fn refuse_missing(&self) -> Result<(), ApiError> {
+        if self.create || std::fs::symlink_metadata(&self.cfg.log).is_ok() {
+            return Ok(());
+        }
+        Err(self.append_failed(&std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the log does not exist (and --create-logs is off)",
+        )))
     }
 
     /// The state store, opened on first use.
@@ -283,7 +300,7 @@ impl AppState {
         if let Some(w) = self.writer.get() {
             return Ok(w.as_ref());
         }
-        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
+        let _starting = self.writer_start.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = self.writer.get() {
             return Ok(w.as_ref());
         }
@@ -308,6 +325,7 @@ impl AppState {
             &self.store_path(),
             self.follows_links(),
         )?;
+        let mut threads = self.threads.lock().unwrap_or_else(|p| p.into_inner());
         threads.retain(|t| !t.is_finished());
         threads.push(thread);
         Ok(self.writer.get_or_init(|| Box::new(w)).as_ref())
@@ -529,30 +547,49 @@ pub(crate) fn derived_cache_key(cfg: &Config) -> String {
 }
 
 impl AppState {
-    /// Takes the log's state store and search index to be closed, and tells
-    /// its writer to close its files after its queued appends, unless a
-    /// request is using the store or index (`None`: nothing taken).
+    /// Takes the log's state store and search index to be closed, lets go
+    /// of the inspector index's handle on the log, and tells its writer to
+    /// close its files after its queued appends, unless a request is using
+    /// the store or either index (`None`: nothing taken). Never waits: it
+    /// runs under the lock on every log, and a store being opened (which
+    /// may wait seconds on a busy database) or an index being built holds
+    /// its lock meanwhile.
     pub(crate) fn close_files(&self) -> Option<files::Closed> {
+        fn held<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+            match m.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
+        }
         if !self.files.is_open() {
             return None;
         }
-        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let mut store = held(&self.store)?;
         if store.as_ref().is_some_and(|s| Arc::strong_count(s) > 1) {
             return None;
         }
-        let mut search = match self.search.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
+        let mut search = held(&self.search)?;
+        let mut index = held(&self.index)?;
         if let Some(w) = self.writer.get() {
             w.rest();
         }
+        index.close_file();
         let closed = files::Closed {
             _store: store.take(),
             _search: search.take(),
         };
         self.files.closed();
         Some(closed)
+    }
+
+    /// Brings the inspector's index of the log up to date (`LogIndex::refresh`);
+    /// the handle on the log it keeps counts among the log's open files.
+    pub(crate) fn refresh_index(&self, idx: &mut index::LogIndex) -> Result<bool, crate::Error> {
+        let r = idx.refresh(&self.cfg.log, &self.cfg.replay);
+        if idx.file().is_some() {
+            self.files.opened();
+        }
+        r
     }
 }

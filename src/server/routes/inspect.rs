@@ -91,7 +91,7 @@ pub(crate) async fn with_index<T: Send + 'static>(
     let st = state.clone();
     tokio::task::spawn_blocking(move || {
         let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
-        idx.refresh(&st.cfg.log, &st.cfg.replay)
+        st.refresh_index(&mut idx)
             .map_err(crate::server::app::snapshot::replay_failed)?;
         let file = idx.file();
         f(&st, &idx, file.as_deref())
@@ -454,8 +454,7 @@ pub(crate) async fn tail(state: Arc<AppState>, req: Request) -> Result<Response,
             let st = t.state.clone();
             let looked = tokio::task::spawn_blocking(move || {
                 let mut idx = st.index.lock().unwrap_or_else(|p| p.into_inner());
-                idx.refresh(&st.cfg.log, &st.cfg.replay)
-                    .map(|_| idx.watched())
+                st.refresh_index(&mut idx).map(|_| idx.watched())
             })
             .await;
             match looked {

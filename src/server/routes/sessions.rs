@@ -41,6 +41,7 @@ pub(crate) async fn turn_prepare(state: Arc<AppState>, req: Request) -> Result<R
              ask for \"format\": \"anthropic\", \"openai\" or \"ndjson\"",
         ));
     }
+    state.refuse_missing()?;
     let _permit = state.permit()?;
     let _work = state.admit_prepare()?;
     let st = state.clone();
@@ -92,6 +93,7 @@ pub(crate) async fn turn_ack(state: Arc<AppState>, req: Request) -> Result<Respo
             ));
         }
     };
+    state.refuse_missing()?;
     let st = state.clone();
     let acked = tokio::task::spawn_blocking(move || {
         let store = st.store()?;
