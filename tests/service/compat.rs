@@ -518,7 +518,8 @@ async fn a_client_gone_mid_stream_leaves_one_whole_turn() {
 
 /// Tool results for a turn the log does not hold (a client that began it
 /// elsewhere) write the whole turn as the client shows it: its input, the
-/// model's call and the results, then the answer.
+/// model's call and the results, then the answer; the same request again
+/// is that turn, answered as before.
 #[tokio::test(flavor = "multi_thread")]
 async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
     for p in BOTH {
@@ -568,6 +569,22 @@ async fn tool_results_for_a_turn_the_log_lacks_write_that_turn_first() {
         // The model saw the turn's input once, then the call and result.
         let sent = mock.bodies().last().unwrap().to_string();
         assert_eq!(sent.matches("look x up").count(), 1);
+        // The same request again (a client's retry, which now finds the
+        // turn's input in the log) is the same turn: the first answer, no
+        // second call, nothing written.
+        let calls = mock.requests();
+        let (status, _, again) = send(&url, &body, &[]).await;
+        assert_eq!(status, 200, "{again}");
+        let answer = |t: &str| {
+            let v: Value = serde_json::from_str(t).unwrap();
+            match p {
+                Provider::Anthropic => v["content"][0]["text"].clone(),
+                Provider::OpenAi => v["choices"][0]["message"]["content"].clone(),
+            }
+        };
+        assert_eq!(answer(&again), answer(&text), "{p:?}");
+        assert_eq!(mock.requests(), calls, "{p:?}: the model called again");
+        assert_eq!(kinds(&log).len(), 5, "{p:?}: {:?}", kinds(&log));
         server.stop().await;
     }
 }

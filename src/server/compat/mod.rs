@@ -463,10 +463,9 @@ pub(super) fn session_of(
 /// keyed by its conversation and the session's newest record, so that two
 /// sends of it before either is written are one turn.
 fn conversation_key(st: &AppState, plan: &history::Plan, hash: &str) -> Result<String, ApiError> {
-    if let Some(at) = plan.input {
-        return Ok(format!("conv-{hash}-c{at}"));
-    }
-    if let Some(at) = plan.repeats {
+    // The key of the turn whose `text_input` is at `at`, if it was this
+    // very request.
+    let same_request = |at: u64| -> Result<Option<String>, ApiError> {
         let first = st
             .store()
             .and_then(|store| {
@@ -474,11 +473,22 @@ fn conversation_key(st: &AppState, plan: &history::Plan, hash: &str) -> Result<S
                 store.turn_at(&st.cfg.log, at)
             })
             .map_err(crate::server::app::snapshot::replay_failed)?;
-        if let Some((key, h)) = first
-            && h == hash
-        {
+        Ok(first.and_then(|(key, h)| (h == hash).then_some(key)))
+    };
+    if let Some(at) = plan.input {
+        // A request that continues a turn whose input this very request
+        // wrote (its first attempt came before the input was in the log,
+        // as a fresh turn: a retry or a second send finds it there) is
+        // that turn.
+        if let Some(key) = same_request(at)? {
             return Ok(key);
         }
+        return Ok(format!("conv-{hash}-c{at}"));
+    }
+    if let Some(at) = plan.repeats
+        && let Some(key) = same_request(at)?
+    {
+        return Ok(key);
     }
     let newest = plan.newest.map_or("none".to_string(), |o| o.to_string());
     Ok(format!("conv-{hash}-n{newest}"))
