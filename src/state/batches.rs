@@ -159,6 +159,29 @@ impl Store {
         tx.commit().map_err(err)
     }
 
+    /// Ends batch `id` that a crash cut short or left out of the log (the
+    /// writer's recovery): a turn's key whose input is in the log (the
+    /// batch held its answer) goes back to running, in the process that
+    /// stopped, so a retry closes the turn as interrupted rather than call
+    /// the model again (it was called; its answer is lost); any other key
+    /// (a batch of records) is failed, free to be retried.
+    pub(crate) fn abandon_batch(&mut self, id: i64) -> Result<(), Error> {
+        let path = self.path.clone();
+        let err = |e| super::state_err(&path, e);
+        self.full_sync(false)?;
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.prepare_cached(
+            "UPDATE turns SET response = NULL,
+                 status = CASE WHEN input_offset IS NULL THEN 'failed' ELSE 'running' END
+             WHERE status IN ('running', 'done')
+               AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
+        )
+        .and_then(|mut q| q.execute(params![id]))
+        .map_err(err)?;
+        remove(&tx, id).map_err(err)?;
+        tx.commit().map_err(err)
+    }
+
     /// Takes batch `id` out of the journal without settling its keys: the
     /// batch was withdrawn before anything of it was acknowledged (its write
     /// failed and was cut back, or it is journalled again where it went),

@@ -104,9 +104,11 @@ pub(super) fn recover(file: &File, path: &Path, journal: &mut Store) -> std::io:
                 .forget_inputs_in((batch.dev, batch.inode), batch.start..batch.start + total)
                 .map_err(journal_err)?;
         }
-        journal
-            .end_batch(batch.id, found == Found::Whole)
-            .map_err(journal_err)?;
+        match found {
+            Found::Whole => journal.end_batch(batch.id, true),
+            _ => journal.abandon_batch(batch.id),
+        }
+        .map_err(journal_err)?;
     }
     Ok(())
 }
@@ -281,6 +283,64 @@ mod tests {
                 assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "cut {cut}");
                 assert_eq!(status, Some(crate::state::TurnStatus::Failed));
             }
+        }
+    }
+
+    /// A turn's answer a crash cut short: its input is in the log and the
+    /// model was called, so its key (the client's or the server's) is left
+    /// running, which a retry closes as interrupted, not failed, which a
+    /// retry would run again.
+    #[test]
+    fn a_turns_answer_a_crash_cut_short_leaves_its_key_to_be_closed_not_run_again() {
+        let day = std::time::Duration::from_secs(86_400);
+        for made in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("wm.log");
+            let db = dir.path().join("wm.db");
+            let input = b"{\"type\":\"text_input\",\"ts_ms\":1}\n";
+            std::fs::write(&path, input).unwrap();
+            let meta = std::fs::metadata(&path).unwrap();
+            let mut store = Store::open(&db).unwrap();
+            store.begin_turn(&path, "k", "h", day).unwrap();
+            store
+                .note_turn_input(&path, "k", 0, None)
+                .unwrap()
+                .wait()
+                .unwrap();
+            let answer = b"{\"type\":\"text_output\",\"ts_ms\":2}\n";
+            store
+                .begin_batch(
+                    identity(&meta),
+                    meta.len(),
+                    &journal_lines(answer),
+                    &[("k".into(), "{\"ok\":1}".into(), made)],
+                    &[],
+                    false,
+                    &[],
+                )
+                .unwrap();
+            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(&answer[..answer.len() - 5]).unwrap();
+            drop((f, store));
+            let (w, thread) = Writer::start(&path, false, &db, true).unwrap();
+            drop(w);
+            thread.join();
+            assert_eq!(std::fs::read(&path).unwrap(), input, "made {made}");
+            let found = Store::open(&db)
+                .unwrap()
+                .peek_turn(&path, "k", "h", day)
+                .unwrap();
+            assert!(
+                matches!(
+                    found,
+                    crate::state::TurnBegin::Seen {
+                        status: crate::state::TurnStatus::Running
+                            | crate::state::TurnStatus::Abandoned,
+                        input_offset: Some(0),
+                    }
+                ),
+                "made {made}: {found:?}"
+            );
         }
     }
 
