@@ -61,6 +61,22 @@ pub(super) fn record_input(st: &AppState, key: &str, offset: u64, wait: bool, ne
     }
 }
 
+/// Waits until the state store's commits so far are on disk (with
+/// `--fsync`): a client's key's row, with its input's offset, before its
+/// model is called.
+fn sync_store(st: &AppState) {
+    let synced = st.store().and_then(|s| {
+        let ticket = (s.lock().unwrap_or_else(|p| p.into_inner())).sync_ticket();
+        match st.cfg.fsync {
+            true => ticket.wait(),
+            false => Ok(()),
+        }
+    });
+    if let Err(e) = synced {
+        tracing::error!(error = %e, "cannot sync the state store");
+    }
+}
+
 /// The message name of a keyed turn's input in a log kept in a stream.
 fn input_name(key: &str) -> String {
     format!("turn:{key}:input")
@@ -242,8 +258,23 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
         // unkeyed one, or one keyed by the server, is made durable
         // with its answer (or the record that closes the turn),
         // which is what acknowledges it.
+        // Its row takes the input's offset in the batch's own journal
+        // step (no crash leaves the input written and the key without it,
+        // which a retry would write again), made durable below.
         None if key.is_some() && !made => {
-            w.append_blocking(lines).map_err(|e| st.append_failed(&e))?
+            let input = writer::InputKey {
+                key: key.clone().expect("a client's key"),
+                hash: hash.clone(),
+                line: at,
+            };
+            let (appended, durable, recorded) = w
+                .append_blocking_recording(lines, input)
+                .map_err(|e| st.append_failed(&e))?;
+            if recorded {
+                recorded_input = true;
+                sync_store(st);
+            }
+            (appended, durable)
         }
         // A key only this process claims has its row written with its
         // input, in the writer's own step.

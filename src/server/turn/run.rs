@@ -449,21 +449,25 @@ pub(super) async fn append_close(
     answer: &Value,
 ) -> std::io::Result<Option<Value>> {
     let w = state.writer()?;
-    // A key only this process claims is answered by this batch, in the
-    // step that makes it durable (the batch's journal entry carries it).
-    if let (Some(key), Some(c)) = (&input.key, &input.compat)
-        && input.key_is_ours(state)
+    // On a log this process writes alone, a keyed turn is answered by this
+    // batch, in the step that makes it durable (the batch's journal entry
+    // carries it): no crash leaves the answer in the log and its key
+    // running, which a retry would close a second time.
+    if let Some(key) = &input.key
+        && state.writes_locally()
     {
         let answer = answer.to_string();
         let key = crate::server::writer::BatchKey {
             key: key.clone(),
             answer: Box::new(move |_| answer.clone()),
-            body: c.hash.clone(),
+            body: input.hash(),
             made: true,
         };
         w.append_batch(lines, Some(key)).await?;
-        c.key_answered
-            .store(true, std::sync::atomic::Ordering::Release);
+        if let Some(c) = &input.compat {
+            c.key_answered
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         return Ok(None);
     }
     let Some(key) = input.key.as_deref().filter(|_| w.synced_at().is_some()) else {

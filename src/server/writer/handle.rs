@@ -226,6 +226,15 @@ impl LogWriter for Writer {
         Ok((appended, true))
     }
 
+    fn append_blocking_recording(
+        &self,
+        lines: Vec<Line>,
+        input: InputKey,
+    ) -> std::io::Result<(Vec<Appended>, Durable, bool)> {
+        let (appended, durable) = self.append_blocking_with(lines, true, Some(input))?;
+        Ok((appended, durable, true))
+    }
+
     fn read_back(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
         let file = open_read(&self.path, self.follow)?;
         let mut buf = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];

@@ -344,6 +344,47 @@ mod tests {
         }
     }
 
+    /// A client's key's input, appended with its row: the offset is in the
+    /// store as soon as the append returns, written in the batch's own
+    /// journal step (not a step after it that a crash could fall before;
+    /// a batch a crash cut short takes the row back, as the test above
+    /// shows of such a step).
+    #[test]
+    fn a_clients_key_takes_its_inputs_offset_in_the_batchs_own_step() {
+        use crate::server::writer::{InputKey, LogWriter};
+        let day = std::time::Duration::from_secs(86_400);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wm.log");
+        let db = dir.path().join("wm.db");
+        std::fs::write(&path, b"{\"type\":\"a\",\"ts_ms\":1}\n").unwrap();
+        Store::open(&db)
+            .unwrap()
+            .begin_turn(&path, "k", "h", day)
+            .unwrap();
+        let (w, thread) = Writer::start(&path, true, &db, true).unwrap();
+        let line = Line::verbatim(b"{\"type\":\"text_input\",\"ts_ms\":2}".to_vec());
+        let input = InputKey {
+            key: "k".into(),
+            hash: "h".into(),
+            line: 0,
+        };
+        let (appended, durable, recorded) = w.append_blocking_recording(vec![line], input).unwrap();
+        durable.blocking_recv().unwrap().unwrap();
+        assert!(recorded);
+        let at = appended[0].offset;
+        let running = crate::state::TurnBegin::Seen {
+            status: crate::state::TurnStatus::Running,
+            input_offset: Some(at),
+        };
+        let found = Store::open(&db)
+            .unwrap()
+            .peek_turn(&path, "k", "h", day)
+            .unwrap();
+        assert_eq!(found, running);
+        drop(w);
+        thread.join();
+    }
+
     #[test]
     fn a_cut_batch_followed_by_another_writers_lines_is_left_as_it_is() {
         let extra = b"\n{\"type\":\"x\",\"ts_ms\":9}\n";

@@ -102,13 +102,14 @@ pub struct BatchKey {
     /// elsewhere keeps it with the batch, so the same key with another body,
     /// through any replica, is refused (a key-reused error).
     pub body: String,
-    /// A key the server made for a provider request (its conversation's),
-    /// which only this process claims: its turn is marked answered in the
-    /// batch's own journal step, and the entry is neither synced before the
-    /// batch's bytes nor ended in a step of its own. It survives a crash of
-    /// the process (the store's writes are in the page cache), and a power
-    /// cut once the store has synced since (a client's key, a checkpoint).
-    /// A client's key (`false`) is on disk before the batch's bytes can be.
+    /// A turn's answer (its key the server's own, or a client's whose row
+    /// was made durable before the model was called): the turn is marked
+    /// answered in the batch's own journal step, and the entry is neither
+    /// synced before the batch's bytes nor ended in a step of its own. It
+    /// survives a crash of the process (the store's writes are in the page
+    /// cache), and a power cut once the store has synced since (a client's
+    /// key, a checkpoint). Otherwise (`false`: a batch of records under a
+    /// client's key) the entry is on disk before the batch's bytes can be.
     pub made: bool,
 }
 
@@ -199,6 +200,21 @@ pub trait LogWriter: Send + Sync {
     ) -> io::Result<(Vec<Appended>, bool)> {
         let _ = input;
         Ok((self.append_unsynced(lines)?, false))
+    }
+
+    /// [`append_blocking`](Self::append_blocking), the row of `input`'s
+    /// key (running, its input at the line's offset) recorded in the state
+    /// store in the batch's journal step, so that no crash leaves the input
+    /// in the log and its key without it; `false` when this writer records
+    /// no rows (the caller records it).
+    fn append_blocking_recording(
+        &self,
+        lines: Vec<Line>,
+        input: InputKey,
+    ) -> io::Result<(Vec<Appended>, Durable, bool)> {
+        let _ = input;
+        let (appended, durable) = self.append_blocking(lines)?;
+        Ok((appended, durable, false))
     }
 
     /// Appends `lines` from a blocking thread without waiting for them to
