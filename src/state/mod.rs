@@ -151,7 +151,8 @@ impl Store {
 
     fn open_with(path: PathBuf, flags: rusqlite::OpenFlags) -> Result<Store, Error> {
         let conn = Connection::open_with_flags(&path, flags).map_err(|e| state_err(&path, e))?;
-        let syncer = std::sync::Arc::new(sync::Syncer::new(&path));
+        let refuse_links = flags.contains(rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW);
+        let syncer = std::sync::Arc::new(sync::Syncer::new(&path, refuse_links));
         let store = Store {
             path,
             conn,

@@ -28,6 +28,9 @@ struct Synced {
 #[derive(Debug)]
 pub(crate) struct Syncer {
     wal: PathBuf,
+    /// The store refuses symbolic links (under `--log-dir`): so does its
+    /// WAL's sync.
+    refuse_links: bool,
     /// Commits numbered so far.
     committed: AtomicU64,
     synced: Mutex<Synced>,
@@ -36,11 +39,12 @@ pub(crate) struct Syncer {
 
 impl Syncer {
     /// The syncer of the store at `db`.
-    pub(crate) fn new(db: &std::path::Path) -> Syncer {
+    pub(crate) fn new(db: &std::path::Path, refuse_links: bool) -> Syncer {
         let mut wal = db.as_os_str().to_owned();
         wal.push("-wal");
         Syncer {
             wal: wal.into(),
+            refuse_links,
             committed: AtomicU64::new(0),
             synced: Mutex::default(),
             done: Condvar::new(),
@@ -57,7 +61,15 @@ impl Syncer {
 
     fn sync_wal(&self) -> Result<(), Error> {
         // Opened for writing: Windows flushes only a handle that may write.
-        match std::fs::OpenOptions::new().write(true).open(&self.wal) {
+        // Not through a link when the store refuses them, and at once
+        // whatever is there (a FIFO put in its place fails the sync).
+        let opened = crate::os::open(
+            std::fs::OpenOptions::new().write(true),
+            &self.wal,
+            self.refuse_links,
+            true,
+        );
+        match opened {
             Ok(f) => f
                 .sync_data()
                 .map_err(|e| Error::io(&self.wal, "cannot sync", e)),
@@ -114,7 +126,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("s.db");
         std::fs::write(dir.path().join("s.db-wal"), b"").unwrap();
-        let s = Arc::new(Syncer::new(&db));
+        let s = Arc::new(Syncer::new(&db, false));
         let (a, b) = (s.ticket(), s.ticket());
         a.wait().unwrap();
         // b was committed before a's sync began: already durable.
@@ -124,7 +136,31 @@ mod tests {
         assert_eq!(c.number, 3);
         c.wait().unwrap();
         // Without a WAL (a rollback journal): nothing to sync.
-        let none = Arc::new(Syncer::new(&dir.path().join("other.db")));
+        let none = Arc::new(Syncer::new(&dir.path().join("other.db"), false));
         none.ticket().wait().unwrap();
+    }
+
+    /// A store that refuses links (under `--log-dir`) does not sync through
+    /// a WAL that is one, nor wait on a FIFO put in its place.
+    #[cfg(unix)]
+    #[test]
+    fn a_wal_swapped_for_a_link_or_a_fifo_fails_the_sync_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"").unwrap();
+        let db = dir.path().join("s.db");
+        std::os::unix::fs::symlink(&outside, dir.path().join("s.db-wal")).unwrap();
+        assert!(Arc::new(Syncer::new(&db, true)).ticket().wait().is_err());
+        Arc::new(Syncer::new(&db, false)).ticket().wait().unwrap();
+        let fifo_db = dir.path().join("f.db");
+        let fifo = std::ffi::CString::new(format!("{}-wal", fifo_db.display())).unwrap();
+        // SAFETY: mkfifo reads the NUL-terminated path only.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(
+            Arc::new(Syncer::new(&fifo_db, true))
+                .ticket()
+                .wait()
+                .is_err()
+        );
     }
 }
