@@ -181,6 +181,25 @@ struct LetGo {
     files: Vec<super::files::Closed>,
 }
 
+impl LetGo {
+    /// Closes the files let go at once (what `--max-open-logs` counts is
+    /// given back before the request goes on), and drops the states on a
+    /// blocking thread when called from the runtime's (freeing a replay
+    /// takes a while, and closing its store may checkpoint the WAL: neither
+    /// holds up a worker of the runtime).
+    fn release(self) {
+        let LetGo { states, files } = self;
+        drop(files);
+        if states.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(move || drop(states))),
+            Err(_) => drop(states),
+        }
+    }
+}
+
 /// What the router holds.
 pub(crate) struct Server {
     pub(crate) shared: Arc<Shared>,
@@ -320,7 +339,7 @@ impl Server {
                 let full =
                     !st.files.is_open() && dir.open_files.load(Ordering::Acquire) >= dir.most_open;
                 drop(states);
-                drop(let_go);
+                let_go.release();
                 if full {
                     let mut e = ApiError::new(
                         StatusCode::SERVICE_UNAVAILABLE,
@@ -444,6 +463,7 @@ impl Server {
                 tracing::debug!(log = %id, "live state dropped (idle)");
             }
             drop(states);
+            let_go.release();
         }
     }
 
