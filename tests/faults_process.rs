@@ -725,22 +725,22 @@ async fn logs_at_the_open_files_bound_make_room_for_the_next() {
 
 /// How many distinct logs (`*.log`) the process `pid` holds open.
 fn open_logs(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
-        d.flatten()
-            .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .filter(|t| t.to_string_lossy().ends_with(".log"))
-            .collect::<std::collections::HashSet<_>>()
-            .len()
-    })
+    open_files_named(pid, ".log")
 }
 
 /// How many logs' state stores the process `pid` holds open (a log's
 /// writer and its requests have a connection each).
 fn open_stores(pid: u32) -> usize {
+    open_files_named(pid, ".wmreplay.db")
+}
+
+/// How many distinct files whose names end in `suffix` the process `pid`
+/// holds open.
+fn open_files_named(pid: u32, suffix: &str) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| {
         d.flatten()
             .filter_map(|e| std::fs::read_link(e.path()).ok())
-            .filter(|t| t.to_string_lossy().ends_with(".wmreplay.db"))
+            .filter(|t| t.to_string_lossy().ends_with(suffix))
             .collect::<std::collections::HashSet<_>>()
             .len()
     })

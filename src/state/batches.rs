@@ -132,31 +132,19 @@ impl Store {
     /// Ends batch `id`: `complete` (durable in the log) answers its keys,
     /// otherwise they are marked failed, free to be retried.
     pub(crate) fn end_batch(&mut self, id: i64, complete: bool) -> Result<(), Error> {
-        let path = self.path.clone();
-        let err = |e| super::state_err(&path, e);
-        // Losing this on a power cut only means it is done again at start.
-        self.full_sync(false)?;
-        let tx = self.conn.transaction().map_err(err)?;
-        if complete {
-            tx.prepare_cached(
+        self.settle_batch(
+            id,
+            if complete {
                 "UPDATE turns SET status = 'done', response = (SELECT response FROM batch_keys
                      WHERE batch = ?1 AND batch_keys.idempotency_key = turns.idempotency_key)
-                 WHERE idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
-            )
-            .and_then(|mut q| q.execute(params![id]))
-            .map_err(err)?;
-        } else {
-            // ('done': a key the server made, answered as the batch began.)
-            tx.prepare_cached(
+                 WHERE idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)"
+            } else {
+                // ('done': a key the server made, answered as the batch began.)
                 "UPDATE turns SET status = 'failed', response = NULL
                  WHERE status IN ('running', 'done')
-                   AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
-            )
-            .and_then(|mut q| q.execute(params![id]))
-            .map_err(err)?;
-        }
-        remove(&tx, id).map_err(err)?;
-        tx.commit().map_err(err)
+                   AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)"
+            },
+        )
     }
 
     /// Ends batch `id` that a crash cut short or left out of the log (the
@@ -166,18 +154,26 @@ impl Store {
     /// the model again (it was called; its answer is lost); any other key
     /// (a batch of records) is failed, free to be retried.
     pub(crate) fn abandon_batch(&mut self, id: i64) -> Result<(), Error> {
-        let path = self.path.clone();
-        let err = |e| super::state_err(&path, e);
-        self.full_sync(false)?;
-        let tx = self.conn.transaction().map_err(err)?;
-        tx.prepare_cached(
+        self.settle_batch(
+            id,
             "UPDATE turns SET response = NULL,
                  status = CASE WHEN input_offset IS NULL THEN 'failed' ELSE 'running' END
              WHERE status IN ('running', 'done')
                AND idempotency_key IN (SELECT idempotency_key FROM batch_keys WHERE batch = ?1)",
         )
-        .and_then(|mut q| q.execute(params![id]))
-        .map_err(err)?;
+    }
+
+    /// Settles batch `id`'s keys by `update` (of `turns`, the batch's id as
+    /// `?1`) and takes it out of the journal, in one transaction.
+    fn settle_batch(&mut self, id: i64, update: &str) -> Result<(), Error> {
+        let path = self.path.clone();
+        let err = |e| super::state_err(&path, e);
+        // Losing this on a power cut only means it is done again at start.
+        self.full_sync(false)?;
+        let tx = self.conn.transaction().map_err(err)?;
+        tx.prepare_cached(update)
+            .and_then(|mut q| q.execute(params![id]))
+            .map_err(err)?;
         remove(&tx, id).map_err(err)?;
         tx.commit().map_err(err)
     }

@@ -138,6 +138,17 @@ mod tests {
         extra: &[u8],
         made: bool,
     ) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
+        crashed_turn(cut, extra, made, false)
+    }
+
+    /// [`crashed`]; with `input`, the key's turn has its input in the log
+    /// (its first line) and the batch is its answer.
+    fn crashed_turn(
+        cut: usize,
+        extra: &[u8],
+        made: bool,
+        input: bool,
+    ) -> (Vec<u8>, Option<crate::state::TurnStatus>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wm.log");
         let db = dir.path().join("wm.db");
@@ -145,6 +156,10 @@ mod tests {
         let day = std::time::Duration::from_secs(86_400);
         let mut store = Store::open(&db).unwrap();
         store.begin_turn(&path, "k", "h", day).unwrap();
+        if input {
+            let ticket = store.note_turn_input(&path, "k", 0, None).unwrap();
+            ticket.wait().unwrap();
+        }
         let batch = b"{\"type\":\"b\",\"ts_ms\":2}\n{\"type\":\"c\",\"ts_ms\":3}\n";
         let start = std::fs::metadata(&path).unwrap().len();
         let ident = identity(&std::fs::metadata(&path).unwrap());
@@ -292,54 +307,15 @@ mod tests {
     /// retry would run again.
     #[test]
     fn a_turns_answer_a_crash_cut_short_leaves_its_key_to_be_closed_not_run_again() {
-        let day = std::time::Duration::from_secs(86_400);
         for made in [false, true] {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("wm.log");
-            let db = dir.path().join("wm.db");
-            let input = b"{\"type\":\"text_input\",\"ts_ms\":1}\n";
-            std::fs::write(&path, input).unwrap();
-            let meta = std::fs::metadata(&path).unwrap();
-            let mut store = Store::open(&db).unwrap();
-            store.begin_turn(&path, "k", "h", day).unwrap();
-            store
-                .note_turn_input(&path, "k", 0, None)
-                .unwrap()
-                .wait()
-                .unwrap();
-            let answer = b"{\"type\":\"text_output\",\"ts_ms\":2}\n";
-            store
-                .begin_batch(
-                    identity(&meta),
-                    meta.len(),
-                    &journal_lines(answer),
-                    &[("k".into(), "{\"ok\":1}".into(), made)],
-                    &[],
-                    false,
-                    &[],
-                )
-                .unwrap();
-            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-            f.write_all(&answer[..answer.len() - 5]).unwrap();
-            drop((f, store));
-            let (w, thread) = Writer::start(&path, false, &db, true).unwrap();
-            drop(w);
-            thread.join();
-            assert_eq!(std::fs::read(&path).unwrap(), input, "made {made}");
-            let found = Store::open(&db)
-                .unwrap()
-                .peek_turn(&path, "k", "h", day)
-                .unwrap();
+            let (log, status) = crashed_turn(5, b"", made, true);
+            assert_eq!(log, b"{\"type\":\"a\",\"ts_ms\":1}\n", "made {made}");
             assert!(
                 matches!(
-                    found,
-                    crate::state::TurnBegin::Seen {
-                        status: crate::state::TurnStatus::Running
-                            | crate::state::TurnStatus::Abandoned,
-                        input_offset: Some(0),
-                    }
+                    status,
+                    Some(crate::state::TurnStatus::Running | crate::state::TurnStatus::Abandoned)
                 ),
-                "made {made}: {found:?}"
+                "made {made}: {status:?}"
             );
         }
     }
