@@ -181,8 +181,9 @@ impl Store {
     /// Takes batch `id` out of the journal without settling its keys: the
     /// batch was withdrawn before anything of it was acknowledged (its write
     /// failed and was cut back, or it is journalled again where it went),
-    /// and the request that holds the keys settles them. The rows of the
-    /// keys whose inputs it held (`inputs`) go with it.
+    /// and the request that holds the keys settles them. The keys whose
+    /// inputs it held (`inputs`) no longer name an input (each stays bound
+    /// to its request).
     pub(crate) fn withdraw_batch(&mut self, id: i64, inputs: &[&str]) -> Result<(), Error> {
         let path = self.path.clone();
         let err = |e| super::state_err(&path, e);
@@ -197,7 +198,7 @@ impl Store {
         .map_err(err)?;
         remove(&tx, id).map_err(err)?;
         for key in inputs {
-            super::turns::forget(&tx, key).map_err(err)?;
+            super::turns::unrecord_input(&tx, key).map_err(err)?;
         }
         tx.commit().map_err(err)
     }
@@ -362,9 +363,21 @@ mod tests {
                 input_offset: Some(40)
             }
         );
-        // Withdrawn (its write failed): the key is new again.
+        // Withdrawn (its write failed): the key names no input, and stays
+        // bound to its request (another request with it is refused).
         s.withdraw_batch(id, &["a"]).unwrap();
-        assert_eq!(seen(&mut s, "a"), TurnBegin::New);
+        assert_eq!(
+            seen(&mut s, "a"),
+            TurnBegin::Seen {
+                status: TurnStatus::Running,
+                input_offset: None
+            }
+        );
+        assert_eq!(
+            s.peek_turn(&log, "a", "other", day).unwrap(),
+            TurnBegin::Conflict
+        );
+        s.forget_turn("a").unwrap();
         // Cut short by a crash: the running keys whose inputs it held go,
         // the others stay.
         s.begin_batch(

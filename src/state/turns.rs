@@ -163,6 +163,11 @@ impl Store {
         forget(&self.conn, key).map_err(|e| self.err(e))
     }
 
+    /// [`unrecord_input`] of `key`: its input's batch was not written.
+    pub(crate) fn unrecord_turn_input(&self, key: &str) -> Result<(), Error> {
+        unrecord_input(&self.conn, key).map_err(|e| self.err(e))
+    }
+
     /// The key and request hash of the turn whose `text_input` is at
     /// `offset` of `log`, when one is remembered.
     pub fn turn_at(&self, log: &Path, offset: u64) -> Result<Option<(String, String)>, Error> {
@@ -290,6 +295,15 @@ fn lookup(
 /// Records `key` as running in this process, its input at `offset` when
 /// known (replacing an expired row, or one of a log since replaced).
 /// Deletes the row of `key`'s turn.
+/// Takes back where `key`'s input was recorded to be (its batch was not
+/// written): the key stays bound to its request, and its turn, once ended
+/// failed, starts afresh at a retry.
+pub(super) fn unrecord_input(conn: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE turns SET input_offset = NULL WHERE idempotency_key = ?1")?
+        .execute(params![key])
+        .map(|_| ())
+}
+
 pub(super) fn forget(conn: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
     conn.prepare_cached("DELETE FROM turns WHERE idempotency_key = ?1")?
         .execute(params![key])

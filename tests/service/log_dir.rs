@@ -47,13 +47,19 @@ async fn states_of_logs_that_do_not_exist_stay_within_max_live_logs() {
     srv.stop().await;
 }
 
-/// With `--create-logs false`, a session delta or its acknowledgement for a
-/// log that does not exist is a 404, and leaves no file behind (before, each
-/// made the log's state store: three files, kept open).
+/// With `--create-logs false`, a session delta, its acknowledgement or a
+/// keyed turn for a log that does not exist is a 404, and leaves no file
+/// behind (before, each made the log's state store: three files, kept
+/// open).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_create_logs_a_missing_log_gets_no_state_store() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(&dir.path().join("unused.log"), None, Provider::Anthropic);
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let mut cfg = config(
+        &dir.path().join("unused.log"),
+        Some(&up),
+        Provider::Anthropic,
+    );
     cfg.log_dir = Some(dir.path().to_path_buf());
     cfg.create_logs = false;
     let srv = start(cfg).await;
@@ -61,6 +67,8 @@ async fn without_create_logs_a_missing_log_gets_no_state_store() {
         ("turn/prepare", r#"{"session_key":"s"}"#),
         ("turn/ack", r#"{"prepare_id":"p","status":"success"}"#),
         ("records", r#"{"type":"note","text":"x"}"#),
+        ("respond", r#"{"text":"hi","request_id":"r-1"}"#),
+        ("respond", r#"{"text":"hi"}"#),
     ] {
         let (s, b) = post(&format!("{}/v1/logs/ghost/{path}", srv.url), body).await;
         assert_eq!(s, 404, "{path}: {b}");
@@ -73,5 +81,6 @@ async fn without_create_logs_a_missing_log_gets_no_state_store() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.is_empty(), "{names:?}");
+    assert_eq!(mock.requests(), 0);
     srv.stop().await;
 }

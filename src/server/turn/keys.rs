@@ -76,6 +76,8 @@ pub(crate) fn plan_blocking(
     hash: &str,
     ours: bool,
 ) -> Result<Plan, ApiError> {
+    // A missing log that may not be made gets no state store either.
+    st.refuse_missing()?;
     let r = {
         st.turns.claim(&st.cfg.log, key, || {
             let store = st.store()?;

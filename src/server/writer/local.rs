@@ -343,7 +343,7 @@ impl Appender {
                             // The batch stays for the next start to settle;
                             // the inputs it held are not the keys' now.
                             for key in &input_keys {
-                                if let Err(j) = self.journal.forget_turn(key) {
+                                if let Err(j) = self.journal.unrecord_turn_input(key) {
                                     tracing::error!(error = %j, "cannot forget a failed turn's key");
                                 }
                             }
