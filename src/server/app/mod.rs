@@ -175,9 +175,12 @@ impl AppState {
 
     /// A 404 when the log does not exist and may not be made
     /// (`--create-logs false`): a route that would open its state store
-    /// (and so make the store's files) answers this first.
+    /// (and so make the store's files) answers this first. As for the
+    /// writer, only a log this process writes alone: a log kept in a stream
+    /// exists whether or not its local copy does yet.
     pub(crate) fn refuse_missing(&self) -> Result<(), ApiError> {
-        if self.create || std::fs::symlink_metadata(&self.cfg.log).is_ok() {
+        if self.create || !self.writes_locally() || std::fs::symlink_metadata(&self.cfg.log).is_ok()
+        {
             return Ok(());
         }
         Err(self.append_failed(&std::io::Error::new(

@@ -344,7 +344,7 @@ impl Appender {
                             // the inputs it held are not the keys' now.
                             for key in &input_keys {
                                 if let Err(j) = self.journal.unrecord_turn_input(key) {
-                                    tracing::error!(error = %j, "cannot forget a failed turn's key");
+                                    tracing::error!(error = %j, "cannot take back a failed turn's input offset");
                                 }
                             }
                         }
