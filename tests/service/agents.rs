@@ -396,6 +396,56 @@ async fn a_clients_own_retry_is_the_same_turn_whatever_its_headers() {
     server.stop().await;
 }
 
+/// A turn whose words and answer are word for word the turn's before it
+/// ("continue", "Done."), answered, then sent again (the client never got
+/// the answer): the log's second answer lines up with the request's
+/// history as well as the first does, yet the request is that answered
+/// turn, not a third: its answer again, nothing written, no model call,
+/// in this process and after a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_of_a_turn_that_repeats_the_one_before_it_is_that_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let cfg = config(&log, Some(&up), Provider::Anthropic);
+    let server = start(cfg.clone()).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let said = answer_to("continue");
+    let first = json!({"model": "m", "max_tokens": 50,
+                       "messages": [{"role": "user", "content": "continue"}]});
+    let (status, text) = send_as(&url, "cc-r", &first).await;
+    assert_eq!(status, 200, "{text}");
+    let second = json!({"model": "m", "max_tokens": 50, "messages": [
+        {"role": "user", "content": "continue"},
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": "continue"},
+    ]});
+    let (status, text) = send_as(&url, "cc-r", &second).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(mock.requests(), 2);
+    let want = [
+        rec("text_input", "continue"),
+        rec("text_output", &said),
+        rec("text_input", "continue"),
+        rec("text_output", &said),
+    ];
+    assert_eq!(records_of(&log, "cc-r"), want);
+    // Sent again: the same turn.
+    let (status, again) = send_as(&url, "cc-r", &second).await;
+    assert_eq!(status, 200, "{again}");
+    assert!(again.contains("answer to"), "{again}");
+    assert_eq!(mock.requests(), 2, "the model is not called again");
+    assert_eq!(records_of(&log, "cc-r"), want);
+    server.stop().await;
+    let server = start(cfg).await;
+    let url = format!("{}/anthropic/v1/messages", server.url);
+    let (status, again) = send_as(&url, "cc-r", &second).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(mock.requests(), 2, "answered from the store");
+    assert_eq!(records_of(&log, "cc-r"), want);
+    server.stop().await;
+}
+
 /// A message is held only by a record of the same session with the same
 /// whole text, where the sequences line up: "thanks" said in another
 /// session, or a first message sharing its first 310 characters (Claude

@@ -23,9 +23,9 @@
 //! - a request that continues a turn (its last messages are tool results)
 //!   whose `text_input` the session's records hold writes only what
 //!   continues it that the log lacks;
-//! - a request whose history the log holds whole, and whose turn's words are
-//!   the session's last input (still unanswered, or just answered), repeats
-//!   that turn: [`Plan::repeats`].
+//! - a request whose turn's words are the session's last input (still
+//!   unanswered, or just answered) may repeat that turn: [`Plan::repeats`],
+//!   confirmed by the request that wrote it.
 //!
 //! The session's records are read from the log's end backwards (in blocks:
 //! `tail.rs`), as many as the request has items and a few more, so a lookup
@@ -110,9 +110,9 @@ pub(crate) struct Plan {
     pub(crate) before: Vec<Line>,
     /// Records of the turn's tool calls and results that the log lacks.
     pub(crate) after: Vec<Line>,
-    /// The offset of the session's last `text_input` when this request
-    /// repeats its turn (the same history, the same words, nothing asked
-    /// since).
+    /// The offset of the session's last `text_input` when its words are
+    /// this request's turn's: the request may repeat that turn (the caller
+    /// checks that the same conversation wrote it).
     pub(crate) repeats: Option<u64>,
     /// The offset of the session's newest record (a fresh request's key
     /// names it, so two sends of one request before either is written are
@@ -271,22 +271,18 @@ pub(crate) fn plan<L: LogEnd + ?Sized>(
     for it in items.iter().skip(turn + 1) {
         plan.after.push(writer.line(it));
     }
-    // A repeat: the whole history held, and the turn's words the one input
-    // after it, the session's last.
-    let rest = match found {
-        Some((j, i)) if j + 1 == turn => &held[i + 1..],
-        None if turn == 0 => {
-            let last = held.iter().rposition(|h| h.kind == Kind::Input);
-            &held[last.unwrap_or(held.len())..]
-        }
-        _ => &[],
-    };
-    let mut inputs = rest.iter().filter(|h| h.kind == Kind::Input);
-    if let (Some(h), None) = (inputs.next(), inputs.next())
+    // A repeat: the turn's words are the session's last input. The
+    // history is not matched here: a turn whose words and answer repeat
+    // the turn's before it ("continue", "Done.") lines the history up with
+    // its own answer as well as with the one before it. What makes it the
+    // same turn is its request: `conversation_key` takes its key only when
+    // that input was written for this very conversation (its hash).
+    let last = held.iter().rposition(|h| h.kind == Kind::Input);
+    if let Some(i) = last
         && turn < items.len()
-        && h.what == items[turn].what
+        && held[i].what == items[turn].what
     {
-        plan.repeats = Some(h.at);
+        plan.repeats = Some(held[i].at);
     }
     plan
 }
