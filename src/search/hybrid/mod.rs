@@ -19,9 +19,10 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Instant;
 
 pub use embedder::{EmbedError, Embedder, HybridOptions};
@@ -36,6 +37,28 @@ use store::Store;
 /// of at most this many log bytes (what turns append between searches);
 /// a longer one (a first embedding) runs on without it.
 const WAIT_FOR_BYTES: u64 = 1 << 20;
+
+/// Background catch-ups embedding at once in this process, whatever the
+/// number of hybrid indexes (a server of thousands of logs): each runs on a
+/// thread of its own with up to [`HybridOptions::concurrency`] requests to
+/// the model. The others wait their turn, in the order they were started.
+const MAX_CATCH_UPS: usize = 4;
+
+/// The process's background catch-ups: how many threads run, and the
+/// indexes waiting for one (gone when their index was dropped).
+struct Pool {
+    running: usize,
+    queue: VecDeque<Weak<Shared>>,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    running: 0,
+    queue: VecDeque::new(),
+});
+
+fn catch_ups() -> std::sync::MutexGuard<'static, Pool> {
+    POOL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// What [`SearchIndex::embed_pending`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,7 +92,8 @@ pub struct VectorsStatus {
     pub refused: u64,
     /// Log bytes whose records all have an entry.
     pub covered: u64,
-    /// A catch-up is running.
+    /// A catch-up is running, or waits for one of the process's threads
+    /// that embed in the background (a few, however many indexes).
     pub embedding: bool,
     /// Why the last catch-up stopped short, if it did.
     pub last_error: Option<String>,
@@ -78,7 +102,10 @@ pub struct VectorsStatus {
 /// A catch-up's state, shared by the searches and the background thread.
 #[derive(Default)]
 struct Jobs {
+    /// A catch-up runs, or waits in the process's [`Pool`] for a thread.
     running: bool,
+    /// It waits for a thread (it has not begun).
+    queued: bool,
     /// When the last catch-up failed, and why.
     failed: Option<(Instant, String)>,
 }
@@ -136,13 +163,23 @@ impl Shared {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for a running catch-up to end, then marks one running.
+    /// Waits for a running catch-up to end, then marks one running. One
+    /// still waiting for a thread is taken over instead (its thread, when
+    /// it comes, finds nothing to do).
     fn claim(&self) {
         let mut jobs = self.jobs();
-        while jobs.running {
+        while jobs.running && !jobs.queued {
             jobs = self.finished.wait(jobs).unwrap_or_else(|p| p.into_inner());
         }
         jobs.running = true;
+        jobs.queued = false;
+    }
+
+    /// Takes the catch-up that waited for a thread, unless a caller's
+    /// [`claim`](Self::claim) took it over.
+    fn begin_queued(&self) -> bool {
+        let mut jobs = self.jobs();
+        std::mem::replace(&mut jobs.queued, false)
     }
 
     /// Runs a catch-up here, once [`claim`](Self::claim)ed.
@@ -215,14 +252,23 @@ impl Shared {
             return 0;
         }
         jobs.running = true;
+        // Queued when every thread of the pool is taken; both locks are
+        // held so that a thread ending now cannot miss it.
+        let mut pool = catch_ups();
+        if pool.running >= MAX_CATCH_UPS {
+            jobs.queued = true;
+            pool.queue.push_back(Arc::downgrade(self));
+            return pending;
+        }
+        pool.running += 1;
+        drop(pool);
         drop(jobs);
         let me = self.clone();
         let spawned = std::thread::Builder::new()
             .name("wmreplay-embed".into())
-            .spawn(move || {
-                let _ = me.catch_up(&mut |_, _| {});
-            });
+            .spawn(move || embed_in_turn(me));
         if spawned.is_err() {
+            catch_ups().running -= 1;
             self.jobs().running = false;
             self.finished.notify_all();
             return 0;
@@ -286,6 +332,34 @@ impl Shared {
             .into_iter()
             .map(|(i, s)| (st.offsets[i], f64::from(s)))
             .collect()
+    }
+}
+
+/// A pool thread: `first`'s catch-up, then each waiting index's in turn,
+/// until none waits.
+fn embed_in_turn(first: Arc<Shared>) {
+    let mut next = Some(first);
+    while let Some(shared) = next {
+        if !shared.stop.load(Ordering::Relaxed) {
+            let _ = shared.catch_up(&mut |_, _| {});
+        } else {
+            shared.jobs().running = false;
+            shared.finished.notify_all();
+        }
+        drop(shared);
+        next = loop {
+            let mut pool = catch_ups();
+            let Some(w) = pool.queue.pop_front() else {
+                pool.running -= 1;
+                break None;
+            };
+            drop(pool);
+            if let Some(s) = w.upgrade()
+                && s.begin_queued()
+            {
+                break Some(s);
+            }
+        };
     }
 }
 

@@ -323,3 +323,92 @@ fn a_search_for_k_is_the_first_k_of_a_deeper_one() {
         }
     }
 }
+
+/// A model that holds every batch of records (three texts, then two) until
+/// the gate opens, counting the batches in flight; a query's one text
+/// passes.
+struct Gated {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Embedder for Gated {
+    fn model(&self) -> &str {
+        "gated-64"
+    }
+    fn embed(&self, texts: &[String], _: Instant) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.len() > 1 {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            let mut open = self.open.lock().unwrap();
+            while !*open {
+                open = self.opened.wait(open).unwrap();
+            }
+            drop(open);
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+        Ok(texts.iter().map(|t| mock_vector(t)).collect())
+    }
+}
+
+#[test]
+fn background_embedding_takes_a_few_threads_however_many_indexes_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Arc::new(Gated {
+        open: std::sync::Mutex::new(false),
+        opened: std::sync::Condvar::new(),
+        in_flight: AtomicUsize::new(0),
+        most: AtomicUsize::new(0),
+    });
+    let opts = HybridOptions {
+        concurrency: 1,
+        wait: Some(Duration::ZERO),
+        ..options()
+    };
+    let n = 3 * super::MAX_CATCH_UPS;
+    let mut indexes: Vec<SearchIndex> = (0..n)
+        .map(|i| {
+            let log = dir.path().join(format!("{i}.log"));
+            write_log(&log, &TEXTS[..5]);
+            SearchIndex::new(&log).with_embedder(model.clone(), opts.clone())
+        })
+        .collect();
+    // Each search starts its index's catch-up and returns (lexically).
+    for index in &mut indexes {
+        index.search("a query", &SearchOptions::default()).unwrap();
+        assert!(index.vectors().unwrap().embedding);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while model.in_flight.load(Ordering::SeqCst) < super::MAX_CATCH_UPS && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(model.most.load(Ordering::SeqCst) <= super::MAX_CATCH_UPS);
+    // An index whose catch-up waits for a thread, embedded by its caller:
+    // taken over and done there, without waiting for the threads.
+    let log = dir.path().join("late.log");
+    write_log(&log, &TEXTS[..5]);
+    let quick = Mock::new("mock-64");
+    let mut late = SearchIndex::new(&log).with_embedder(quick.clone(), opts.clone());
+    late.search("a query", &SearchOptions::default()).unwrap();
+    assert_eq!(late.embed_pending(&mut |_, _| {}).unwrap().records, 5);
+    assert_eq!(
+        quick.texts.load(Ordering::Relaxed),
+        6,
+        "five records and the query, once"
+    );
+    *model.open.lock().unwrap() = true;
+    model.opened.notify_all();
+    // Every index is embedded in its turn.
+    for index in &indexes {
+        while index.vectors().unwrap().embedding {
+            assert!(Instant::now() < deadline + Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(index.vectors().unwrap().records, 5);
+    }
+    assert!(model.most.load(Ordering::SeqCst) <= super::MAX_CATCH_UPS);
+}
