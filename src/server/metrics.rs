@@ -21,6 +21,10 @@
 //! | `wmreplay_jetstream_caught_up_messages_total` | counter | |
 //! | `wmreplay_jetstream_cache_age_seconds` | gauge | `log` |
 //!
+//! The gauges are set as the page is made: a log's `log`-labelled gauge
+//! is on it while the log is open (not after it is closed or evicted, so
+//! thousands of logs seen over a day do not pile up on the page).
+//!
 //! The recorder is the process's: servers started in one process share it.
 
 use std::sync::{Arc, OnceLock};
@@ -29,6 +33,7 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 
 use crate::server::app::logs::{Logs, Server};
 use crate::server::errors::ApiError;
@@ -39,6 +44,10 @@ const SECONDS: &[f64] = &[
     120.0, 300.0,
 ];
 
+/// How long a gauge not set again stays on the page: longer than making
+/// the page takes, shorter than any scrape interval.
+const GAUGE_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// The process's recorder, installed on first use; `None` when another
@@ -46,7 +55,12 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 pub(crate) fn install() -> Option<&'static PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new().set_buckets(SECONDS).ok()?;
+            // Every gauge is set as the page is made, for the logs open
+            // then: one left unset (a log closed since) leaves the page.
+            let builder = PrometheusBuilder::new()
+                .set_buckets(SECONDS)
+                .ok()?
+                .idle_timeout(MetricKindMask::GAUGE, Some(GAUGE_IDLE));
             match builder.install_recorder() {
                 Ok(h) => {
                     describe();

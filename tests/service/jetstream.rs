@@ -697,7 +697,9 @@ fn open_under(dir: &Path) -> usize {
 
 /// Under `--max-open-logs` the caches of idle logs give their files back:
 /// twelve logs written in turn, three rounds, leave a few open, and each
-/// log reopened holds every record once, in order.
+/// log reopened holds every record once, in order. Under
+/// `--max-live-logs` the states of the others are dropped, and their
+/// cache-age gauges leave `/metrics` with them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs nats-server: bash .ci/nats-server.sh, then run with --ignored (CI does)"]
 async fn idle_logs_close_their_caches_and_reopen_whole() {
@@ -706,15 +708,28 @@ async fn idle_logs_close_their_caches_and_reopen_whole() {
     let dir = root.path().join("a");
     let mut cfg = replica(&dir, &nats.url(), None);
     cfg.max_open_logs = 3;
+    cfg.max_live_logs = 4;
     let a = mock::start(cfg).await;
+    // This test's logs' (other tests in the process share the recorder).
+    let ages = |page: &str| {
+        page.matches("wmreplay_jetstream_cache_age_seconds{log=\"log")
+            .count()
+    };
+    let mut most = 0;
     for round in 0..3 {
         for n in 0..12 {
             let url = format!("{}/v1/logs/log{n}/records", a.url);
             let line = json!({"type": "wm_event", "round": round});
             let (s, text, _) = post(&url, format!("{line}\n"), None).await;
             assert_eq!(s, 200, "{text}");
+            most = most.max(ages(&mock::get_text(&format!("{}/metrics", a.url)).await));
         }
     }
+    assert!(most > 0, "no cache-age gauge on the page");
+    // Gauges not set again leave the page within the idle timeout (5 s).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let page = mock::get_text(&format!("{}/metrics", a.url)).await;
+    assert!(ages(&page) <= 4, "a gauge for each log ever open:\n{page}");
     let held = open_under(&dir);
     assert!(
         held <= 12,
