@@ -82,5 +82,27 @@ async fn without_create_logs_a_missing_log_gets_no_state_store() {
         .collect();
     assert!(names.is_empty(), "{names:?}");
     assert_eq!(mock.requests(), 0);
+    // Reads of it make nothing either.
+    for path in ["context", "stats"] {
+        let url = format!("{}/v1/logs/ghost/{path}", srv.url);
+        let r = client().get(&url).send().await.unwrap();
+        assert!(r.status().as_u16() < 500, "{path}: {}", r.status());
+    }
+    srv.stop().await;
+    // The Responses API naming an earlier response of it: a 404.
+    let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let mut cfg = config(&dir.path().join("unused.log"), Some(&up), Provider::OpenAi);
+    cfg.log_dir = Some(dir.path().to_path_buf());
+    cfg.create_logs = false;
+    let srv = start(cfg).await;
+    let (s, b) = post(
+        &format!("{}/v1/logs/ghost/openai/v1/responses", srv.url),
+        r#"{"model":"m","input":"hi","previous_response_id":"resp_1"}"#,
+    )
+    .await;
+    assert_eq!(s, 404, "{b}");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(mock.requests(), 0);
     srv.stop().await;
 }

@@ -179,8 +179,7 @@ impl AppState {
     /// writer, only a log this process writes alone: a log kept in a stream
     /// exists whether or not its local copy does yet.
     pub(crate) fn refuse_missing(&self) -> Result<(), ApiError> {
-        if self.create || !self.writes_locally() || std::fs::symlink_metadata(&self.cfg.log).is_ok()
-        {
+        if !self.missing_and_not_to_make() {
             return Ok(());
         }
         Err(self.append_failed(&std::io::Error::new(
@@ -189,11 +188,30 @@ impl AppState {
         )))
     }
 
+    /// The log does not exist, this process writes it alone, and it may
+    /// not be made.
+    fn missing_and_not_to_make(&self) -> bool {
+        !self.create && self.writes_locally() && std::fs::symlink_metadata(&self.cfg.log).is_err()
+    }
+
     /// The state store, opened on first use.
     pub(crate) fn store(&self) -> Result<Arc<Mutex<Store>>, crate::Error> {
         let mut slot = self.store.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = slot.as_ref() {
             return Ok(s.clone());
+        }
+        // A route that may meet a missing log refuses it first, as a 404
+        // ([`refuse_missing`](Self::refuse_missing)); any other still makes
+        // no state store beside a log that may not be made.
+        if self.missing_and_not_to_make() {
+            return Err(crate::Error::io(
+                &self.cfg.log,
+                "cannot open its state store",
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the log does not exist (and --create-logs is off)",
+                ),
+            ));
         }
         let s = Store::open_refusing_links(self.store_path(), !self.follows_links())?;
         let s = Arc::new(Mutex::new(s));

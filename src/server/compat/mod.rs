@@ -239,6 +239,7 @@ async fn serve(
 /// this server gave on this log (remembered for `--idempotency-ttl`); any
 /// other is a 400 (send the input items instead).
 async fn previous_response(state: &Arc<AppState>, id: &str) -> Result<(), ApiError> {
+    state.refuse_missing()?;
     let st = state.clone();
     let wanted = id.to_string();
     let known = tokio::task::spawn_blocking(move || {
