@@ -89,6 +89,16 @@ pub struct SyncTicket {
 }
 
 impl SyncTicket {
+    /// [`wait`](Self::wait) when `durable` (the caller syncs, `--fsync`),
+    /// else returns at once: the commit is on disk at the next sync.
+    #[cfg(feature = "server")]
+    pub(crate) fn wait_if(self, durable: bool) -> Result<(), Error> {
+        match durable {
+            true => self.wait(),
+            false => Ok(()),
+        }
+    }
+
     /// Returns once the commit is on disk (with every one before it).
     pub fn wait(self) -> Result<(), Error> {
         let s = &self.syncer;

@@ -1,7 +1,8 @@
 //! Hybrid search: when an embedding model is at hand
 //! ([`SearchIndex::with_embedder`]), records are also found by meaning. Each
-//! record's prose is embedded once (`job.rs`, batched, on a background
-//! thread or the caller's), its vector kept quantised in a file beside the
+//! record's prose is embedded once (`job.rs`, batched, on the caller's
+//! thread or in the background: at most [`MAX_CATCH_UPS`] indexes at once
+//! in a process, the others in turn), its vector kept quantised in a file beside the
 //! index (`store.rs`, `quant.rs`); a query is embedded too, and the
 //! records nearest to it, by brute-force cosine, are fused with the
 //! lexical ranking by reciprocal rank fusion (`fuse.rs`).

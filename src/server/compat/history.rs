@@ -30,8 +30,11 @@
 //! The session's records are read from the log's end backwards (in blocks:
 //! `tail.rs`), as many as the request has items and a few more, so a lookup
 //! costs what the request's history costs: with a session, its id is
-//! searched for (at most [`SESSION_SPAN`] bytes back); without one, lines
-//! are read back at most four times the history's size (and 1 MiB).
+//! searched for (at most [`SESSION_SPAN`] bytes back); without one, the
+//! records without a session are read back, at most four times the
+//! history's size (and 1 MiB) of them, passing over other sessions'
+//! records within the same span (a client without a session on a log
+//! busy with sessions finds its history however much they wrote since).
 
 use std::borrow::Cow;
 
@@ -351,25 +354,28 @@ struct Rec<'a> {
 fn session_tail<L: LogEnd + ?Sized>(log: &L, session: Option<&str>, items: &[Item]) -> Vec<Held> {
     let want = items.len() + CONTEXT + EXTRAS;
     let mut out = Vec::new();
-    let take = |line: &[u8], at: u64, out: &mut Vec<Held>| {
+    // Whether the line is of another session (else it is read as one of
+    // `session`'s, if it is a conversation record).
+    let take = |line: &[u8], at: u64, out: &mut Vec<Held>| -> bool {
         let Ok(r) = serde_json::from_slice::<Rec>(line) else {
-            return;
+            return false;
         };
         if r.session_id.as_deref() != session {
-            return;
+            return true;
         }
         let (kind, what) = match (r.kind.as_ref(), r.text, r.id) {
             ("text_input", Some(t), _) => (Kind::Input, t),
             ("text_output", Some(t), _) => (Kind::Output, t),
             ("tool_call", _, Some(id)) => (Kind::Call, id),
             ("tool_result", _, Some(id)) => (Kind::Result, id),
-            _ => return,
+            _ => return false,
         };
         out.push(Held {
             kind,
             what: what.into_owned(),
             at,
         });
+        false
     };
     let len = log.len();
     match session {
@@ -384,22 +390,32 @@ fn session_tail<L: LogEnd + ?Sized>(log: &L, session: Option<&str>, items: &[Ite
                     };
                     let start = memchr::memrchr(b'\n', &lines[..at]).map_or(0, |i| i + 1);
                     let end = at + memchr::memchr(b'\n', &lines[at..stop]).unwrap_or(stop - at);
-                    take(&lines[start..end], base + start as u64, &mut out);
+                    let _ = take(&lines[start..end], base + start as u64, &mut out);
                     stop = start;
                 }
                 out.len() < want
             });
         }
         None => {
+            // Records of sessions are passed over (the server's own known
+            // by their first bytes, unparsed) and do not count: the rest are
+            // read back up to four times the history's size (and 1 MiB).
             let bytes: u64 = items.iter().map(|i| i.what.len() as u64 + 256).sum();
-            let floor = len.saturating_sub(4 * bytes + (1 << 20));
-            lines_back(log, floor, |lines, base| {
+            let mut budget = 4 * bytes + (1 << 20);
+            lines_back(log, len.saturating_sub(SESSION_SPAN), |lines, base| {
                 let mut stop = lines.len();
                 while stop > 0 && out.len() < want {
                     let end = stop - 1;
                     let start = memchr::memrchr(b'\n', &lines[..end]).map_or(0, |i| i + 1);
-                    take(&lines[start..end], base + start as u64, &mut out);
+                    let line = &lines[start..end];
                     stop = start;
+                    if of_a_session(line) || take(line, base + start as u64, &mut out) {
+                        continue;
+                    }
+                    budget = budget.saturating_sub(line.len() as u64 + 1);
+                    if budget == 0 {
+                        return false;
+                    }
                 }
                 out.len() < want
             });
@@ -407,6 +423,27 @@ fn session_tail<L: LogEnd + ?Sized>(log: &L, session: Option<&str>, items: &[Ite
     }
     out.reverse();
     out
+}
+
+/// Whether `line` is a record the server wrote for a session, known by its
+/// first bytes (`{"type":"…","ts_ms":…,"session_id":"`: the session is a
+/// member of the record itself); any other line is parsed to know.
+fn of_a_session(line: &[u8]) -> bool {
+    let Some(rest) = line.strip_prefix(b"{\"type\":\"") else {
+        return false;
+    };
+    // A type with an escaped quote fails the next check: parsed.
+    let Some(q) = memchr::memchr(b'"', rest) else {
+        return false;
+    };
+    let Some(rest) = rest[q + 1..].strip_prefix(b",\"ts_ms\":") else {
+        return false;
+    };
+    let n = rest
+        .iter()
+        .take_while(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
+        .count();
+    rest[n..].starts_with(b",\"session_id\":\"")
 }
 
 /// How the records of a client's messages are written.
@@ -490,6 +527,42 @@ mod tests {
         assert_eq!(aligned(&items, &held), Some((0, 0)));
         // No session: records without one only.
         assert!(session_tail(&l[..], None, &items).is_empty());
+    }
+
+    #[test]
+    fn a_history_without_a_session_is_found_behind_megabytes_of_sessions() {
+        let mut l = log(&[("text_input", None, "q1"), ("text_output", None, "a1")]);
+        // 3 MB of a session's records since, as the server writes them and
+        // as another writer might (parsed).
+        let big = "x".repeat(10_000);
+        for i in 0..300 {
+            let line = match i % 2 {
+                0 => format!(
+                    r#"{{"type":"text_output","ts_ms":{i},"session_id":"cc","text":"{big}"}}"#
+                ),
+                _ => format!(r#"{{"type":"tool_result","session_id":"cc","content":"{big}"}}"#),
+            };
+            l.extend_from_slice(line.as_bytes());
+            l.push(b'\n');
+        }
+        let items = [
+            item(Kind::Input, "q1"),
+            item(Kind::Output, "a1"),
+            item(Kind::Input, "q2"),
+        ];
+        let held = session_tail(&l[..], None, &items);
+        assert_eq!(held.len(), 2);
+        assert_eq!(aligned(&items[..2], &held), Some((1, 1)));
+        assert!(of_a_session(
+            br#"{"type":"text_input","ts_ms":1.5e3,"session_id":"s","text":""}"#
+        ));
+        for not in [
+            &br#"{"type":"text_input","ts_ms":1,"text":"","session_id":"s"}"#[..],
+            br#"{"type":"a\",\"ts_ms\":1,\"session_id\":\"","ts_ms":1}"#,
+            br#"{"type":"text_input","ts_ms":1,"session_id":null}"#,
+        ] {
+            assert!(!of_a_session(not), "{}", String::from_utf8_lossy(not));
+        }
     }
 
     #[test]

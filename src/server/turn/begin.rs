@@ -51,10 +51,7 @@ pub(super) fn record_input(st: &AppState, key: &str, offset: u64, wait: bool, ne
             offset,
             new,
         )?;
-        match wait && st.cfg.fsync {
-            true => ticket.wait(),
-            false => Ok(()),
-        }
+        ticket.wait_if(wait && st.cfg.fsync)
     });
     if let Err(e) = recorded {
         tracing::error!(error = %e, "cannot record a turn's input offset");
@@ -67,10 +64,7 @@ pub(super) fn record_input(st: &AppState, key: &str, offset: u64, wait: bool, ne
 fn sync_store(st: &AppState) {
     let synced = st.store().and_then(|s| {
         let ticket = (s.lock().unwrap_or_else(|p| p.into_inner())).sync_ticket();
-        match st.cfg.fsync {
-            true => ticket.wait(),
-            false => Ok(()),
-        }
+        ticket.wait_if(st.cfg.fsync)
     });
     if let Err(e) = synced {
         tracing::error!(error = %e, "cannot sync the state store");

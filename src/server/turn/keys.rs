@@ -200,10 +200,7 @@ pub(super) async fn finish_key(
                 store.finish_turn(&key, response.as_deref())?;
                 let ticket = store.sync_ticket();
                 drop(store);
-                match made && st.cfg.fsync {
-                    true => ticket.wait(),
-                    false => Ok(()),
-                }
+                ticket.wait_if(made && st.cfg.fsync)
             });
             if let Err(e) = recorded {
                 tracing::error!(error = %e, "cannot record how a turn ended");
