@@ -15,15 +15,15 @@
 mod embedder;
 mod fuse;
 mod job;
+mod pool;
 mod quant;
 mod store;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 pub use embedder::{EmbedError, Embedder, HybridOptions};
@@ -32,34 +32,13 @@ use super::analysis::Terms;
 use super::{Hit, Read, SearchIndex, SearchOptions, TIE_MARGIN, read_hit};
 use crate::error::Error;
 use crate::parse::LineParser;
+use pool::{MAX_CATCH_UPS, catch_ups, embed_in_turn};
 use store::Store;
 
 /// With a bounded [`HybridOptions::wait`], a search waits for a catch-up
 /// of at most this many log bytes (what turns append between searches);
 /// a longer one (a first embedding) runs on without it.
 const WAIT_FOR_BYTES: u64 = 1 << 20;
-
-/// Background catch-ups embedding at once in this process, whatever the
-/// number of hybrid indexes (a server of thousands of logs): each runs on a
-/// thread of its own with up to [`HybridOptions::concurrency`] requests to
-/// the model. The others wait their turn, in the order they were started.
-const MAX_CATCH_UPS: usize = 4;
-
-/// The process's background catch-ups: how many threads run, and the
-/// indexes waiting for one (gone when their index was dropped).
-struct Pool {
-    running: usize,
-    queue: VecDeque<Weak<Shared>>,
-}
-
-static POOL: Mutex<Pool> = Mutex::new(Pool {
-    running: 0,
-    queue: VecDeque::new(),
-});
-
-fn catch_ups() -> std::sync::MutexGuard<'static, Pool> {
-    POOL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// What [`SearchIndex::embed_pending`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -333,34 +312,6 @@ impl Shared {
             .into_iter()
             .map(|(i, s)| (st.offsets[i], f64::from(s)))
             .collect()
-    }
-}
-
-/// A pool thread: `first`'s catch-up, then each waiting index's in turn,
-/// until none waits.
-fn embed_in_turn(first: Arc<Shared>) {
-    let mut next = Some(first);
-    while let Some(shared) = next {
-        if !shared.stop.load(Ordering::Relaxed) {
-            let _ = shared.catch_up(&mut |_, _| {});
-        } else {
-            shared.jobs().running = false;
-            shared.finished.notify_all();
-        }
-        drop(shared);
-        next = loop {
-            let mut pool = catch_ups();
-            let Some(w) = pool.queue.pop_front() else {
-                pool.running -= 1;
-                break None;
-            };
-            drop(pool);
-            if let Some(s) = w.upgrade()
-                && s.begin_queued()
-            {
-                break Some(s);
-            }
-        };
     }
 }
 
