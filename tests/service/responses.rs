@@ -183,7 +183,7 @@ async fn a_function_call_round_with_reasoning_passed_back() {
 async fn previous_response_ids_and_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
-    let (up, _mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
+    let (up, mock) = start_mock(Provider::OpenAi, Mode::Ok).await;
     let server = start(config(&log, Some(&up), Provider::OpenAi)).await;
     let url = format!("{}/openai/v1/responses", server.url);
     let (s, text, _) = send(&url, &json!({"model": "m", "input": "first"})).await;
@@ -198,6 +198,21 @@ async fn previous_response_ids_and_bad_input() {
     )
     .await;
     assert_eq!(s, 200, "{text}");
+    // The same words again, after the response just given: a turn of its
+    // own, not a repeat of the last.
+    let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (s, text, _) = send(
+        &url,
+        &json!({"model": "m", "input": "second", "previous_response_id": id}),
+    )
+    .await;
+    assert_eq!(s, 200, "{text}");
+    assert_eq!(mock.requests(), 3, "the model is called for each turn");
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log_text.matches(r#""text":"second""#).count(), 2);
     let before = std::fs::read(&log).unwrap();
     for (body, code) in [
         (

@@ -468,9 +468,15 @@ pub(crate) fn said(m: &Value) -> String {
 /// its conversation: a client's retry may change its parameters.
 pub(crate) fn conversation(asked: &Asked) -> String {
     // A tuple is written as the array `[text, messages, instructions]`,
-    // without a copy of the messages' trees.
-    serde_json::to_string(&(&asked.text, &asked.messages, &asked.instructions))
-        .expect("a JSON value is written")
+    // without a copy of the messages' trees; a Responses request that
+    // continues a response names it too (the same words after another
+    // response are another turn).
+    let (t, m, i) = (&asked.text, &asked.messages, &asked.instructions);
+    match &asked.previous_response_id {
+        None => serde_json::to_string(&(t, m, i)),
+        Some(p) => serde_json::to_string(&(t, m, i, p)),
+    }
+    .expect("a JSON value is written")
 }
 
 /// The parameters as a map, for a hash of the request: written from the
