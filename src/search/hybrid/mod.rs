@@ -477,8 +477,10 @@ impl SearchIndex {
         let pending = shared.start();
         // A bounded wait is for what was appended since the last search; a
         // long catch-up (a first embedding) goes on without holding it up.
+        // Nor for one still waiting for a thread (others' first embeddings
+        // may hold them for long).
         let until = match shared.options.wait {
-            Some(_) if pending > WAIT_FOR_BYTES => Some(Instant::now()),
+            Some(_) if pending > WAIT_FOR_BYTES || shared.jobs().queued => Some(Instant::now()),
             w => w.map(|w| Instant::now() + w),
         };
         // The query is embedded while the records appended are, unless it

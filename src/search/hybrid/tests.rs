@@ -387,6 +387,28 @@ fn background_embedding_takes_a_few_threads_however_many_indexes_wait() {
     }
     std::thread::sleep(Duration::from_millis(50));
     assert!(model.most.load(Ordering::SeqCst) <= super::MAX_CATCH_UPS);
+    // A search with a bounded wait does not wait for a catch-up that waits
+    // for a thread: it answers by the words at once.
+    let log = dir.path().join("waiting.log");
+    write_log(&log, &TEXTS[..5]);
+    let mut waiting = SearchIndex::new(&log).with_embedder(
+        model.clone(),
+        HybridOptions {
+            wait: Some(Duration::from_secs(30)),
+            ..opts.clone()
+        },
+    );
+    let asked = Instant::now();
+    let hits = waiting
+        .search("invoice", &SearchOptions::default())
+        .unwrap();
+    assert_eq!(hits.len(), 1);
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert!(waiting.vectors().unwrap().embedding);
     // An index whose catch-up waits for a thread, embedded by its caller:
     // taken over and done there, without waiting for the threads.
     let log = dir.path().join("late.log");
@@ -403,6 +425,7 @@ fn background_embedding_takes_a_few_threads_however_many_indexes_wait() {
     *model.open.lock().unwrap() = true;
     model.opened.notify_all();
     // Every index is embedded in its turn.
+    indexes.push(waiting);
     for index in &indexes {
         while index.vectors().unwrap().embedding {
             assert!(Instant::now() < deadline + Duration::from_secs(20));
