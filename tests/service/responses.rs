@@ -176,6 +176,14 @@ async fn a_function_call_round_with_reasoning_passed_back() {
     server.stop().await;
 }
 
+/// The `id` of a response's JSON.
+fn response_id(text: &str) -> String {
+    serde_json::from_str::<Value>(text).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// `previous_response_id` names a response this server gave on this log
 /// (the replay stands for it), or is a 400; bad input is a 400 in OpenAI's
 /// shape, nothing written.
@@ -188,10 +196,7 @@ async fn previous_response_ids_and_bad_input() {
     let url = format!("{}/openai/v1/responses", server.url);
     let (s, text, _) = send(&url, &json!({"model": "m", "input": "first"})).await;
     assert_eq!(s, 200);
-    let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = response_id(&text);
     let (s, text, _) = send(
         &url,
         &json!({"model": "m", "input": "second", "previous_response_id": id}),
@@ -200,10 +205,7 @@ async fn previous_response_ids_and_bad_input() {
     assert_eq!(s, 200, "{text}");
     // The same words again, after the response just given: a turn of its
     // own, not a repeat of the last.
-    let id = serde_json::from_str::<Value>(&text).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = response_id(&text);
     let (s, text, _) = send(
         &url,
         &json!({"model": "m", "input": "second", "previous_response_id": id}),

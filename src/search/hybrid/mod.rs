@@ -143,25 +143,6 @@ impl Shared {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits for a running catch-up to end, then marks one running. One
-    /// still waiting for a thread is taken over instead (its thread, when
-    /// it comes, finds nothing to do).
-    fn claim(&self) {
-        let mut jobs = self.jobs();
-        while jobs.running && !jobs.queued {
-            jobs = self.finished.wait(jobs).unwrap_or_else(|p| p.into_inner());
-        }
-        jobs.running = true;
-        jobs.queued = false;
-    }
-
-    /// Takes the catch-up that waited for a thread, unless a caller's
-    /// [`claim`](Self::claim) took it over.
-    fn begin_queued(&self) -> bool {
-        let mut jobs = self.jobs();
-        std::mem::replace(&mut jobs.queued, false)
-    }
-
     /// Runs a catch-up here, once [`claim`](Self::claim)ed.
     fn catch_up(&self, progress: &mut dyn FnMut(u64, u64)) -> Result<job::Done, Error> {
         let source = job::Source {
@@ -177,19 +158,24 @@ impl Shared {
             &self.stop,
             progress,
         );
-        let mut jobs = self.jobs();
-        jobs.running = false;
-        let why = match &r {
+        self.end(match &r {
             Ok(d) => d.failed.clone(),
             Err(e) => Some(e.to_string()),
-        };
+        });
+        r
+    }
+
+    /// Ends a catch-up: the index is free again, and `why` it stopped
+    /// short, if it did, is kept (for the retry pause and the status).
+    fn end(&self, why: Option<String>) {
+        let mut jobs = self.jobs();
+        jobs.running = false;
         jobs.failed = why.map(|w| {
             warn_failed(&w);
             (Instant::now(), w)
         });
         drop(jobs);
         self.finished.notify_all();
-        r
     }
 
     /// The log bytes the vectors do not cover, when they hold a whole

@@ -6,9 +6,8 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
 
-use super::{Shared, warn_failed};
+use super::Shared;
 
 /// Background catch-ups embedding at once in this process, whatever the
 /// number of hybrid indexes (a server of thousands of logs): each runs on a
@@ -37,26 +36,17 @@ pub(super) fn catch_ups() -> std::sync::MutexGuard<'static, Pool> {
 pub(super) fn embed_in_turn(first: Arc<Shared>) {
     let mut next = Some(first);
     while let Some(shared) = next {
-        let ran = match shared.stop.load(Ordering::Relaxed) {
-            false => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let _ = shared.catch_up(&mut |_, _| {});
-            }))
-            .is_ok(),
-            true => false,
-        };
-        // Stopped, or the catch-up panicked (the model's own panics are
+        // Stopped; or the catch-up panicked (the model's own panics are
         // caught as failures where it is called: this is a bug of ours):
         // the index is free again and the thread goes on.
-        if !ran {
-            let mut jobs = shared.jobs();
-            jobs.running = false;
-            if !shared.stop.load(Ordering::Relaxed) {
-                let why = "the embedding catch-up panicked".to_string();
-                warn_failed(&why);
-                jobs.failed = Some((Instant::now(), why));
-            }
-            drop(jobs);
-            shared.finished.notify_all();
+        if shared.stop.load(Ordering::Relaxed) {
+            shared.end(None);
+        } else if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = shared.catch_up(&mut |_, _| {});
+        }))
+        .is_err()
+        {
+            shared.end(Some("the embedding catch-up panicked".into()));
         }
         drop(shared);
         next = loop {
@@ -72,5 +62,26 @@ pub(super) fn embed_in_turn(first: Arc<Shared>) {
                 break Some(s);
             }
         };
+    }
+}
+
+impl Shared {
+    /// Waits for a running catch-up to end, then marks one running. One
+    /// still waiting for a thread is taken over instead (its thread, when
+    /// it comes, finds nothing to do).
+    pub(super) fn claim(&self) {
+        let mut jobs = self.jobs();
+        while jobs.running && !jobs.queued {
+            jobs = self.finished.wait(jobs).unwrap_or_else(|p| p.into_inner());
+        }
+        jobs.running = true;
+        jobs.queued = false;
+    }
+
+    /// Takes the catch-up that waited for a thread, unless a caller's
+    /// [`claim`](Self::claim) took it over.
+    fn begin_queued(&self) -> bool {
+        let mut jobs = self.jobs();
+        std::mem::replace(&mut jobs.queued, false)
     }
 }
