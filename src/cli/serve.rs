@@ -375,6 +375,7 @@ pub struct ServeArgs {
 pub fn serve(args: ServeArgs) -> Result<(), Failure> {
     use crate::server::{self, ApiKey, Config};
     init_logs(&args.log_format);
+    crate::server::failpoint::from_env();
     let provider = args.provider;
     if args.old_max_tokens.is_some() || std::env::var_os("WMREPLAY_MAX_TOKENS").is_some() {
         return Err(Failure::Usage(

@@ -52,6 +52,7 @@ mod compat;
 mod config;
 mod conn;
 mod errors;
+pub(crate) mod failpoint;
 mod logging;
 mod mcp;
 mod metrics;

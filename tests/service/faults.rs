@@ -439,3 +439,112 @@ async fn a_log_swapped_for_a_link_mid_write_never_writes_outside() {
     );
     srv.stop().await;
 }
+
+/// 9. A turn whose replay fails after its input is written (a read of the
+/// log failing, injected at the `turn-replay` fault point) is closed in the
+/// log as a turn whose upstream call failed is: its `text_input`, then a
+/// `text_output` with the stop reason `error` and the error, and the client
+/// a 500. Unkeyed, nothing is left unanswered; keyed, a retry once the
+/// fault is gone answers it with one upstream call and no second input;
+/// through the Anthropic door (an SDK's retry header keys it), the
+/// client's history is written once, before the input, and the retry
+/// answers too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_that_fails_after_the_input_is_written_closes_the_turn() {
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("turn-replay", "return(REPLAY-FAULT)").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log(dir.path());
+    let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
+    let srv = start(config(&log, Some(&up), Provider::Anthropic)).await;
+    let closed_after = |text: &str| {
+        let lines = log_lines(&log);
+        let at = lines
+            .iter()
+            .rposition(|v| v["type"] == "text_input" && v["text"] == text)
+            .unwrap_or_else(|| panic!("no input {text:?}"));
+        let close = &lines[at + 1];
+        assert_eq!(close["type"], "text_output", "{close}");
+        assert_eq!(close["stop_reason"], "error", "{close}");
+        assert_eq!(close["error"]["code"], "replay_failed", "{close}");
+        assert_eq!(close["error"]["status"], 500, "{close}");
+    };
+
+    // Unkeyed: the client hears the error, the log closes the turn.
+    let r = client()
+        .post(format!("{}/respond", srv.url))
+        .body(json!({ "text": "unkeyed REPLAY-FAULT" }).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "replay_failed", "{e}");
+    closed_after("unkeyed REPLAY-FAULT");
+    assert_eq!(mock.requests(), 0, "no request made of a failed replay");
+
+    // Keyed: the same, then a retry without the fault answers, once.
+    let t = Duration::from_secs(20);
+    let text = "keyed REPLAY-FAULT";
+    let (status, _, body) = keyed(&srv.url, text, "replay-k", false, t).await.unwrap();
+    assert_eq!(status, 500, "{body}");
+    closed_after(text);
+    // A retry that fails the same way wrote nothing: nothing more to close.
+    let (status, _, body) = keyed(&srv.url, text, "replay-k", false, t).await.unwrap();
+    assert_eq!(status, 500, "{body}");
+    let closes = |log: &Path| {
+        of_kind(log, "text_output")
+            .iter()
+            .filter(|v| v["error"]["code"] == "replay_failed")
+            .count()
+    };
+    assert_eq!(
+        closes(&log),
+        2,
+        "the unkeyed turn's close and the keyed one's"
+    );
+    fail::remove("turn-replay");
+    let (status, _, body) = keyed(&srv.url, text, "replay-k", false, t).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(count(&log, "text_input", text), 1);
+    assert_eq!(mock.requests(), 1);
+    let (status, replayed, again) = keyed(&srv.url, text, "replay-k", false, t).await.unwrap();
+    assert_eq!((status, replayed), (200, true), "{again}");
+    assert_eq!(answer_text(&again), answer_text(&body));
+    assert_eq!(mock.requests(), 1, "the answer recorded, not asked again");
+
+    // The Anthropic door: history before the input, the SDK's retry.
+    fail::cfg("turn-replay", "return(REPLAY-FAULT)").unwrap();
+    let ask = json!({
+        "model": "m-client",
+        "max_tokens": 50,
+        "messages": [
+            {"role": "user", "content": "door history question"},
+            {"role": "assistant", "content": "door history answer"},
+            {"role": "user", "content": "door REPLAY-FAULT"},
+        ],
+    });
+    let send = |retry: &'static str| {
+        client()
+            .post(format!("{}/anthropic/v1/messages", srv.url))
+            .header("content-type", "application/json")
+            .header("x-stainless-retry-count", retry)
+            .body(ask.to_string())
+            .send()
+    };
+    let r = send("0").await.unwrap();
+    assert_eq!(r.status(), 500);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["type"], "error", "the provider's shape: {e}");
+    closed_after("door REPLAY-FAULT");
+    fail::remove("turn-replay");
+    let r = send("1").await.unwrap();
+    assert_eq!(r.status(), 200);
+    let _: Value = r.json().await.unwrap();
+    assert_eq!(count(&log, "text_input", "door history question"), 1);
+    assert_eq!(count(&log, "text_output", "door history answer"), 1);
+    assert_eq!(count(&log, "text_input", "door REPLAY-FAULT"), 1);
+    assert_eq!(mock.requests(), 2);
+    scenario.teardown();
+    srv.stop().await;
+}

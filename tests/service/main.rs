@@ -19,6 +19,7 @@ mod mock;
 mod agents;
 mod compaction;
 mod compat;
+mod crashes;
 mod doc_blocks;
 mod doc_examples;
 mod faults;

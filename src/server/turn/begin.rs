@@ -12,6 +12,24 @@ use crate::server::app::snapshot::{Snapshot, add_recall, replay_failed, snapshot
 use crate::server::errors::{ApiError, internal};
 use crate::server::writer::{self, Line};
 
+/// A beginning that failed: the error, and whether this attempt had
+/// written records of the turn (its `text_input`, or the records that
+/// continue it), which then need a record that closes the turn.
+pub(super) struct Failed {
+    pub(super) error: ApiError,
+    pub(super) wrote: bool,
+}
+
+impl From<ApiError> for Failed {
+    /// A failure before anything of the turn was written.
+    fn from(error: ApiError) -> Failed {
+        Failed {
+            error,
+            wrote: false,
+        }
+    }
+}
+
 /// Begins a turn whose key was just claimed fresh, on the blocking thread
 /// that claimed it. `None` (the turn begins later, in its own hop) for
 /// any other plan, or without a permit (refused there, as usual).
@@ -21,7 +39,7 @@ pub(super) fn prebegin(st: &Arc<AppState>, input: &Input, planned: &KeyPlan) -> 
     }
     let permit = st.permit().ok()?;
     let args = BeginArgs::of(st, input, None);
-    let begun = args.admit(st).and_then(|held| {
+    let begun = args.admit(st).map_err(Failed::from).and_then(|held| {
         let _held = held;
         begin_blocking(st, args)
     });
@@ -85,7 +103,7 @@ type BegunBlocking = Option<(Snapshot, u64, Option<writer::Durable>)>;
 /// its permit and what [`begin_blocking`] returned.
 pub(crate) struct Prebegun {
     pub(super) permit: tokio::sync::OwnedSemaphorePermit,
-    pub(super) begun: Result<BegunBlocking, ApiError>,
+    pub(super) begun: Result<BegunBlocking, Failed>,
 }
 
 /// What a turn needs to begin, taken from its input.
@@ -150,7 +168,7 @@ pub(super) async fn begin(
     state: &Arc<AppState>,
     input: &Input,
     retry: Option<u64>,
-) -> Result<Begun, ApiError> {
+) -> Result<Begun, Failed> {
     let args = BeginArgs::of(state, input, retry);
     let held = args.admit(state)?;
     let st = state.clone();
@@ -166,8 +184,8 @@ pub(super) async fn begin(
 /// [`begin`]'s end: waits for the input's acknowledgement.
 pub(super) async fn begun(
     state: &Arc<AppState>,
-    r: Result<BegunBlocking, ApiError>,
-) -> Result<Begun, ApiError> {
+    r: Result<BegunBlocking, Failed>,
+) -> Result<Begun, Failed> {
     let Some((snap, offset, durable)) = r? else {
         return Ok(Begun::Elsewhere);
     };
@@ -180,7 +198,7 @@ pub(super) async fn begun(
 }
 
 /// [`begin`]'s work on a blocking thread.
-fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, ApiError> {
+fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, Failed> {
     let BeginArgs {
         retry,
         continues,
@@ -196,20 +214,25 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
         line,
     } = args;
     if let Some(offset) = retry {
+        let mut wrote = false;
         if continues {
             if !after.is_empty() {
                 let w = st.writer().map_err(|e| st.append_failed(&e))?;
                 w.append_blocking(after).map_err(|e| st.append_failed(&e))?;
+                wrote = true;
             }
             if let Some(k) = &key {
                 record_input(st, k, offset, !made, ours.then_some(hash.as_str()));
             }
         }
         // The live state has moved on: replay the log's prefix afresh.
-        let mut fresh = st.cfg.live();
-        fresh.refresh_to(offset).map_err(replay_failed)?;
-        let mut snap = snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
-            .map_err(replay_failed)?;
+        let replayed = injected(st, &text).and_then(|()| {
+            let mut fresh = st.cfg.live();
+            fresh.refresh_to(offset).map_err(replay_failed)?;
+            snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
+                .map_err(replay_failed)
+        });
+        let mut snap = replayed.map_err(|error| Failed { error, wrote })?;
         add_recall(st, &mut snap, &text, offset);
         return Ok(Some((snap, offset, None)));
     }
@@ -295,23 +318,43 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
     if let Some(k) = key.as_deref().filter(|_| !recorded_input) {
         record_input(st, k, offset, !made, ours.then_some(hash.as_str()));
     }
-    if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
-        *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
-    let mut snap = if live.info().committed_bytes > offset {
-        // Only if the file changed identity under us: build afresh.
-        drop(live);
-        let mut fresh = st.cfg.live();
-        fresh.refresh_to(offset).map_err(replay_failed)?;
-        snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
-            .map_err(replay_failed)?
-    } else {
-        let s = snapshot_within(st, &mut live, false, true, budget, sid.as_deref())
-            .map_err(replay_failed)?;
-        st.note_held(&live);
-        drop(live);
-        s
-    };
+    crate::server::failpoint::crash("turn-crash-input", text.as_bytes());
+    // From here on the turn's input is in the log: a failure is closed
+    // there by the caller.
+    let replayed = injected(st, &text).and_then(|()| {
+        if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
+            *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        if live.info().committed_bytes > offset {
+            // Only if the file changed identity under us: build afresh.
+            drop(live);
+            let mut fresh = st.cfg.live();
+            fresh.refresh_to(offset).map_err(replay_failed)?;
+            snapshot_within(st, &mut fresh, false, true, budget, sid.as_deref())
+                .map_err(replay_failed)
+        } else {
+            let s = snapshot_within(st, &mut live, false, true, budget, sid.as_deref())
+                .map_err(replay_failed)?;
+            st.note_held(&live);
+            Ok(s)
+        }
+    });
+    let mut snap = replayed.map_err(|error| Failed { error, wrote: true })?;
     add_recall(st, &mut snap, &text, offset);
     Ok(Some((snap, offset, Some(durable))))
+}
+
+/// A replay failure injected by a test (`failpoints`: the point
+/// `turn-replay`, for a turn whose text holds its marker), as a read of
+/// the log that failed.
+fn injected(st: &AppState, text: &str) -> Result<(), ApiError> {
+    if crate::server::failpoint::fires("turn-replay", text) {
+        let e = std::io::Error::other("a read failed (injected by a test)");
+        return Err(replay_failed(crate::Error::io(
+            &st.cfg.log,
+            "cannot read",
+            e,
+        )));
+    }
+    Ok(())
 }

@@ -39,13 +39,13 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use begin::{Begun, Prebegun, begin, begun, prebegin};
+use begin::{Begun, Failed, Prebegun, begin, begun, prebegin};
 pub(crate) use compat::{client_call, client_result};
 pub(crate) use input::{Compat, Input, input_fits, parse_input, request_hash};
 pub(crate) use keys::{KeyPlan, plan_key};
 use keys::{Plan, finish_key, plan_for, wait_for};
 pub(crate) use run::continued;
-use run::{close_from_elsewhere, close_turn, run_turn};
+use run::{close_failed, close_from_elsewhere, close_turn, run_turn};
 
 use crate::server::app::snapshot::stats_json;
 use crate::server::app::{AppState, Claim};
@@ -247,7 +247,12 @@ async fn run_owned(
             let _ = reply.send(outcome.map(|v| input.answered(v, true)));
             return;
         }
-        Err(e) => {
+        Err(Failed { error: e, wrote }) => {
+            // The turn's input (or what continues it) is in the log: closed
+            // there, as a turn whose upstream call failed is.
+            if wrote {
+                close_failed(&state, &input, &e, "").await;
+            }
             finish_key(&state, &input, claim, &Err(e.clone())).await;
             let _ = reply.send(Err(e));
             return;

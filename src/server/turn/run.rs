@@ -358,7 +358,7 @@ pub(super) fn error_event(relay: &Relay, e: &ApiError) -> Bytes {
 /// it. Later replays show the model that the request failed. A keyed turn
 /// may still be retried: its retry replays the log before its `text_input`,
 /// which this record follows, and appends its answer after it.
-async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError, text: &str) {
+pub(super) async fn close_failed(state: &Arc<AppState>, input: &Input, e: &ApiError, text: &str) {
     let mut record = serde_json::Map::new();
     record.insert("type".into(), json!("text_output"));
     if let Some(id) = &input.session_id {
@@ -448,6 +448,7 @@ pub(super) async fn append_close(
     lines: Vec<Line>,
     answer: &Value,
 ) -> std::io::Result<Option<Value>> {
+    crate::server::failpoint::crash("turn-crash-answered", input.text.as_bytes());
     let w = state.writer()?;
     // On a log this process writes alone, a keyed turn is answered by this
     // batch, in the step that makes it durable (the batch's journal entry

@@ -355,6 +355,7 @@ impl Appender {
             // The file is opened for appending: the write went to the end,
             // wherever that was, and left the position just past it.
             let start = end - buf.len() as u64;
+            crate::server::failpoint::crash("log-crash-written", &buf);
             for a in appended.iter_mut().flatten() {
                 a.offset += start;
             }
