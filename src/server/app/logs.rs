@@ -88,6 +88,7 @@ impl Shared {
             files: super::files::Files::counted_in(self.open_files.clone()),
             memory: Default::default(),
             index: Default::default(),
+            history_floors: Default::default(),
             closing: self.closing.clone(),
             #[cfg(feature = "jetstream")]
             fleet: self.fleet.clone(),

@@ -10,6 +10,7 @@ pub(crate) mod compact;
 pub(crate) mod compactor;
 pub(crate) mod facts;
 pub(crate) mod files;
+pub(crate) mod floors;
 pub(crate) mod index;
 pub(crate) mod logs;
 pub(crate) mod memory_edit;
@@ -31,6 +32,7 @@ use crate::state::Store;
 use crate::{LiveReplay, WindowStart};
 
 pub(crate) use claims::{Claim, Claimed, Outcome, Turns};
+pub(crate) use floors::Floors;
 
 tokio::task_local! {
     /// How stale (ms) the log a request read may be, when it was read from
@@ -95,6 +97,8 @@ pub(crate) struct AppState {
     /// The inspector page's index of the log's records (`index.rs`), built
     /// on the page's first request.
     pub(crate) index: Arc<Mutex<index::LogIndex>>,
+    /// Where the log's sessions begin, as the history lookups found.
+    pub(crate) history_floors: floors::Floors,
     /// Set when the server starts to shut down (shared).
     pub(crate) closing: Arc<std::sync::atomic::AtomicBool>,
     /// With `--jetstream`: the stream the log lives in.
@@ -238,12 +242,13 @@ impl AppState {
         })
     }
 
-    /// Records the rendered bytes the log's live replay holds (what the
-    /// `--log-dir` memory bound counts).
+    /// Records the rendered bytes the log's live replay holds, and what
+    /// its history lookups keep (what the `--log-dir` memory bound counts).
     pub(crate) fn note_held(&self, live: &LiveReplay) {
         let info = live.info();
+        let held = info.rendered_bytes + self.history_floors.bytes();
         self.live_bytes
-            .store(info.rendered_bytes, std::sync::atomic::Ordering::Relaxed);
+            .store(held, std::sync::atomic::Ordering::Relaxed);
         self.committed
             .store(info.committed_bytes, std::sync::atomic::Ordering::Relaxed);
     }

@@ -76,7 +76,12 @@ async fn count(server: &Server, id: Option<&str>, req: Request) -> Result<Respon
     let st = state.clone();
     let sid = session.clone();
     let from = tokio::task::spawn_blocking(move || {
-        history::lacking_from(&super::log_end(&st), &a, sid.as_deref())
+        history::lacking_from(
+            &super::log_end(&st),
+            Some(&st.history_floors),
+            &a,
+            sid.as_deref(),
+        )
     })
     .await
     .map_err(|e| crate::server::errors::internal("count_failed", e))?;

@@ -27,30 +27,21 @@
 //!   unanswered, or just answered) may repeat that turn: [`Plan::repeats`],
 //!   confirmed by the request that wrote it.
 //!
-//! The session's records are read from the log's end backwards (in blocks:
-//! `tail.rs`), as many as the request has items and a few more, so a lookup
-//! costs what the request's history costs: with a session, its id is
-//! searched for (at most [`SESSION_SPAN`] bytes back); without one, the
-//! records without a session are read back, at most four times the
-//! history's size (and 1 MiB) of them, passing over other sessions'
-//! records within the same span (a client without a session on a log
-//! busy with sessions finds its history however much they wrote since).
+//! The session's records are read from the log's end backwards, as many
+//! as the request has items and a few more, and no further back than the
+//! session's records begin (`session_tail.rs`), so a lookup costs what the
+//! session's conversation costs, not what the log holds.
 
-use std::borrow::Cow;
-
-use memchr::memmem;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::request::{Asked, blocks_of, calls_of, content_text, results_of, role, said};
 use super::responses::part_text;
-use super::tail::{LogEnd, lines_back};
+use super::session_tail::{Held, Kind, session_tail};
+use super::tail::LogEnd;
+use crate::server::app::Floors;
 use crate::server::turn::{client_call, client_result};
 use crate::server::upstream::Provider;
 use crate::server::writer::Line;
-
-/// How far back a session's records are searched for (at memchr's speed).
-const SESSION_SPAN: u64 = 256 << 20;
 
 /// Items of the request checked before the one found (its context).
 const CONTEXT: usize = 8;
@@ -58,15 +49,6 @@ const CONTEXT: usize = 8;
 /// Records of the log's own (the server's tool rounds, an error's close)
 /// allowed between two items of the request.
 const EXTRAS: usize = 16;
-
-/// What a record or a message's part is.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Kind {
-    Input,
-    Output,
-    Call,
-    Result,
-}
 
 /// One part of a client's message, as its record would be written.
 pub(crate) struct Item {
@@ -93,14 +75,6 @@ impl Item {
             is_error: false,
         }
     }
-}
-
-/// A record of the session, read from the log.
-pub(crate) struct Held {
-    kind: Kind,
-    what: String,
-    /// The offset of its line.
-    at: u64,
 }
 
 /// What the log holds of a request's messages, and what to write.
@@ -222,9 +196,11 @@ fn items(asked: &Asked, range: std::ops::Range<usize>) -> Vec<Item> {
     out
 }
 
-/// The plan for `asked` against the log's bytes.
+/// The plan for `asked` against the log's bytes (`floors`: where the log's
+/// sessions begin, as far as earlier lookups found).
 pub(crate) fn plan<L: LogEnd + ?Sized>(
     log: &L,
+    floors: Option<&Floors>,
     asked: &Asked,
     session: Option<&str>,
     max_record: usize,
@@ -235,7 +211,7 @@ pub(crate) fn plan<L: LogEnd + ?Sized>(
         .iter()
         .position(|it| it.msg == asked.start)
         .unwrap_or(items.len());
-    let held = session_tail(log, session, &items);
+    let held = tail_for(log, session, &items, floors);
     let writer = Writer {
         session,
         max_record,
@@ -294,15 +270,36 @@ pub(crate) fn plan<L: LogEnd + ?Sized>(
 /// the one after the newest the session's records hold.
 pub(crate) fn lacking_from<L: LogEnd + ?Sized>(
     log: &L,
+    floors: Option<&Floors>,
     asked: &Asked,
     session: Option<&str>,
 ) -> usize {
     let items = items(asked, 0..asked.start);
-    let held = session_tail(log, session, &items);
+    let held = tail_for(log, session, &items, floors);
     match aligned(&items, &held) {
         Some((j, _)) => items[j].msg + 1,
         None => 0,
     }
+}
+
+/// The session's newest conversation records for a request of `items`
+/// (oldest first): as many as `items` and [`CONTEXT`] + [`EXTRAS`] more; a
+/// lookup without a session reads back four times their size (and 1 MiB)
+/// of records without one.
+fn tail_for<L: LogEnd + ?Sized>(
+    log: &L,
+    session: Option<&str>,
+    items: &[Item],
+    floors: Option<&Floors>,
+) -> Vec<Held> {
+    let bytes: u64 = items.iter().map(|i| i.what.len() as u64 + 256).sum();
+    session_tail(
+        log,
+        session,
+        items.len() + CONTEXT + EXTRAS,
+        4 * bytes + (1 << 20),
+        floors,
+    )
 }
 
 /// The newest item of `items` the session's records hold in line: `(its
@@ -334,116 +331,6 @@ fn in_line(items: &[Item], held: &[Held], same: impl Fn(&Item, &Held) -> bool) -
         }
     }
     true
-}
-
-/// A record as the lookup reads it.
-#[derive(Deserialize)]
-struct Rec<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    session_id: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    id: Option<Cow<'a, str>>,
-}
-
-/// The session's newest conversation records (oldest first): as many as
-/// `items` and [`CONTEXT`] + [`EXTRAS`] more, read from the log's end.
-fn session_tail<L: LogEnd + ?Sized>(log: &L, session: Option<&str>, items: &[Item]) -> Vec<Held> {
-    let want = items.len() + CONTEXT + EXTRAS;
-    let mut out = Vec::new();
-    // Whether the line is of another session (else it is read as one of
-    // `session`'s, if it is a conversation record).
-    let take = |line: &[u8], at: u64, out: &mut Vec<Held>| -> bool {
-        let Ok(r) = serde_json::from_slice::<Rec>(line) else {
-            return false;
-        };
-        if r.session_id.as_deref() != session {
-            return true;
-        }
-        let (kind, what) = match (r.kind.as_ref(), r.text, r.id) {
-            ("text_input", Some(t), _) => (Kind::Input, t),
-            ("text_output", Some(t), _) => (Kind::Output, t),
-            ("tool_call", _, Some(id)) => (Kind::Call, id),
-            ("tool_result", _, Some(id)) => (Kind::Result, id),
-            _ => return false,
-        };
-        out.push(Held {
-            kind,
-            what: what.into_owned(),
-            at,
-        });
-        false
-    };
-    let len = log.len();
-    match session {
-        Some(s) => {
-            let quoted = serde_json::to_string(s).expect("a string serialises");
-            let finder = memmem::FinderRev::new(quoted.as_bytes());
-            lines_back(log, len.saturating_sub(SESSION_SPAN), |lines, base| {
-                let mut stop = lines.len();
-                while out.len() < want {
-                    let Some(at) = finder.rfind(&lines[..stop]) else {
-                        break;
-                    };
-                    let start = memchr::memrchr(b'\n', &lines[..at]).map_or(0, |i| i + 1);
-                    let end = at + memchr::memchr(b'\n', &lines[at..stop]).unwrap_or(stop - at);
-                    let _ = take(&lines[start..end], base + start as u64, &mut out);
-                    stop = start;
-                }
-                out.len() < want
-            });
-        }
-        None => {
-            // Records of sessions are passed over (the server's own known
-            // by their first bytes, unparsed) and do not count: the rest are
-            // read back up to four times the history's size (and 1 MiB).
-            let bytes: u64 = items.iter().map(|i| i.what.len() as u64 + 256).sum();
-            let mut budget = 4 * bytes + (1 << 20);
-            lines_back(log, len.saturating_sub(SESSION_SPAN), |lines, base| {
-                let mut stop = lines.len();
-                while stop > 0 && out.len() < want {
-                    let end = stop - 1;
-                    let start = memchr::memrchr(b'\n', &lines[..end]).map_or(0, |i| i + 1);
-                    let line = &lines[start..end];
-                    stop = start;
-                    if of_a_session(line) || take(line, base + start as u64, &mut out) {
-                        continue;
-                    }
-                    budget = budget.saturating_sub(line.len() as u64 + 1);
-                    if budget == 0 {
-                        return false;
-                    }
-                }
-                out.len() < want
-            });
-        }
-    }
-    out.reverse();
-    out
-}
-
-/// Whether `line` is a record the server wrote for a session, known by its
-/// first bytes (`{"type":"…","ts_ms":…,"session_id":"`: the session is a
-/// member of the record itself); any other line is parsed to know.
-fn of_a_session(line: &[u8]) -> bool {
-    let Some(rest) = line.strip_prefix(b"{\"type\":\"") else {
-        return false;
-    };
-    // A type with an escaped quote fails the next check: parsed.
-    let Some(q) = memchr::memchr(b'"', rest) else {
-        return false;
-    };
-    let Some(rest) = rest[q + 1..].strip_prefix(b",\"ts_ms\":") else {
-        return false;
-    };
-    let n = rest
-        .iter()
-        .take_while(|b| b.is_ascii_digit() || b"+-.eE".contains(b))
-        .count();
-    rest[n..].starts_with(b",\"session_id\":\"")
 }
 
 /// How the records of a client's messages are written.
@@ -520,13 +407,13 @@ mod tests {
             item(Kind::Input, "thanks"),
             item(Kind::Input, "hello there"),
         ];
-        let held = session_tail(&l[..], Some("a"), &items);
+        let held = tail_for(&l[..], Some("a"), &items, None);
         assert_eq!(held.len(), 1);
         assert_eq!(aligned(&items, &held).map(|x| x.0), None);
-        let held = session_tail(&l[..], Some("b"), &items);
+        let held = tail_for(&l[..], Some("b"), &items, None);
         assert_eq!(aligned(&items, &held), Some((0, 0)));
         // No session: records without one only.
-        assert!(session_tail(&l[..], None, &items).is_empty());
+        assert!(tail_for(&l[..], None, &items, None).is_empty());
     }
 
     #[test]
@@ -550,19 +437,9 @@ mod tests {
             item(Kind::Output, "a1"),
             item(Kind::Input, "q2"),
         ];
-        let held = session_tail(&l[..], None, &items);
+        let held = tail_for(&l[..], None, &items, None);
         assert_eq!(held.len(), 2);
         assert_eq!(aligned(&items[..2], &held), Some((1, 1)));
-        assert!(of_a_session(
-            br#"{"type":"text_input","ts_ms":1.5e3,"session_id":"s","text":""}"#
-        ));
-        for not in [
-            &br#"{"type":"text_input","ts_ms":1,"text":"","session_id":"s"}"#[..],
-            br#"{"type":"a\",\"ts_ms\":1,\"session_id\":\"","ts_ms":1}"#,
-            br#"{"type":"text_input","ts_ms":1,"session_id":null}"#,
-        ] {
-            assert!(!of_a_session(not), "{}", String::from_utf8_lossy(not));
-        }
     }
 
     #[test]
@@ -586,11 +463,11 @@ mod tests {
         .iter()
         .map(|(k, w)| item(*k, w))
         .collect();
-        let held = session_tail(&l[..], None, &items);
+        let held = tail_for(&l[..], None, &items, None);
         assert_eq!(aligned(&items, &held), Some((3, 3)));
         // A line not yet ended is not read.
         let mut cut = l.clone();
         cut.extend_from_slice(br#"{"type":"text_input","ts_ms":1,"text":"q3"}"#);
-        assert_eq!(session_tail(&cut[..], None, &items).len(), 4);
+        assert_eq!(tail_for(&cut[..], None, &items, None).len(), 4);
     }
 }

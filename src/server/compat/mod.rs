@@ -39,6 +39,7 @@ mod count;
 mod history;
 mod request;
 mod responses;
+mod session_tail;
 mod side;
 mod tail;
 mod window;
@@ -192,7 +193,13 @@ async fn serve(
             st.writer().map_err(|e| st.append_failed(&e))?;
         }
         let log = log_end(st);
-        let plan = history::plan(&log, &asked, session.as_deref(), st.cfg.max_record_bytes);
+        let plan = history::plan(
+            &log,
+            Some(&st.history_floors),
+            &asked,
+            session.as_deref(),
+            st.cfg.max_record_bytes,
+        );
         let key = match explicit {
             Some(k) => k,
             None => conversation_key(st, &plan, &hash)?,
@@ -412,8 +419,9 @@ pub(crate) fn client_key(headers: &HeaderMap, p: Provider) -> Option<ApiKey> {
 fn log_end(st: &AppState) -> Option<tail::FileEnd> {
     let (file, meta) = crate::input::open_regular(&st.cfg.log, !st.follows_links()).ok()??;
     Some(tail::FileEnd {
-        file,
         len: meta.len(),
+        id: crate::os::open_file_id(&file).ok(),
+        file,
     })
 }
 

@@ -7,9 +7,10 @@ use std::fs::File;
 use std::io;
 
 /// The first block read from the end; each next one is twice as long, up
-/// to [`MAX_BLOCK`].
-const FIRST_BLOCK: u64 = 64 << 10;
-const MAX_BLOCK: u64 = 4 << 20;
+/// to [`MAX_BLOCK`]. (The unit tests read in tiny blocks, so that their
+/// small logs take many.)
+const FIRST_BLOCK: u64 = if cfg!(test) { 16 } else { 64 << 10 };
+const MAX_BLOCK: u64 = if cfg!(test) { 256 } else { 4 << 20 };
 
 /// What a log's end is read from: a file (the bytes up to its length when
 /// it was looked at) or bytes in memory.
@@ -17,6 +18,10 @@ pub(crate) trait LogEnd {
     fn len(&self) -> u64;
     /// Fills `buf` from `at`, within [`len`](Self::len).
     fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()>;
+    /// Which file it is (device, inode), when it is one.
+    fn file_id(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 impl LogEnd for [u8] {
@@ -42,12 +47,18 @@ impl<L: LogEnd> LogEnd for Option<L> {
             None => Err(io::ErrorKind::UnexpectedEof.into()),
         }
     }
+
+    fn file_id(&self) -> Option<(u64, u64)> {
+        self.as_ref().and_then(L::file_id)
+    }
 }
 
 /// An open log, read up to the length it had.
 pub(crate) struct FileEnd {
     pub(crate) file: File,
     pub(crate) len: u64,
+    /// The file's identity, when it could be read.
+    pub(crate) id: Option<(u64, u64)>,
 }
 
 impl LogEnd for FileEnd {
@@ -58,6 +69,19 @@ impl LogEnd for FileEnd {
     fn read_at(&self, buf: &mut [u8], at: u64) -> io::Result<()> {
         crate::os::read_exact_at(&self.file, buf, at)
     }
+
+    fn file_id(&self) -> Option<(u64, u64)> {
+        self.id
+    }
+}
+
+/// How a walk back ([`lines_back`]) ended.
+pub(crate) struct Walk {
+    /// Every line from its floor (or the log's start) on was visited: no
+    /// read failed and no visit stopped it.
+    pub(crate) whole: bool,
+    /// Where the log's last whole line ends (0: none).
+    pub(crate) end: u64,
 }
 
 /// Calls `visit` with the log's whole lines from its end backwards, a
@@ -70,7 +94,11 @@ pub(crate) fn lines_back<L: LogEnd + ?Sized>(
     log: &L,
     floor: u64,
     mut visit: impl FnMut(&[u8], u64) -> bool,
-) {
+) -> Walk {
+    let mut walk = Walk {
+        whole: false,
+        end: 0,
+    };
     let mut pos = log.len();
     // The bytes [pos, pos + buf.len()) not yet visited: a line's end and
     // its `\n` (nothing before the log's last `\n` is found).
@@ -82,7 +110,7 @@ pub(crate) fn lines_back<L: LogEnd + ?Sized>(
         let at = pos - n;
         let mut read = vec![0; n as usize];
         if log.read_at(&mut read, at).is_err() {
-            return;
+            return walk;
         }
         read.extend_from_slice(&buf);
         buf = read;
@@ -93,6 +121,7 @@ pub(crate) fn lines_back<L: LogEnd + ?Sized>(
                 Some(i) => {
                     buf.truncate(i + 1);
                     ended = true;
+                    walk.end = pos + i as u64 + 1;
                 }
                 None => {
                     buf.clear();
@@ -109,13 +138,15 @@ pub(crate) fn lines_back<L: LogEnd + ?Sized>(
             },
         };
         if start < buf.len() && !visit(&buf[start..], pos + start as u64) {
-            return;
+            return walk;
         }
         buf.truncate(start);
         if pos <= floor {
-            return;
+            break;
         }
     }
+    walk.whole = true;
+    walk
 }
 
 #[cfg(test)]
@@ -166,6 +197,7 @@ mod tests {
         let file = FileEnd {
             file: File::open(&path).unwrap(),
             len: cut.len() as u64,
+            id: None,
         };
         let mut n = 0;
         lines_back(&file, 0, |s, _| {
@@ -177,22 +209,29 @@ mod tests {
 
     #[test]
     fn the_walk_ends_when_asked_or_past_its_floor() {
-        let line = format!("{}\n", "z".repeat(99));
-        let log = line.repeat(10_000);
+        let log = "zzzzzzzz\n".repeat(100_000);
         let mut read = 0;
         lines_back(log.as_bytes(), 0, |s, _| {
             read += s.len();
             false
         });
-        assert!(read <= FIRST_BLOCK as usize, "{read}");
-        // 1,000,000 bytes: the second block (the last 192 KiB) reaches
-        // past a floor 100,000 bytes back, and the walk ends there.
+        assert!(read > 0 && read <= FIRST_BLOCK as usize, "{read}");
+        // 900,000 bytes: the walk reads back past a floor 100,000 bytes
+        // back, and ends within a block of it.
         let mut visits = Vec::new();
-        lines_back(log.as_bytes(), 900_000, |_, base| {
+        let walk = lines_back(log.as_bytes(), 800_000, |_, base| {
             visits.push(base);
             true
         });
-        assert_eq!(visits.len(), 2, "{visits:?}");
-        assert!(visits[1] <= 900_000 && visits[1] > 800_000, "{visits:?}");
+        let last = *visits.last().unwrap();
+        assert!(
+            last <= 800_000 && last + MAX_BLOCK + 9 > 800_000,
+            "{visits:?}"
+        );
+        assert!(visits.windows(2).all(|w| w[1] < w[0]));
+        assert!(walk.whole);
+        assert_eq!(walk.end, log.len() as u64);
+        // Asked to stop: not whole.
+        assert!(!lines_back(log.as_bytes(), 0, |_, _| false).whole);
     }
 }

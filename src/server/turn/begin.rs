@@ -324,6 +324,7 @@ fn begin_blocking(st: &Arc<AppState>, args: BeginArgs) -> Result<BegunBlocking, 
     let replayed = injected(st, &text).and_then(|()| {
         if live.refresh_to(offset).map_err(replay_failed)?.rebuilt {
             *st.window.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            st.history_floors.clear();
         }
         if live.info().committed_bytes > offset {
             // Only if the file changed identity under us: build afresh.
