@@ -33,13 +33,29 @@ async fn keyed(url: &str, key: &str, text: &str) -> reqwest::Result<reqwest::Res
         .await
 }
 
+/// `serve` on `log` with the mock model at `up`; with `point`, killed where
+/// that point fires for a text holding the turn's `words` (for the batch
+/// point, the answer's line: the mock's answer quotes the words).
+fn serving(log: &Path, up: &str, point: Option<(&str, &str)>) -> Serving {
+    let failpoints = point.map(|(p, words)| match p {
+        "log-crash-written" => format!("{p}=return(answer to «{words})"),
+        _ => format!("{p}=return({words})"),
+    });
+    let mut envs = vec![("ANTHROPIC_API_KEY", KEY)];
+    if let Some(f) = &failpoints {
+        envs.push(("FAILPOINTS", f));
+    }
+    Serving::start(log, &["--upstream", up], &envs, None)
+}
+
+/// Through `/respond` with an `Idempotency-Key`: killed once the input (and
+/// the key's row) is written, once the model has answered, once the
+/// answer's bytes are in the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_turn_killed_between_any_two_writes_ends_once_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
-    let args = ["--upstream", up.as_str()];
-    let env = [("ANTHROPIC_API_KEY", KEY)];
     // (the point, the turn's words, whether the model had answered, whether
     // the answer reached the log)
     let windows = [
@@ -48,16 +64,7 @@ async fn a_keyed_turn_killed_between_any_two_writes_ends_once_after_a_restart() 
         ("log-crash-written", "crash-written", true, true),
     ];
     for (point, words, called, kept) in windows {
-        // The batch point fires on the answer's line only (the mock's
-        // answer quotes the words), not on the input's.
-        let marker = match point {
-            "log-crash-written" => format!("answer to «{words}"),
-            _ => words.to_string(),
-        };
-        let failpoints = format!("{point}=return({marker})");
-        let mut envs = env.to_vec();
-        envs.push(("FAILPOINTS", &failpoints));
-        let mut srv = Serving::start(&log, &args, &envs, None);
+        let mut srv = serving(&log, &up, Some((point, words)));
         let calls = mock.requests();
         let cut = keyed(&srv.url, words, words).await;
         assert!(
@@ -69,7 +76,7 @@ async fn a_keyed_turn_killed_between_any_two_writes_ends_once_after_a_restart() 
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{point}: {status:?}");
         assert_eq!(mock.requests(), calls + usize::from(called), "{point}");
 
-        let srv = Serving::start(&log, &args, &env, None);
+        let srv = serving(&log, &up, None);
         let r = keyed(&srv.url, words, words).await.unwrap();
         assert_eq!(r.status(), 200, "{point}");
         assert!(
@@ -90,7 +97,10 @@ async fn a_keyed_turn_killed_between_any_two_writes_ends_once_after_a_restart() 
         );
         if kept {
             assert!(
-                v["text"].as_str().unwrap().contains(&marker),
+                v["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("answer to «{words}")),
                 "{point}: {v}"
             );
             assert_eq!(closes[0]["text"], v["text"], "{point}");
@@ -130,19 +140,10 @@ async fn an_sdk_turn_killed_between_two_writes_ends_once_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let log = example_log(dir.path());
     let (up, mock) = start_mock(Provider::Anthropic, Mode::Ok).await;
-    let args = ["--upstream", up.as_str()];
-    let env = [("ANTHROPIC_API_KEY", KEY)];
     for (point, words, called, kept) in [
         ("turn-crash-input", "door crash-input", false, false),
         ("log-crash-written", "door crash-written", true, true),
     ] {
-        let marker = match kept {
-            true => format!("answer to «{words}"),
-            false => words.to_string(),
-        };
-        let failpoints = format!("{point}=return({marker})");
-        let mut envs = env.to_vec();
-        envs.push(("FAILPOINTS", &failpoints));
         let ask = json!({
             "model": "m-client",
             "max_tokens": 50,
@@ -161,13 +162,13 @@ async fn an_sdk_turn_killed_between_two_writes_ends_once_after_a_restart() {
                 .body(ask.clone())
                 .send()
         };
-        let mut srv = Serving::start(&log, &args, &envs, None);
+        let mut srv = serving(&log, &up, Some((point, words)));
         let calls = mock.requests();
         assert!(send(srv.url.clone(), "0").await.is_err(), "{point}");
         let status = srv.child.wait().unwrap();
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{point}: {status:?}");
 
-        let srv = Serving::start(&log, &args, &env, None);
+        let srv = serving(&log, &up, None);
         let r = send(srv.url.clone(), "1").await.unwrap();
         assert_eq!(r.status(), 200, "{point}");
         let v: Value = r.json().await.unwrap();
@@ -205,7 +206,10 @@ async fn an_sdk_turn_killed_between_two_writes_ends_once_after_a_restart() {
         );
         if kept {
             let text = v["content"][0]["text"].as_str().unwrap_or_default();
-            assert!(text.contains(&marker), "{point}: {v}");
+            assert!(
+                text.contains(&format!("answer to «{words}")),
+                "{point}: {v}"
+            );
             assert_eq!(closes[0]["text"], text, "{point}");
         } else {
             assert_eq!(
