@@ -96,9 +96,11 @@ pub(super) fn session_tail<L: LogEnd + ?Sized>(
     let file = log.file_id();
     let mut known = floors.map_or(Known::Nothing, |f| f.get(file, len, session));
     // A session not known yet: where every session named in the span (or
-    // after the index's end) begins is noted first, once for them all.
+    // after the index's end) begins is noted first, once for them all (a
+    // log that cannot say which file it is keeps no index: not walked).
     if let Some(f) = floors
         && session.is_some()
+        && file.is_some()
         && !matches!(known, Known::From(_))
     {
         let from = match known {
